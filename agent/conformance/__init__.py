@@ -1,0 +1,1 @@
+"""`kubenode conformance`: plays the kubelet against a device plugin and reports what passes."""
