@@ -38,9 +38,7 @@ def test_device_plugin_wire_names() -> None:
         "PreStartContainer",
     }
     fields = {
-        (msg, f.name): (f.number, f.type)
-        for msg, d in fd.message_types_by_name.items()
-        for f in d.fields
+        (msg, f.name): (f.number, f.type) for msg, d in fd.message_types_by_name.items() for f in d.fields
     }
     fdesc = dp.Device.DESCRIPTOR.fields_by_name
     assert fdesc["ID"].number == 1 and fdesc["health"].number == 2 and fdesc["topology"].number == 3
