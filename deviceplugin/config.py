@@ -1,0 +1,389 @@
+"""The device plugin's YAML configuration: parsing and validation.
+
+Every error names the file and the field path (`config.yaml: resources[1].name: ...`)
+so a bad config fails at start with a message a person can act on.
+
+    version: v1
+    kubeletDir: /var/lib/kubelet/device-plugins   # optional
+    resources:
+      - name: kubenode.io/cpu
+        backend: cpu              # cpu | gpu | static
+        replicas: 1               # time-slicing: advertise each device N times as <id>::<n>
+        socket: kubenode-cpu.sock # optional socket file name in the kubelet dir
+        cpu: {unit: thread, reserved: "0"}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deviceplugin.cpuset import parse_cpuset
+from deviceplugin.resourcename import extended_resource_name_error
+
+DEFAULT_KUBELET_DIR = "/var/lib/kubelet/device-plugins"
+KUBELET_DIR_ENV = "KUBENODE_KUBELET_DIR"
+MAX_DEVICE_ID_LENGTH = 63  # Device.ID in the Device Plugin API
+BACKENDS = ("cpu", "gpu", "static")
+DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # application errors, not GPU faults
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message starts with `<file>: <field path>:`."""
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    unit: str = "thread"  # "thread": one device per logical CPU; "core": one per physical core
+    reserved: frozenset[int] = frozenset()  # CPUs kept for the system, never advertised
+    sysfs_root: str = "/sys"
+
+
+@dataclass(frozen=True)
+class GpuOptions:
+    id_strategy: str = "uuid"  # "uuid" or "index"
+    cdi: bool = False  # also return CDI device names <cdi_kind>=<uuid>
+    cdi_kind: str = "nvidia.com/gpu"
+    ignored_xids: frozenset[int] = DEFAULT_IGNORED_XIDS
+    recovery_seconds: float = 60.0  # a faulted GPU passing probes this long is healthy again
+    probe_interval_seconds: float = 5.0
+    fail_on_init_error: bool = False
+    dev_root: str = "/dev"
+    sysfs_root: str = "/sys"
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    host_path: str
+    container_path: str
+    permissions: str = "rw"
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class StaticDevice:
+    id: str
+    numa_nodes: tuple[int, ...] = ()
+    device_nodes: tuple[DeviceNode, ...] = ()
+    mounts: tuple[MountSpec, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class StaticOptions:
+    devices: tuple[StaticDevice, ...] = ()
+    # Control file: each non-comment line names an unhealthy device ID. Relative paths are in the kubelet dir.
+    health_file: str | None = None
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    name: str
+    backend: str
+    replicas: int = 1
+    socket: str = ""
+    cpu: CpuOptions = CpuOptions()
+    gpu: GpuOptions = GpuOptions()
+    static: StaticOptions = StaticOptions()
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    resources: tuple[ResourceConfig, ...]
+    kubelet_dir: str | None = None
+    source: str = "<defaults>"
+
+
+def default_socket_name(resource_name: str) -> str:
+    return "kubenode-" + resource_name.replace("/", "-") + ".sock"
+
+
+def resolve_kubelet_dir(flag: str | None, config: PluginConfig) -> str:
+    """Precedence: --kubelet-dir flag > KUBENODE_KUBELET_DIR > config file > default."""
+    return flag or os.environ.get(KUBELET_DIR_ENV) or config.kubelet_dir or DEFAULT_KUBELET_DIR
+
+
+def default_config(backend: str = "cpu") -> PluginConfig:
+    return parse_config({"resources": [{"name": f"kubenode.io/{backend}", "backend": backend}]})
+
+
+def load_config(path: str | os.PathLike[str]) -> PluginConfig:
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_config(data, source=Path(path).name)
+
+
+def parse_config(data: object, source: str = "<config>") -> PluginConfig:
+    root = _Node(data if data is not None else {}, source, "")
+    root.only("version", "kubeletDir", "resources")
+    version = root.text("version", "v1")
+    if version != "v1":
+        root.fail("version", f"unsupported version {version!r} (expected v1)")
+    resources = tuple(_parse_resource(item) for item in root.items("resources", required=True))
+    if not resources:
+        root.fail("resources", "at least one resource is required")
+    _check_unique(root, resources)
+    return PluginConfig(resources=resources, kubelet_dir=root.text("kubeletDir", None), source=source)
+
+
+def _check_unique(root: _Node, resources: tuple[ResourceConfig, ...]) -> None:
+    names: dict[str, int] = {}
+    sockets: dict[str, int] = {}
+    for index, resource in enumerate(resources):
+        if resource.name in names:
+            root.fail(f"resources[{index}].name", f"duplicate resource {resource.name!r}")
+        if resource.socket in sockets:
+            root.fail(f"resources[{index}].socket", f"socket {resource.socket!r} already used")
+        names[resource.name] = index
+        sockets[resource.socket] = index
+
+
+def _parse_resource(node: _Node) -> ResourceConfig:
+    node.only("name", "backend", "replicas", "socket", *BACKENDS)
+    name = node.text("name", required=True)
+    if (problem := extended_resource_name_error(name)) is not None:
+        node.fail("name", problem)
+    backend = node.text("backend", required=True)
+    if backend not in BACKENDS:
+        node.fail("backend", f"unknown backend {backend!r} (expected one of {', '.join(BACKENDS)})")
+    for other in BACKENDS:
+        if other != backend and node.has(other):
+            node.fail(other, f"options for backend {other!r} given but backend is {backend!r}")
+    replicas = node.integer("replicas", 1)
+    if replicas < 1:
+        node.fail("replicas", "must be at least 1")
+    socket = node.text("socket", default_socket_name(name))
+    if not socket or "/" in socket or socket.startswith("."):
+        node.fail("socket", f"{socket!r} must be a plain file name not starting with '.'")
+    options = node.child(backend)
+    resource = ResourceConfig(name=name, backend=backend, replicas=replicas, socket=socket)
+    if backend == "cpu":
+        return _replace(resource, cpu=_parse_cpu(options))
+    if backend == "gpu":
+        return _replace(resource, gpu=_parse_gpu(options))
+    return _replace(resource, static=_parse_static(options, replicas))
+
+
+def _replace(resource: ResourceConfig, **changes: Any) -> ResourceConfig:
+    return dataclasses.replace(resource, **changes)
+
+
+def _parse_cpu(node: _Node) -> CpuOptions:
+    node.only("unit", "reserved", "sysfsRoot")
+    unit = node.text("unit", "thread")
+    if unit not in ("thread", "core"):
+        node.fail("unit", f"unknown unit {unit!r} (expected thread or core)")
+    reserved_text = node.scalar_text("reserved", "")
+    try:
+        reserved = parse_cpuset(reserved_text)
+    except ValueError as exc:
+        node.fail("reserved", str(exc))
+    return CpuOptions(unit=unit, reserved=reserved, sysfs_root=node.text("sysfsRoot", "/sys"))
+
+
+def _parse_gpu(node: _Node) -> GpuOptions:
+    node.only(
+        "idStrategy",
+        "cdi",
+        "cdiKind",
+        "ignoredXids",
+        "recoverySeconds",
+        "probeIntervalSeconds",
+        "failOnInitError",
+        "devRoot",
+        "sysfsRoot",
+    )
+    strategy = node.text("idStrategy", "uuid")
+    if strategy not in ("uuid", "index"):
+        node.fail("idStrategy", f"unknown strategy {strategy!r} (expected uuid or index)")
+    xids = node.items("ignoredXids", default=None)
+    ignored = DEFAULT_IGNORED_XIDS if xids is None else frozenset(x.as_int() for x in xids)
+    recovery = node.number("recoverySeconds", 60.0)
+    interval = node.number("probeIntervalSeconds", 5.0)
+    if interval <= 0:
+        node.fail("probeIntervalSeconds", "must be positive")
+    return GpuOptions(
+        id_strategy=strategy,
+        cdi=node.flag("cdi", False),
+        cdi_kind=node.text("cdiKind", "nvidia.com/gpu"),
+        ignored_xids=ignored,
+        recovery_seconds=recovery,
+        probe_interval_seconds=interval,
+        fail_on_init_error=node.flag("failOnInitError", False),
+        dev_root=node.text("devRoot", "/dev"),
+        sysfs_root=node.text("sysfsRoot", "/sys"),
+    )
+
+
+def _parse_static(node: _Node, replicas: int) -> StaticOptions:
+    node.only("devices", "healthFile")
+    devices: list[StaticDevice] = []
+    seen: set[str] = set()
+    suffix = len(f"::{replicas - 1}") if replicas > 1 else 0
+    for item in node.items("devices", required=True):
+        item.only("id", "numa", "deviceNodes", "mounts", "env", "health")
+        device_id = item.scalar_text("id", "", required=True)
+        if not device_id:
+            item.fail("id", "must not be empty")
+        if len(device_id) + suffix > MAX_DEVICE_ID_LENGTH:
+            item.fail("id", f"{device_id!r} is longer than {MAX_DEVICE_ID_LENGTH} characters (with replicas)")
+        if device_id in seen:
+            item.fail("id", f"duplicate device ID {device_id!r}")
+        seen.add(device_id)
+        health = item.text("health", "Healthy")
+        if health not in ("Healthy", "Unhealthy"):
+            item.fail("health", f"{health!r} must be Healthy or Unhealthy")
+        devices.append(
+            StaticDevice(
+                id=device_id,
+                numa_nodes=_parse_numa(item),
+                device_nodes=tuple(_parse_device_node(n) for n in item.items("deviceNodes", default=[])),
+                mounts=tuple(_parse_mount(m) for m in item.items("mounts", default=[])),
+                env=item.str_map("env"),
+                healthy=health == "Healthy",
+            )
+        )
+    return StaticOptions(devices=tuple(devices), health_file=node.text("healthFile", None))
+
+
+def _parse_numa(item: _Node) -> tuple[int, ...]:
+    if not item.has("numa"):
+        return ()
+    value = item.raw("numa")
+    nodes = [value] if not isinstance(value, list) else value
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in nodes):
+        item.fail("numa", f"{value!r} must be a NUMA node number or a list of them")
+    return tuple(sorted(set(nodes)))
+
+
+def _parse_device_node(node: _Node) -> DeviceNode:
+    node.only("hostPath", "containerPath", "permissions")
+    host = node.text("hostPath", required=True)
+    permissions = node.text("permissions", "rw")
+    if not permissions or set(permissions) - set("rwm"):
+        node.fail("permissions", f"{permissions!r} must be made of r, w and m")
+    return DeviceNode(host, node.text("containerPath", host), permissions)
+
+
+def _parse_mount(node: _Node) -> MountSpec:
+    node.only("hostPath", "containerPath", "readOnly")
+    host = node.text("hostPath", required=True)
+    return MountSpec(host, node.text("containerPath", host), node.flag("readOnly", False))
+
+
+class _Node:
+    """One mapping (or value) in the YAML tree with its field path, for precise error messages."""
+
+    def __init__(self, value: object, source: str, path: str) -> None:
+        self.value, self.source, self.path = value, source, path
+
+    def where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str, message: str) -> Any:
+        raise ConfigError(f"{self.source}: {self.where(key)}: {message}")
+
+    def _mapping(self) -> Mapping[str, Any]:
+        if not isinstance(self.value, Mapping):
+            raise ConfigError(f"{self.source}: {self.path or '<top level>'}: must be a mapping")
+        return self.value
+
+    def only(self, *keys: str) -> None:
+        for key in self._mapping():
+            if key not in keys:
+                self.fail(str(key), f"unknown field (expected one of {', '.join(keys)})")
+
+    def has(self, key: str) -> bool:
+        return key in self._mapping()
+
+    def raw(self, key: str) -> Any:
+        return self._mapping().get(key)
+
+    def _get(self, key: str, required: bool) -> Any:
+        value = self._mapping().get(key)
+        if value is None and required:
+            self.fail(key, "required field is missing")
+        return value
+
+    def text(self, key: str, default: Any = None, *, required: bool = False) -> Any:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.fail(key, f"{value!r} must be a string")
+        return value
+
+    def scalar_text(self, key: str, default: str, *, required: bool = False) -> str:
+        """A string, also accepting a bare number (YAML reads `id: 0` or `reserved: 0` as int)."""
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            self.fail(key, f"{value!r} must be a string")
+        return str(value)
+
+    def integer(self, key: str, default: int) -> int:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"{value!r} must be an integer")
+        return int(value)
+
+    def number(self, key: str, default: float) -> float:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            self.fail(key, f"{value!r} must be a non-negative number")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(key, f"{value!r} must be true or false")
+        return bool(value)
+
+    def as_int(self) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ConfigError(f"{self.source}: {self.path}: {self.value!r} must be an integer")
+        return self.value
+
+    def child(self, key: str) -> _Node:
+        return _Node(self._get(key, False) or {}, self.source, self.where(key))
+
+    def items(self, key: str, *, required: bool = False, default: Any = None) -> Any:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if not isinstance(value, list):
+            self.fail(key, "must be a list")
+        return [_Node(item, self.source, f"{self.where(key)}[{i}]") for i, item in enumerate(value)]
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, False) or {}
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            self.fail(key, "must be a mapping of names to strings")
+        return {k: str(v) for k, v in value.items()}
