@@ -1,0 +1,46 @@
+"""The one internal model of pods, nodes and resources shared by the agent and the scheduler.
+
+- `errors`: `ValidationError`, which names the source (file), the field path and the problem.
+- `quantity`: Kubernetes quantities to integers (milli-CPU for cpu, base units otherwise) and back.
+- `resources`: resource names (native or extended, per the kubelet's rules) and resource-list math.
+- `objects`: the dataclasses (`Pod`, `Container`, `Node`, ...).
+- `parse`: Pod and Node objects from decoded YAML/JSON, with the API server's defaults and validation.
+- `documents`: decoding YAML/JSON files that hold one or many objects (multi-document, `kind: List`).
+- `requests`: pod-level requests and limits as kube's resource helpers compute them, and the QoS class.
+- `matching`: node selectors, node affinity terms, taints and tolerations.
+"""
+
+from kubenode.model.errors import ValidationError
+from kubenode.model.objects import (
+    Container,
+    EnvVar,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PreferredSchedulingTerm,
+    QOSClass,
+    Taint,
+    Toleration,
+)
+from kubenode.model.parse import parse_node, parse_pod
+from kubenode.model.requests import pod_limits, pod_requests, qos_class
+
+__all__ = [
+    "Container",
+    "EnvVar",
+    "Node",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "Pod",
+    "PreferredSchedulingTerm",
+    "QOSClass",
+    "Taint",
+    "Toleration",
+    "ValidationError",
+    "parse_node",
+    "parse_pod",
+    "pod_limits",
+    "pod_requests",
+    "qos_class",
+]

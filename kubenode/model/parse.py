@@ -1,0 +1,295 @@
+"""Pod and Node objects from decoded YAML/JSON, validated and defaulted as the API server would.
+
+Defaults: namespace `default`, restartPolicy `Always`, terminationGracePeriodSeconds 30,
+schedulerName `default-scheduler`, preemptionPolicy `PreemptLowerPriority`, and
+requests defaulted from limits per resource. Validation covers what kubenode acts on:
+names, quantities (well-formed and non-negative), requests <= limits, extended
+resources (integer, requests == limits), enums, and unknown fields in the objects read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kubenode.model.fields import Fields
+from kubenode.model.objects import (
+    Container,
+    EnvVar,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PreferredSchedulingTerm,
+    Taint,
+    Toleration,
+)
+from kubenode.model.quantity import QuantityError, to_amount
+from kubenode.model.resources import (
+    CPU,
+    MEMORY,
+    ResourceList,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_extended_resource_name,
+    is_native_resource,
+    qualified_name_problem,
+)
+
+# Pod UIDs become cgroup and file names: keep them to letters, digits and '-'
+# (the systemd driver maps '-' to '_' and back, so '_' must not occur).
+_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def is_valid_uid(uid: str) -> bool:
+    return bool(_UID.match(uid))
+
+
+def _check_kind(obj: Fields, kind: str) -> None:
+    if obj.string("kind", kind) != kind:
+        raise obj.error("kind", f"expected {kind}, got {obj.data.get('kind')!r}")
+    api_version = obj.string("apiVersion", "v1")
+    if api_version != "v1":
+        raise obj.error("apiVersion", f"expected v1, got {api_version!r}")
+
+
+def _resource_list(obj: Fields, key: str) -> ResourceList:
+    raw = obj.data.get(key)
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise obj.error(key, "must be a map of resource names to quantities")
+    result: ResourceList = {}
+    for name, value in raw.items():
+        where = f"{key}.{name}"
+        if not isinstance(name, str) or not (is_native_resource(name) or "/" in name):
+            raise obj.error(
+                where, "unknown resource name (extended resources need a domain, e.g. example.com/gpu)"
+            )
+        if "/" in name and not is_native_resource(name):
+            problem = qualified_name_problem(name)
+            if problem or not is_extended_resource_name(name):
+                raise obj.error(where, f"invalid extended resource name: {problem or 'not allowed'}")
+        try:
+            result[name] = to_amount(name, value)
+        except QuantityError as exc:
+            raise obj.error(where, str(exc)) from None
+    return result
+
+
+def _resources(container: Fields) -> tuple[ResourceList, ResourceList]:
+    res = container.child("resources", "V1ResourceRequirements")
+    limits = _resource_list(res, "limits")
+    requests = _resource_list(res, "requests")
+    for name, limit in limits.items():
+        requests.setdefault(name, limit)  # the API server defaults requests from limits
+    for name, request in requests.items():
+        if name in (CPU, MEMORY) and name in limits and request > limits[name]:
+            raise res.error(f"requests.{name}", f"must be less than or equal to {name} limit")
+        if not is_native_resource(name):
+            if name not in limits:
+                raise res.error(f"limits.{name}", "Limit must be set for non overcommitable resources")
+            if request != limits[name]:
+                raise res.error(f"requests.{name}", f"must be equal to {name} limit")
+    return requests, limits
+
+
+def _env(container: Fields) -> tuple[EnvVar, ...]:
+    result = []
+    for item in container.children("env", "V1EnvVar"):
+        name = item.string("name")
+        if not name or not _ENV_NAME.match(name):
+            raise item.error("name", f"invalid environment variable name {name!r}")
+        value_from = item.child("valueFrom", "V1EnvVarSource")
+        field_path = None
+        resource_field = None
+        if value_from.has("fieldRef"):
+            field_path = value_from.child("fieldRef", "V1ObjectFieldSelector").string("fieldPath") or None
+        elif value_from.has("resourceFieldRef"):
+            ref = value_from.child("resourceFieldRef", "V1ResourceFieldSelector")
+            resource_field = (
+                ref.string("containerName"),
+                ref.string("resource"),
+                str(ref.data.get("divisor", "1")),
+            )
+        elif value_from.data:
+            raise value_from.error(
+                next(iter(value_from.data)), "only fieldRef and resourceFieldRef are supported"
+            )
+        result.append(EnvVar(name, item.string("value"), field_path, resource_field))
+    return tuple(result)
+
+
+def _container(obj: Fields, init: bool) -> Container:
+    name = obj.string("name")
+    if not is_dns1123_label(name):
+        raise obj.error("name", f"must be a lowercase RFC 1123 label, got {name!r}")
+    requests, limits = _resources(obj)
+    restart_policy = obj.string("restartPolicy")
+    if restart_policy and not (init and restart_policy == "Always"):
+        raise obj.error("restartPolicy", "only init containers may set restartPolicy, and only to Always")
+    return Container(
+        name=name,
+        image=obj.string("image"),
+        command=obj.strings("command"),
+        args=obj.strings("args"),
+        env=_env(obj),
+        working_dir=obj.string("workingDir"),
+        requests=requests,
+        limits=limits,
+        restart_policy=restart_policy,
+    )
+
+
+def _requirements(term: Fields, key: str) -> tuple[NodeSelectorRequirement, ...]:
+    result = []
+    for req in term.children(key, "V1NodeSelectorRequirement"):
+        operator = req.string("operator")
+        if operator not in SELECTOR_OPERATORS:
+            raise req.error("operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {operator!r}")
+        result.append(NodeSelectorRequirement(req.string("key"), operator, req.strings("values")))
+    return tuple(result)
+
+
+def _term(term: Fields) -> NodeSelectorTerm:
+    return NodeSelectorTerm(_requirements(term, "matchExpressions"), _requirements(term, "matchFields"))
+
+
+def _tolerations(spec: Fields) -> tuple[Toleration, ...]:
+    result = []
+    for tol in spec.children("tolerations", "V1Toleration"):
+        operator = tol.string("operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            raise tol.error("operator", f"must be Equal or Exists, got {operator!r}")
+        effect = tol.string("effect")
+        if effect and effect not in TAINT_EFFECTS:
+            raise tol.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+        seconds = tol.data.get("tolerationSeconds")
+        result.append(
+            Toleration(tol.string("key"), operator, tol.string("value"), effect, seconds if seconds else None)
+        )
+    return tuple(result)
+
+
+def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
+    """A validated, defaulted Pod; raises ValidationError naming source and field."""
+    obj = Fields(source, "", data, "V1Pod")
+    _check_kind(obj, "Pod")
+    meta = obj.child("metadata", "V1ObjectMeta")
+    name = meta.string("name")
+    if not is_dns1123_subdomain(name):
+        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+    namespace = meta.string("namespace", "default")
+    if not is_dns1123_label(namespace):
+        raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
+    uid = meta.string("uid")
+    if uid and not is_valid_uid(uid):
+        raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {uid!r}")
+
+    spec = obj.child("spec", "V1PodSpec")
+    containers = tuple(_container(c, init=False) for c in spec.children("containers", "V1Container"))
+    if not containers:
+        raise spec.error("containers", "Required value: a pod needs at least one container")
+    init_containers = tuple(_container(c, init=True) for c in spec.children("initContainers", "V1Container"))
+    seen: set[str] = set()
+    for container in init_containers + containers:
+        if container.name in seen:
+            raise spec.error("containers", f"Duplicate value: container name {container.name!r}")
+        seen.add(container.name)
+
+    restart_policy = spec.string("restartPolicy", "Always")
+    if restart_policy not in RESTART_POLICIES:
+        raise spec.error(
+            "restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {restart_policy!r}"
+        )
+    grace = spec.integer("terminationGracePeriodSeconds", 30)
+    if grace < 0:
+        raise spec.error("terminationGracePeriodSeconds", "must be greater than or equal to 0")
+    overhead = _resource_list(spec, "overhead")
+
+    affinity = spec.child("affinity", "V1Affinity").child("nodeAffinity", "V1NodeAffinity")
+    required = None
+    if affinity.has("requiredDuringSchedulingIgnoredDuringExecution"):
+        selector = affinity.child("requiredDuringSchedulingIgnoredDuringExecution", "V1NodeSelector")
+        required = tuple(_term(t) for t in selector.children("nodeSelectorTerms", "V1NodeSelectorTerm"))
+    preferred = []
+    for pref in affinity.children(
+        "preferredDuringSchedulingIgnoredDuringExecution", "V1PreferredSchedulingTerm"
+    ):
+        weight = pref.integer("weight", 0)
+        if not 1 <= weight <= 100:
+            raise pref.error("weight", f"must be in the range 1-100, got {weight}")
+        preferred.append(
+            PreferredSchedulingTerm(weight, _term(pref.child("preference", "V1NodeSelectorTerm")))
+        )
+
+    status = obj.child("status")
+    deletion_grace = meta.data.get("deletionGracePeriodSeconds")
+    return Pod(
+        name=name,
+        namespace=namespace,
+        uid=uid,
+        labels=meta.string_map("labels"),
+        annotations=meta.string_map("annotations"),
+        creation_timestamp=str(meta.data.get("creationTimestamp") or ""),
+        deletion_timestamp=str(meta.data["deletionTimestamp"]) if meta.has("deletionTimestamp") else None,
+        deletion_grace_period_seconds=deletion_grace if isinstance(deletion_grace, int) else None,
+        node_name=spec.string("nodeName"),
+        scheduler_name=spec.string("schedulerName", "default-scheduler"),
+        priority=spec.integer("priority", 0),
+        priority_class_name=spec.string("priorityClassName"),
+        preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
+        restart_policy=restart_policy,
+        termination_grace_period_seconds=grace,
+        init_containers=init_containers,
+        containers=containers,
+        overhead=overhead,
+        node_selector=spec.string_map("nodeSelector"),
+        required_node_affinity=required,
+        preferred_node_affinity=tuple(preferred),
+        tolerations=_tolerations(spec),
+        phase=status.string("phase", "Pending"),
+        nominated_node_name=status.string("nominatedNodeName"),
+        start_time=str(status.data.get("startTime") or ""),
+        source=source,
+        raw=data,
+    )
+
+
+def parse_node(data: Mapping[str, Any], source: str = "") -> Node:
+    """A validated Node; allocatable defaults to capacity where absent."""
+    obj = Fields(source, "", data, "V1Node")
+    _check_kind(obj, "Node")
+    meta = obj.child("metadata", "V1ObjectMeta")
+    name = meta.string("name")
+    if not is_dns1123_subdomain(name):
+        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+    spec = obj.child("spec", "V1NodeSpec")
+    taints = []
+    for taint in spec.children("taints", "V1Taint"):
+        effect = taint.string("effect")
+        if effect not in TAINT_EFFECTS:
+            raise taint.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+        key = taint.string("key")
+        if qualified_name_problem(key):
+            raise taint.error("key", f"invalid taint key {key!r}: {qualified_name_problem(key)}")
+        taints.append(Taint(key, effect, taint.string("value")))
+    status = obj.child("status")
+    capacity = _resource_list(status, "capacity")
+    allocatable = _resource_list(status, "allocatable") if status.has("allocatable") else dict(capacity)
+    return Node(
+        name=name,
+        labels=meta.string_map("labels"),
+        annotations=meta.string_map("annotations"),
+        taints=tuple(taints),
+        unschedulable=spec.boolean("unschedulable"),
+        capacity=capacity,
+        allocatable=allocatable,
+        source=source,
+        raw=data,
+    )

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubenode.model import QOSClass, ValidationError, parse_node, parse_pod
+from kubenode.model.documents import decode_objects
+from kubenode.model.resources import is_extended_resource_name
+
+
+def pod(containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+def container(name: str = "c", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None):
+    resources: dict[str, Any] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": name, "command": ["sleep", "1"], "resources": resources}
+
+
+def test_defaults_as_the_api_server_applies_them() -> None:
+    p = parse_pod(pod([container(limits={"cpu": "500m", "memory": "64Mi"})]), "a.yaml")
+    assert p.namespace == "default"
+    assert p.restart_policy == "Always"
+    assert p.termination_grace_period_seconds == 30
+    assert p.containers[0].requests == {"cpu": 500, "memory": 64 * 2**20}
+    assert p.qos_class is QOSClass.GUARANTEED
+
+
+def test_qos_classes() -> None:
+    assert parse_pod(pod([container()])).qos_class is QOSClass.BEST_EFFORT
+    assert parse_pod(pod([container(requests={"cpu": "100m"})])).qos_class is QOSClass.BURSTABLE
+    both = {"cpu": "1", "memory": "1Gi"}
+    guaranteed = pod([container("a", limits=both), container("b", limits=both)])
+    assert parse_pod(guaranteed).qos_class is QOSClass.GUARANTEED
+    # An init container without limits makes the pod Burstable.
+    guaranteed["spec"]["initContainers"] = [container("i", requests={"cpu": "1"})]
+    assert parse_pod(guaranteed).qos_class is QOSClass.BURSTABLE
+    # Extended resources do not count for QoS.
+    assert parse_pod(pod([container(limits={"kubenode.io/gpu": 1})])).qos_class is QOSClass.BEST_EFFORT
+
+
+def test_pod_requests_with_init_sidecars_and_overhead() -> None:
+    spec = pod(
+        [container("app", requests={"cpu": "1", "memory": "1Gi"})],
+        initContainers=[
+            container("init1", requests={"cpu": "3"}),
+            {**container("sidecar", requests={"cpu": "500m"}), "restartPolicy": "Always"},
+            container("init2", requests={"cpu": "2", "memory": "2Gi"}),
+        ],
+        overhead={"cpu": "100m"},
+    )
+    p = parse_pod(spec)
+    # steady = app 1 + sidecar 0.5; init peaks: init1 3, init2 2 + 0.5 -> cpu 3 (+0.1 overhead), memory 2Gi
+    assert p.requests == {"cpu": 3100, "memory": 2 * 2**30}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda p: p["metadata"].update(name="Bad_Name"), "metadata.name"),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limits={"cpu": "-1"}), "limits.cpu"),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limits={"cpu": "lots"}), "limits.cpu"),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limts={"cpu": "1"}), "resources.limts"),
+        (lambda p: p["spec"]["containers"][0].update(comand=["x"]), "containers[0].comand"),
+        (lambda p: p["spec"].update(restartPolicy="Sometimes"), "spec.restartPolicy"),
+        (lambda p: p.update(kind="Deployment"), "kind"),
+        (lambda p: p["metadata"].update(uid="../../etc"), "metadata.uid"),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(requests={"kubenode.io/gpu": 1}),
+            "limits.kubenode.io/gpu",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(requests={"cpu": 2}, limits={"cpu": 1}),
+            "requests.cpu",
+        ),
+        (lambda p: p["spec"].update(containers=[]), "spec.containers"),
+    ],
+)
+def test_bad_pods_name_the_field(mutate: Any, field: str) -> None:
+    data = pod([container(limits={"cpu": "1"})])
+    mutate(data)
+    with pytest.raises(ValidationError) as err:
+        parse_pod(data, "pods/web.yaml")
+    assert err.value.source == "pods/web.yaml"
+    assert field in err.value.field, err.value
+    assert str(err.value).startswith("pods/web.yaml: ")
+
+
+def test_node_allocatable_defaults_to_capacity_and_taints() -> None:
+    node = parse_node(
+        {
+            "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
+            "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "kubenode.io/gpu": "4"}},
+        }
+    )
+    assert node.allocatable == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110, "kubenode.io/gpu": 4}
+    assert str(node.taints[0]) == "gpu=true:NoSchedule"
+
+
+def test_documents_flatten_lists_and_multidocs() -> None:
+    text = "kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n---\nkind: Pod\nmetadata: {name: p}\n"
+    objs = decode_objects(text, "c.yaml")
+    assert [o["kind"] for _, o in objs] == ["Node", "Pod"]
+    assert objs[0][0] == "document 1.items[0]"
+    with pytest.raises(ValidationError, match=r"c\.yaml: cannot parse"):
+        decode_objects("kind: [", "c.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("kubenode.io/gpu", True),
+        ("nvidia.com/gpu", True),
+        ("gpu", False),
+        ("kubernetes.io/gpu", False),
+        ("requests.example.com/x", False),
+        ("example.com/-bad", False),
+        ("Example.com/x", False),
+    ],
+)
+def test_extended_resource_names(name: str, ok: bool) -> None:
+    assert is_extended_resource_name(name) is ok
