@@ -1,0 +1,98 @@
+"""The kubelet's Registration service: plugin-dir cleanup, Register validation and its messages."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from agent.devicemanager.names import is_bare_file_name, is_extended_resource_name
+from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_VERSION = "v1beta1"
+KUBELET_SOCKET = "kubelet.sock"
+
+
+def go_quote(value: str) -> str:
+    """Quote like Go's %q, as the kubelet's messages do."""
+    return json.dumps(value)
+
+
+def validate_register(request: api_pb2.RegisterRequest) -> str | None:
+    """The kubelet's checks on a RegisterRequest, in its order; returns its message, or None when valid."""
+    if request.version != SUPPORTED_VERSION:
+        return (
+            f"requested API version {go_quote(request.version)} is not supported by kubelet. "
+            f"Supported version is {go_quote(SUPPORTED_VERSION)}"
+        )
+    if not is_extended_resource_name(request.resource_name):
+        return f"the ResourceName {go_quote(request.resource_name)} is invalid"
+    if not is_bare_file_name(request.endpoint) or request.endpoint == KUBELET_SOCKET:
+        return (
+            f"the Endpoint {go_quote(request.endpoint)} is invalid: "
+            "it must be the file name of the plugin's socket inside the device-plugin directory"
+        )
+    return None
+
+
+def remove_stale_sockets(plugin_dir: Path) -> list[Path]:
+    """Delete every socket in the directory (not sub-directories, not other files), as the kubelet does."""
+    removed: list[Path] = []
+    for entry in plugin_dir.iterdir():
+        try:
+            if not stat.S_ISSOCK(entry.lstat().st_mode):
+                continue
+            entry.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(entry)
+    if removed:
+        log.info("removed stale sockets in %s: %s", plugin_dir, ", ".join(p.name for p in removed))
+    return removed
+
+
+def bind_unix(server: grpc.Server, path: Path) -> None:
+    """Listen on a unix socket, replacing a stale socket (never another kind of file) at that path."""
+    try:
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()
+    except FileNotFoundError:
+        pass
+    if server.add_insecure_port(f"unix://{path}") == 0:
+        raise OSError(f"cannot listen on {path}")
+
+
+def is_serving(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket right now (no waiting)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(os.fspath(path))
+        except OSError as err:
+            if err.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.EACCES, None):
+                log.debug("probe of %s: %s", path, err)
+            return False
+    return True
+
+
+class RegistrationServicer(api_pb2_grpc.RegistrationServicer):
+    """Answers Register with the handler's verdict; a rejection carries the kubelet's message."""
+
+    def __init__(self, handle: Callable[[api_pb2.RegisterRequest], str | None]) -> None:
+        self._handle = handle
+
+    def Register(self, request: api_pb2.RegisterRequest, context: grpc.ServicerContext) -> api_pb2.Empty:
+        error = self._handle(request)
+        if error is not None:
+            # The kubelet returns a plain Go error, which gRPC sends as code Unknown.
+            context.abort(grpc.StatusCode.UNKNOWN, error)
+        return api_pb2.Empty()
