@@ -15,7 +15,8 @@ It follows the kubelet's documented behaviour (see docs/devicemanager.md):
 API (all methods are thread-safe):
 
     DeviceManager(plugin_dir, state_dir, *, stop_grace_period=300.0, clock=time.monotonic,
-                  podresources_socket=None, on_register=None, rpc_timeout=60.0)
+                  podresources_socket=None, on_register=None, rpc_timeout=60.0,
+                  dial_timeout=10.0)
     start() / stop()
     capacity() / allocatable() / available() -> dict[str, int]
     resources() -> list[ResourceStatus]          # devices (ID, health, NUMA), connected, options, allocated

@@ -64,10 +64,14 @@ class PluginEndpoint:
 
     @classmethod
     def connect(
-        cls, resource: str, socket_path: Path, rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S
+        cls,
+        resource: str,
+        socket_path: Path,
+        rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S,
+        dial_timeout: float = DIAL_TIMEOUT_S,
     ) -> PluginEndpoint:
         """Dial (10 s) and fetch the options the manager will use, as the kubelet's PluginConnected does."""
-        channel = dial(socket_path)
+        channel = dial(socket_path, dial_timeout)
         try:
             options = plugin_stub(channel).GetDevicePluginOptions(api_pb2.Empty(), timeout=rpc_timeout)
         except grpc.RpcError as err:

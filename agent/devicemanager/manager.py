@@ -13,8 +13,7 @@ from pathlib import Path
 import grpc
 
 from agent.devicemanager import checkpoint
-from agent.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S, PluginEndpoint, rpc_error_text
-from agent.devicemanager.names import is_extended_resource_name, parse_cpu_list
+from agent.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S, DIAL_TIMEOUT_S, PluginEndpoint, rpc_error_text
 from agent.devicemanager.records import (
     HEALTHY,
     AllocationError,
@@ -35,7 +34,9 @@ from agent.devicemanager.registration import (
 )
 from agent.devicemanager.runoptions import RunOptions, merge_responses
 from agent.devicemanager.selection import AskPreferred, select_devices
+from deviceplugin.cpuset import parse_cpuset
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class DeviceManager:
         podresources_socket: Path | None = None,
         on_register: Callable[[RegistrationEvent], None] | None = None,
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S,
+        dial_timeout: float = DIAL_TIMEOUT_S,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
         self.state_dir = Path(state_dir)
@@ -90,6 +92,7 @@ class DeviceManager:
         self._clock = clock
         self._on_register = on_register
         self._rpc_timeout = rpc_timeout
+        self._dial_timeout = dial_timeout
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._alloc_lock = threading.Lock()
@@ -152,7 +155,9 @@ class DeviceManager:
         endpoint: PluginEndpoint | None = None
         if error is None:
             try:
-                endpoint = PluginEndpoint.connect(request.resource_name, socket_path, self._rpc_timeout)
+                endpoint = PluginEndpoint.connect(
+                    request.resource_name, socket_path, self._rpc_timeout, self._dial_timeout
+                )
             except (TimeoutError, ConnectionError) as err:
                 error = str(err)
         if endpoint is not None:
@@ -516,7 +521,7 @@ def _cpu_ids(options: RunOptions) -> tuple[int, ...]:
     if not text:
         return ()
     try:
-        return parse_cpu_list(text)
+        return tuple(sorted(parse_cpuset(text)))
     except ValueError as err:
         log.warning("ignoring %s: %s", CPUSET_ENV, err)
         return ()

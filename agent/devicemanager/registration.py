@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 
-from agent.devicemanager.names import is_bare_file_name, is_extended_resource_name
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,11 @@ KUBELET_SOCKET = "kubelet.sock"
 def go_quote(value: str) -> str:
     """Quote like Go's %q, as the kubelet's messages do."""
     return json.dumps(value)
+
+
+def is_bare_file_name(endpoint: str) -> bool:
+    """An endpoint must name a socket directly inside the plugin directory."""
+    return bool(endpoint) and endpoint not in (".", "..") and "/" not in endpoint and "\0" not in endpoint
 
 
 def validate_register(request: api_pb2.RegisterRequest) -> str | None:
