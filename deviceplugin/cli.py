@@ -1,17 +1,90 @@
-"""Command-line entry for `kubenode deviceplugin`."""
+"""Command-line entry for `kubenode deviceplugin` (serve) and `kubenode deviceplugin discover`."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deviceplugin.config import PluginConfig
+
+
+def _add_config_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", default=default, help="YAML config (default: one cpu resource)"
+    )
+    parser.add_argument(
+        "--kubelet-dir",
+        metavar="DIR",
+        default=default,
+        help="kubelet device-plugin dir (precedence: this flag, $KUBENODE_KUBELET_DIR, config, default)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["cpu", "gpu", "static"],
+        default=default,
+        help="without --config: serve one resource kubenode.io/<backend> with default options",
+    )
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "deviceplugin", help="serve device plugins (CPU cores, GPUs, static devices) to the kubelet"
     )
+    _add_config_options(parser, None)
     parser.set_defaults(func=run)
+    commands = parser.add_subparsers(dest="deviceplugin_command", metavar="[discover]")
+    discover = commands.add_parser("discover", help="print what would be advertised and exit")
+    # SUPPRESS: options given before `discover` are not overwritten by the sub-parser's defaults.
+    _add_config_options(discover, argparse.SUPPRESS)
+    discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    discover.set_defaults(func=run_discover)
+
+
+def _load(args: argparse.Namespace) -> tuple[PluginConfig, str]:
+    from deviceplugin.config import default_config, load_config, resolve_kubelet_dir
+
+    if args.config and args.backend:
+        raise SystemExit("kubenode deviceplugin: --backend only applies without --config")
+    config = load_config(args.config) if args.config else default_config(args.backend or "cpu")
+    return config, resolve_kubelet_dir(args.kubelet_dir, config)
+
+
+def run_discover(args: argparse.Namespace) -> int:
+    from deviceplugin.backend import BackendError
+    from deviceplugin.config import ConfigError
+    from deviceplugin.discover import discover, render_json, render_table
+
+    try:
+        config, kubelet_dir = _load(args)
+        resources = discover(config, kubelet_dir)
+    except (ConfigError, BackendError, OSError) as exc:
+        print(f"kubenode deviceplugin discover: {exc}", file=sys.stderr)
+        return 2
+    print(render_json(resources) if args.json else render_table(resources))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("kubenode deviceplugin: not implemented yet")
+    import signal
+
+    from deviceplugin.backend import BackendError
+    from deviceplugin.config import ConfigError
+    from deviceplugin.endpoint import EndpointError
+    from deviceplugin.manager import PluginManager
+
+    try:
+        config, kubelet_dir = _load(args)
+        manager = PluginManager(config, kubelet_dir)
+    except (ConfigError, BackendError, EndpointError, OSError) as exc:
+        print(f"kubenode deviceplugin: {exc}", file=sys.stderr)
+        return 2
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: manager.stop())
+    try:
+        manager.run()
+    except (EndpointError, OSError) as exc:
+        print(f"kubenode deviceplugin: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,28 @@
+"""Device backends (cpu, gpu, static) and the factory that builds one from a resource's config."""
+
+from __future__ import annotations
+
+from deviceplugin.backend import Backend
+from deviceplugin.config import ResourceConfig
+
+
+def make_backend(resource: ResourceConfig, kubelet_dir: str) -> Backend:
+    """Build the resource's backend, wrapped for time-slicing when replicas > 1."""
+    backend: Backend
+    if resource.backend == "cpu":
+        from deviceplugin.backends.cpu import CpuBackend
+
+        backend = CpuBackend(resource.cpu)
+    elif resource.backend == "gpu":
+        from deviceplugin.backends.gpu import GpuBackend
+
+        backend = GpuBackend(resource.name, resource.gpu)
+    else:
+        from deviceplugin.backends.static import StaticBackend
+
+        backend = StaticBackend(resource.static, kubelet_dir)
+    if resource.replicas > 1:
+        from deviceplugin.replicas import ReplicatedBackend
+
+        backend = ReplicatedBackend(backend, resource.replicas)
+    return backend

@@ -1,0 +1,130 @@
+"""NVIDIA GPUs via NVML: IDs by UUID or index, NUMA node from the PCI device, Xid-driven health.
+
+Where NVML is absent the backend says so in one line and advertises nothing
+(or raises BackendError with failOnInitError). A monitor thread blocks in NVML's
+event wait; only while some GPU is unhealthy does it also probe, to let it recover.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
+from deviceplugin.backends.gpuhealth import GpuHealth
+from deviceplugin.backends.nvml import GpuInfo, Nvml, NvmlUnavailable, PynvmlNvml
+from deviceplugin.config import DeviceNode, GpuOptions
+
+log = logging.getLogger(__name__)
+
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+IDLE_WAIT_S = 1.0  # how often the monitor looks up from NVML's event wait to notice stop()
+
+
+class GpuBackend(Backend):
+    def __init__(
+        self,
+        resource_name: str,
+        options: GpuOptions,
+        nvml: Nvml | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self._nvml: Nvml = nvml if nvml is not None else PynvmlNvml()
+        self._clock = clock
+        self._gpus: dict[str, GpuInfo] = {}  # device ID -> GPU
+        self._numa: dict[str, tuple[int, ...]] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.available = self._discover(resource_name)
+        uuids = [g.uuid for g in self._gpus.values()]
+        self.health = GpuHealth(uuids, options.ignored_xids, options.recovery_seconds)
+
+    def _discover(self, resource_name: str) -> bool:
+        try:
+            self._nvml.init()
+        except NvmlUnavailable as exc:
+            message = f"gpu backend for {resource_name}: NVML unavailable ({exc}); advertising no GPUs"
+            if self.options.fail_on_init_error:
+                raise BackendError(message) from None
+            log.warning("%s", message)
+            return False
+        for gpu in self._nvml.gpus():
+            device_id = gpu.uuid if self.options.id_strategy == "uuid" else str(gpu.index)
+            self._gpus[device_id] = gpu
+            self._numa[device_id] = _numa_node(self.options.sysfs_root, gpu.pci_bus_id)
+        return True
+
+    def devices(self) -> list[Device]:
+        with self._lock:
+            return [Device(i, self.health.healthy(g.uuid), self._numa[i]) for i, g in self._gpus.items()]
+
+    def allocate(self, ids: Sequence[str]) -> ContainerAllocation:
+        dev = Path(self.options.dev_root)
+        cdi = self.options.cdi_kind
+        nodes = [f"nvidia{self._gpus[i].minor}" for i in ids] + list(CONTROL_DEVICES)
+        return ContainerAllocation(
+            envs={VISIBLE_DEVICES_ENV: ",".join(ids)},
+            device_nodes=[DeviceNode(str(dev / n), f"/dev/{n}", "rw") for n in nodes if (dev / n).exists()],
+            cdi_devices=[f"{cdi}={self._gpus[i].uuid}" for i in ids] if self.options.cdi else [],
+        )
+
+    def start(self, on_change: OnChange) -> None:
+        if not self._gpus:
+            return
+        self._thread = threading.Thread(
+            target=self._monitor, args=(on_change,), name="gpu-health", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.available:
+            self._nvml.shutdown()
+            self.available = False
+
+    def _monitor(self, on_change: OnChange) -> None:
+        next_probe = 0.0
+        while not self._stopping.is_set():
+            probing = bool(self.health.unhealthy())
+            wait = min(IDLE_WAIT_S, max(0.0, next_probe - self._clock())) if probing else IDLE_WAIT_S
+            try:
+                event = self._nvml.wait_xid(wait)
+            except Exception:  # a broken NVML must not kill health watching for good
+                log.exception("NVML event wait failed")
+                self._stopping.wait(IDLE_WAIT_S)
+                continue
+            changed = False
+            if event is not None:
+                with self._lock:
+                    changed = self.health.on_xid(event.uuid, event.xid)
+                if changed:
+                    next_probe = self._clock() + self.options.probe_interval_seconds
+            now = self._clock()
+            if self.health.unhealthy() and now >= next_probe:
+                for uuid in self.health.unhealthy():
+                    ok = self._nvml.probe(uuid)
+                    with self._lock:
+                        changed |= self.health.on_probe(uuid, ok, now)
+                next_probe = now + self.options.probe_interval_seconds
+            if changed:
+                on_change()
+
+
+def _numa_node(sysfs_root: str, pci_bus_id: str) -> tuple[int, ...]:
+    """NUMA node of a PCI device from sysfs; -1 or missing means no topology."""
+    domain, _, rest = pci_bus_id.lower().partition(":")
+    address = f"{int(domain, 16):04x}:{rest}" if rest else pci_bus_id.lower()
+    try:
+        node = int(Path(sysfs_root, "bus/pci/devices", address, "numa_node").read_text().strip())
+    except (OSError, ValueError):
+        return ()
+    return (node,) if node >= 0 else ()

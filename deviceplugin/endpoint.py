@@ -1,0 +1,112 @@
+"""One resource on the node: its gRPC server on a unix socket in the kubelet dir, and its registration.
+
+Uses a synchronous `grpc.server`: the kubelet keeps one ListAndWatch stream open
+per registration, and a stream holds a worker thread while it waits, so the pool
+has room for a few streams (old ones linger briefly after a kubelet restart)
+plus concurrent Allocate/GetPreferredAllocation calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from deviceplugin.devicestate import DeviceState
+from deviceplugin.service import PLUGIN_OPTIONS, DevicePluginService
+from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "v1beta1"
+KUBELET_SOCKET = "kubelet.sock"
+MAX_WORKERS = 12  # 4 long-lived ListAndWatch streams + 8 concurrent unary calls
+MAX_SOCKET_PATH = 107  # sun_path limit on Linux, without the terminating NUL
+REGISTER_TIMEOUT_S = 5.0
+STOP_GRACE_S = 0.2
+
+
+class EndpointError(RuntimeError):
+    """The resource cannot be served (bad socket path, something else in the way)."""
+
+
+class ResourceEndpoint:
+    def __init__(self, resource_name: str, socket_name: str, state: DeviceState, kubelet_dir: str) -> None:
+        self.resource_name = resource_name
+        self.socket_name = socket_name
+        self.state = state
+        self.kubelet_dir = Path(kubelet_dir)
+        self.socket_path = self.kubelet_dir / socket_name
+        if len(str(self.socket_path).encode()) > MAX_SOCKET_PATH:
+            raise EndpointError(f"socket path {self.socket_path} is over {MAX_SOCKET_PATH} bytes")
+        self._server: grpc.Server | None = None
+        self._inode: int | None = None
+        self.serve_count = 0
+
+    def serve(self) -> None:
+        """(Re)start the gRPC server on a fresh socket, removing a stale one of ours first."""
+        self.stop()
+        self.kubelet_dir.mkdir(parents=True, exist_ok=True)
+        self._remove_stale_socket()
+        server = grpc.server(ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix=self.socket_name))
+        service = DevicePluginService(self.resource_name, self.state)
+        # The generated *_pb2_grpc module has no type stubs.
+        api_pb2_grpc.add_DevicePluginServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        try:
+            server.add_insecure_port(f"unix://{self.socket_path}")
+        except RuntimeError as exc:
+            raise EndpointError(f"{self.resource_name}: cannot listen on {self.socket_path}: {exc}") from None
+        server.start()
+        self._server = server
+        self._inode = os.stat(self.socket_path).st_ino
+        self.serve_count += 1
+        log.info("%s: serving on %s", self.resource_name, self.socket_path)
+
+    def _remove_stale_socket(self) -> None:
+        try:
+            mode = os.lstat(self.socket_path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise EndpointError(f"{self.resource_name}: {self.socket_path} exists and is not a socket")
+        log.info("%s: removing stale socket %s", self.resource_name, self.socket_path)
+        self.socket_path.unlink(missing_ok=True)
+
+    def socket_intact(self) -> bool:
+        """Is our socket still in place (the kubelet deletes every socket when it starts)?"""
+        if self._server is None:
+            return False
+        try:
+            return os.stat(self.socket_path).st_ino == self._inode
+        except FileNotFoundError:
+            return False
+
+    def register(self, kubelet_socket: Path) -> None:
+        """Register with the kubelet; raises grpc.RpcError when it refuses or is not there."""
+        request = api_pb2.RegisterRequest(
+            version=API_VERSION,
+            endpoint=self.socket_name,
+            resource_name=self.resource_name,
+            options=PLUGIN_OPTIONS,
+        )
+        with grpc.insecure_channel(f"unix://{kubelet_socket}") as channel:
+            stub = api_pb2_grpc.RegistrationStub(channel)  # type: ignore[no-untyped-call]  # untyped gencode
+            stub.Register(request, timeout=REGISTER_TIMEOUT_S)
+        log.info("%s: registered with %s", self.resource_name, kubelet_socket)
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.stop(STOP_GRACE_S).wait()
+        # Only remove the socket if it is still ours (grpc may already have).
+        try:
+            if os.stat(self.socket_path).st_ino == self._inode:
+                self.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+        self._inode = None

@@ -1,0 +1,173 @@
+"""Runs every configured resource and keeps it registered with the kubelet.
+
+The main loop blocks on inotify events of the kubelet dir (no polling). After
+any event it reconciles from what is on disk, so missed or reordered events do
+no harm: a resource whose socket vanished is served again; a resource not yet
+registered with the current kubelet.sock (new inode = restarted kubelet)
+registers. Failed registrations are retried with a short, growing backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from deviceplugin.backend import Backend
+from deviceplugin.backends import make_backend
+from deviceplugin.config import PluginConfig, ResourceConfig
+from deviceplugin.devicestate import DeviceState
+from deviceplugin.endpoint import KUBELET_SOCKET, ResourceEndpoint
+from kubenode import sdnotify
+from kubenode.dirwatch import DirWatcher
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_S = 0.05
+MAX_RETRY_S = 5.0
+
+
+@dataclass
+class _Registration:
+    kubelet_id: tuple[int, int] | None = None  # identity of the kubelet.sock we registered with
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+class Resource:
+    """A configured resource with its backend, device state and endpoint."""
+
+    def __init__(self, config: ResourceConfig, backend: Backend, kubelet_dir: str) -> None:
+        self.config = config
+        self.backend = backend
+        self.state = DeviceState(backend)
+        self.endpoint = ResourceEndpoint(config.name, config.socket, self.state, kubelet_dir)
+        self.registration = _Registration()
+
+
+class PluginManager:
+    def __init__(self, config: PluginConfig, kubelet_dir: str) -> None:
+        self.kubelet_dir = Path(kubelet_dir)
+        self.kubelet_socket = self.kubelet_dir / KUBELET_SOCKET
+        self.resources: list[Resource] = []
+        try:
+            for resource in config.resources:
+                self.resources.append(Resource(resource, make_backend(resource, kubelet_dir), kubelet_dir))
+        except BaseException:
+            self._stop_backends()
+            raise
+        self.all_registered = threading.Event()
+        self.registrations = 0  # successful Register calls, for tests and benchmarks
+        self._stopping = threading.Event()
+        self._watcher: DirWatcher | None = None
+
+    def resource(self, name: str) -> Resource:
+        return next(r for r in self.resources if r.config.name == name)
+
+    def run(self) -> None:
+        """Serve and keep registered until `stop()`; cleans up everything it made."""
+        self.kubelet_dir.mkdir(parents=True, exist_ok=True)
+        self._watcher = DirWatcher(self.kubelet_dir)
+        try:
+            for resource in self.resources:
+                resource.backend.start(resource.state.refresh)
+                resource.state.refresh()  # anything that changed before start
+            watchdog = sdnotify.watchdog_interval()
+            while not self._stopping.is_set():
+                delay = self._reconcile()
+                if watchdog is not None:
+                    sdnotify.watchdog()
+                    delay = watchdog if delay is None else min(delay, watchdog)
+                self._watcher.read(delay)
+        finally:
+            for resource in self.resources:
+                resource.endpoint.stop()
+            self._stop_backends()
+            self._watcher.close()
+
+    def stop(self) -> None:
+        """Ask `run()` to return; safe from any thread or a signal handler."""
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.wake()
+
+    def _stop_backends(self) -> None:
+        for resource in self.resources:
+            try:
+                resource.backend.stop()
+            except Exception:
+                log.exception("%s: backend did not stop cleanly", resource.config.name)
+
+    def _kubelet_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.kubelet_socket)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
+
+    def _reconcile(self) -> float | None:
+        """Bring every resource to served + registered; returns seconds until a retry is due (or None)."""
+        kubelet_id = self._kubelet_id()
+        next_retry: float | None = None
+        for resource in self.resources:
+            if self._stopping.is_set():
+                return None
+            if not resource.endpoint.socket_intact():
+                if resource.endpoint.serve_count:
+                    log.info("%s: socket gone (kubelet restart?), serving again", resource.config.name)
+                resource.endpoint.serve()
+                resource.registration = _Registration()
+            delay = self._register(resource, kubelet_id)
+            if delay is not None:
+                next_retry = delay if next_retry is None else min(next_retry, delay)
+        self._report(kubelet_id)
+        return next_retry
+
+    def _register(self, resource: Resource, kubelet_id: tuple[int, int] | None) -> float | None:
+        reg = resource.registration
+        if kubelet_id is None or reg.kubelet_id == kubelet_id:
+            return None
+        now = time.monotonic()
+        if reg.failures and now < reg.retry_at:
+            return reg.retry_at - now
+        try:
+            resource.endpoint.register(self.kubelet_socket)
+        except grpc.RpcError as exc:
+            reg.failures += 1
+            backoff = min(MAX_RETRY_S, FIRST_RETRY_S * 2.0 ** (reg.failures - 1))
+            reg.retry_at = now + backoff
+            level = logging.WARNING if reg.failures >= 5 else logging.DEBUG
+            log.log(
+                level,
+                "%s: register failed (%s); retry in %.2f s",
+                resource.config.name,
+                _rpc_text(exc),
+                backoff,
+            )
+            return backoff
+        resource.registration = _Registration(kubelet_id=kubelet_id)
+        self.registrations += 1
+        return None
+
+    def _report(self, kubelet_id: tuple[int, int] | None) -> None:
+        registered = [
+            r for r in self.resources if kubelet_id is not None and r.registration.kubelet_id == kubelet_id
+        ]
+        if len(registered) == len(self.resources):
+            if not self.all_registered.is_set():
+                self.all_registered.set()
+                sdnotify.ready(f"serving {len(self.resources)} resource(s), all registered")
+        elif self.all_registered.is_set():
+            self.all_registered.clear()
+            sdnotify.status(f"registered {len(registered)}/{len(self.resources)}; waiting for the kubelet")
+
+
+def _rpc_text(exc: grpc.RpcError) -> str:
+    details = getattr(exc, "details", None)
+    return str(details()) if callable(details) else str(exc)

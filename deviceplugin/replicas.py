@@ -1,0 +1,58 @@
+"""Time-sliced sharing: advertise each device of a backend as N replicas `<id>::<n>`.
+
+Replicas share the device's health and topology. Allocate maps replicas back to
+their devices (two replicas of one device give that device once). Preferred
+allocation spreads over devices, least-used first, like NVIDIA's "distributed" policy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from deviceplugin.backend import Backend, ContainerAllocation, Device, OnChange
+from deviceplugin.packing import natural_key
+
+SEPARATOR = "::"
+
+
+def device_of(replica_id: str) -> str:
+    return replica_id.rsplit(SEPARATOR, 1)[0]
+
+
+class ReplicatedBackend(Backend):
+    def __init__(self, inner: Backend, replicas: int) -> None:
+        self.inner = inner
+        self.replicas = replicas
+
+    def start(self, on_change: OnChange) -> None:
+        self.inner.start(on_change)
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def devices(self) -> list[Device]:
+        return [
+            Device(f"{d.id}{SEPARATOR}{n}", d.healthy, d.numa_nodes)
+            for d in self.inner.devices()
+            for n in range(self.replicas)
+        ]
+
+    def allocate(self, ids: Sequence[str]) -> ContainerAllocation:
+        return self.inner.allocate(list(dict.fromkeys(device_of(i) for i in ids)))
+
+    def preferred(self, available: Sequence[Device], must_include: Sequence[str], size: int) -> list[str]:
+        chosen = list(dict.fromkeys(must_include))
+        free: dict[str, list[str]] = {}
+        for device in sorted(available, key=lambda d: natural_key(d.id)):
+            if device.id not in chosen:
+                free.setdefault(device_of(device.id), []).append(device.id)
+        used = Counter(device_of(i) for i in chosen)
+        while len(chosen) < size and free:
+            # The device with the most free replicas is the least shared; fewer picks so far breaks ties.
+            parent = min(free, key=lambda p: (-len(free[p]), used[p], natural_key(p)))
+            chosen.append(free[parent].pop(0))
+            used[parent] += 1
+            if not free[parent]:
+                del free[parent]
+        return chosen

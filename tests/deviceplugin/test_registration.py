@@ -1,0 +1,123 @@
+"""Registration with the kubelet and staying registered across kubelet restarts."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from deviceplugin.config import default_socket_name, load_config
+from deviceplugin.endpoint import EndpointError
+from deviceplugin.manager import PluginManager
+from tests.deviceplugin.conftest import CONFIGS, Kubelet
+
+RESOURCES = ("example.com/dongle", "example.com/accel")
+
+
+def wait_registered(kubelet: Kubelet, timeout: float = 5.0) -> None:
+    for name in RESOURCES:
+        assert kubelet.manager.wait_for_resource(name, timeout), f"{name} did not register"
+
+
+def test_registers_every_resource_with_devices_topology_and_options(
+    kubelet: Kubelet, run_plugin: Callable[..., PluginManager]
+) -> None:
+    plugin = run_plugin()
+    wait_registered(kubelet)
+    assert plugin.all_registered.wait(5)
+    statuses = {r.name: r for r in kubelet.manager.resources()}
+    dongle = {d.id: d for d in statuses["example.com/dongle"].devices}
+    assert set(dongle) == {"dongle-0", "dongle-1"}
+    assert dongle["dongle-0"].numa_nodes == frozenset({0}) and dongle["dongle-1"].numa_nodes == frozenset({1})
+    assert all(d.healthy for d in dongle.values())
+    accel = {d.id for d in statuses["example.com/accel"].devices}
+    assert accel == {"accel-0::0", "accel-0::1", "accel-1::0", "accel-1::1"}
+    assert statuses["example.com/dongle"].get_preferred_allocation_available
+    assert not statuses["example.com/dongle"].pre_start_required
+
+
+def test_waits_for_kubelet_then_registers(
+    kubelet_dir: Path, tmp_path: Path, run_plugin: Callable[..., PluginManager]
+) -> None:
+    plugin = run_plugin()
+    own_socket = kubelet_dir / default_socket_name("example.com/dongle")
+    assert _wait(lambda: own_socket.exists()), "plugin did not serve before the kubelet came"
+    assert not plugin.all_registered.is_set()
+    kubelet = Kubelet(kubelet_dir, tmp_path)  # kubelet.sock appears: the plugin must notice and register
+    try:
+        wait_registered(kubelet)
+    finally:
+        kubelet.stop()
+
+
+@pytest.mark.parametrize("wipe_dir", [False, True], ids=["sockets-removed", "dir-recreated"])
+def test_reregisters_within_a_second_after_kubelet_restart(
+    kubelet: Kubelet, run_plugin: Callable[..., PluginManager], wipe_dir: bool
+) -> None:
+    plugin = run_plugin()
+    wait_registered(kubelet)
+    before = plugin.registrations
+    started = time.monotonic()
+    kubelet.restart(wipe_dir=wipe_dir)
+    wait_registered(kubelet, timeout=1.0)
+    assert time.monotonic() - started < 1.0
+    assert plugin.registrations == before + len(RESOURCES)
+    # Same process, re-served on fresh sockets.
+    assert all(r.endpoint.serve_count == 2 for r in plugin.resources)
+    assert all(r.connected for r in kubelet.manager.resources())
+
+
+def test_serves_again_when_its_own_socket_disappears(
+    kubelet: Kubelet, run_plugin: Callable[..., PluginManager]
+) -> None:
+    plugin = run_plugin()
+    wait_registered(kubelet)
+    dongle = plugin.resource("example.com/dongle")
+    dongle.endpoint.socket_path.unlink()
+    assert _wait(lambda: dongle.endpoint.serve_count == 2 and dongle.endpoint.socket_intact())
+    assert _wait(lambda: plugin.all_registered.is_set() and _connected(kubelet, "example.com/dongle"))
+
+
+def test_stale_socket_of_ours_is_replaced(
+    kubelet_dir: Path, kubelet: Kubelet, run_plugin: Callable[..., PluginManager]
+) -> None:
+    stale = kubelet_dir / default_socket_name("example.com/dongle")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(stale))  # left behind as if by a crashed earlier run
+    with socket.socket(socket.AF_UNIX) as probe, pytest.raises(ConnectionRefusedError):
+        probe.connect(str(stale))
+    run_plugin()
+    wait_registered(kubelet)  # the kubelet dialled the socket path back, so it is live now
+
+
+def test_refuses_a_regular_file_in_place_of_its_socket(kubelet_dir: Path) -> None:
+    blocker = kubelet_dir / default_socket_name("example.com/dongle")
+    blocker.write_text("not a socket")
+    manager = PluginManager(load_config(CONFIGS / "static.yaml"), str(kubelet_dir))
+    with pytest.raises(EndpointError, match=str(blocker)):
+        manager.run()
+    assert blocker.read_text() == "not a socket"
+    assert not (kubelet_dir / default_socket_name("example.com/accel")).exists()
+
+
+def test_stop_removes_sockets_and_threads(
+    kubelet_dir: Path, kubelet: Kubelet, run_plugin: Callable[..., PluginManager]
+) -> None:
+    plugin = run_plugin()
+    wait_registered(kubelet)
+    plugin.stop()
+    assert _wait(lambda: not any(r.endpoint.socket_path.exists() for r in plugin.resources))
+    assert _wait(lambda: not any(r.connected for r in kubelet.manager.resources()))
+
+
+def _connected(kubelet: Kubelet, name: str) -> bool:
+    return any(r.name == name and r.connected for r in kubelet.manager.resources())
+
+
+def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    from tests.deviceplugin.support import wait_until
+
+    return wait_until(predicate, timeout)
