@@ -1,0 +1,334 @@
+"""The process "container runtime": starts, watches, restarts and kills a pod's container processes.
+
+`sync_containers` is the agent's computePodActions + SyncPod for processes: init containers
+run one at a time to completion, in order (a restartable init container, a sidecar, only
+has to be running); then every app container is started. A container that exited is
+restarted according to the pod's restartPolicy (Always; OnFailure when the exit code is
+not 0; Never) with the kubelet's crash-loop backoff (see `agent.backoff`), during which it
+waits with reason CrashLoopBackOff. A process that cannot be started counts as a
+container that exited with 128 and reason StartError (as containerd reports it). A
+container with an image but no command is not run: kubenode pulls no images; its status
+says so (reason ImageNotSupported). The pod phase follows the kubelet's getPhase.
+
+`kill_pod` sends SIGTERM to every process in the pod cgroup, waits for the (possibly
+shrinking) grace period, at least 2 s as the kubelet's runtime does, then SIGKILLs what
+is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from agent.backoff import CrashLoopBackoff
+from agent.envvars import ContainerConfigError, HostInfo, container_argv, container_env
+from agent.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord, RecordStore, rfc3339
+from agent.processes import (
+    UNKNOWN_EXIT_CODE,
+    AdoptedProcess,
+    ContainerProcess,
+    ProcessStartError,
+    is_same_process_alive,
+    signal_process,
+    spawn,
+)
+from kubenode.model import Container, Pod
+
+log = logging.getLogger(__name__)
+
+MIN_KILL_GRACE_S = 2  # the kubelet runtime's minimumGracePeriodInSeconds
+START_ERROR_EXIT_CODE = 128
+CONFIG_ERROR_RETRY_S = 10.0
+
+
+class PodKillTarget(Protocol):
+    """What kill_pod needs from the cgroup layer (PodCgroups satisfies it)."""
+
+    def pids(self, uid: str) -> set[int]: ...
+
+    def signal_all(self, uid: str, sig: int) -> int: ...
+
+
+class ProcessRuntime:
+    def __init__(
+        self,
+        state_dir: Path,
+        store: RecordStore,
+        host: HostInfo,
+        *,
+        backoff: CrashLoopBackoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logs_dir = Path(state_dir) / "logs"
+        self.store = store
+        self.host = host
+        self._clock = clock
+        self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self._procs: dict[tuple[str, str], ContainerProcess] = {}
+        self._lock = threading.Lock()
+
+    # ----- watching ----------------------------------------------------------------------------
+
+    def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
+        """Take over the still-running processes of a saved record; returns the adopted container names."""
+        adopted = []
+        for c in record.containers.values():
+            if c.state != RUNNING:
+                continue
+            if (
+                c.pid is not None
+                and c.create_time is not None
+                and c.pid in pids_in_cgroup
+                and is_same_process_alive(c.pid, c.create_time)
+            ):
+                with self._lock:
+                    self._procs[(record.uid, c.name)] = AdoptedProcess(c.pid, c.create_time)
+                c.started_clock = self._clock()
+                adopted.append(c.name)
+            else:
+                self._mark_exited(
+                    c, UNKNOWN_EXIT_CODE, "ContainerStatusUnknown", "gone while the agent was down"
+                )
+        self.store.save(record)
+        return adopted
+
+    def relist(self, record: PodRecord) -> bool:
+        """Poll the pod's processes (reaping exited children); returns whether any container stopped."""
+        changed = False
+        for c in record.containers.values():
+            if c.state != RUNNING:
+                continue
+            with self._lock:
+                proc = self._procs.get((record.uid, c.name))
+            code = proc.poll() if proc is not None else UNKNOWN_EXIT_CODE
+            if code is None:
+                continue
+            with self._lock:
+                self._procs.pop((record.uid, c.name), None)
+            reason = "Completed" if code == 0 else "Error"
+            if proc is None or isinstance(proc, AdoptedProcess):
+                reason = "ContainerStatusUnknown" if code == UNKNOWN_EXIT_CODE else reason
+            self._mark_exited(c, code, reason, "")
+            changed = True
+        if changed:
+            self.store.save(record)
+        return changed
+
+    def running_pids(self, uid: str) -> set[int]:
+        with self._lock:
+            return {p.pid for (u, _), p in self._procs.items() if u == uid}
+
+    def _mark_exited(self, c: ContainerRecord, code: int, reason: str, message: str) -> None:
+        c.state = TERMINATED
+        c.exit_code = code
+        c.reason = reason
+        c.message = message
+        c.finished_at = rfc3339()
+        c.finished_clock = self._clock()
+        c.pid = None
+        c.create_time = None
+
+    # ----- syncing -----------------------------------------------------------------------------
+
+    def sync_containers(
+        self,
+        pod: Pod,
+        record: PodRecord,
+        procs_files: Sequence[str],
+        device_env: Mapping[str, Mapping[str, str]],
+    ) -> float | None:
+        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint)."""
+        for c in pod.all_containers:
+            record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
+        self.relist(record)
+        hints: list[float] = []
+        for c in pod.init_containers:
+            rec = record.containers[c.name]
+            env = device_env.get(c.name, {})
+            if c.is_sidecar:
+                if rec.state != RUNNING:
+                    self._start_or_wait(pod, c, rec, procs_files, env, hints, init=True)
+                if rec.state != RUNNING:
+                    break  # later init containers wait for the sidecar to run
+                continue
+            if rec.state == TERMINATED and rec.exit_code == 0:
+                continue
+            if rec.state != RUNNING:
+                self._start_or_wait(pod, c, rec, procs_files, env, hints, init=True)
+            break  # wait for this init container to complete
+        else:
+            for c in pod.containers:
+                rec = record.containers[c.name]
+                if rec.state != RUNNING:
+                    self._start_or_wait(
+                        pod, c, rec, procs_files, device_env.get(c.name, {}), hints, init=False
+                    )
+        record.phase = pod_phase(pod, record)
+        if record.phase != "Pending" and not record.start_time:
+            record.start_time = rfc3339()
+        self.store.save(record)
+        return min(hints) if hints else None
+
+    def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
+        code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
+        if init:
+            return pod.restart_policy != "Never" and code != 0
+        return pod.restart_policy == "Always" or (pod.restart_policy == "OnFailure" and code != 0)
+
+    def _start_or_wait(
+        self,
+        pod: Pod,
+        c: Container,
+        rec: ContainerRecord,
+        procs_files: Sequence[str],
+        device_env: Mapping[str, str],
+        hints: list[float],
+        *,
+        init: bool,
+    ) -> None:
+        restarting = rec.state == TERMINATED or rec.reason == "CrashLoopBackOff"
+        if restarting:
+            if not self._should_restart(pod, rec, init or c.is_sidecar):
+                return
+            key = f"{pod.uid}/{c.name}"
+            finished = rec.finished_clock if rec.finished_clock is not None else self._clock()
+            wait = self.backoff.remaining(key, finished)
+            if wait > 0:
+                if rec.state == TERMINATED:
+                    rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
+                rec.state, rec.reason, rec.exit_code = WAITING, "CrashLoopBackOff", None
+                rec.message = f"back-off {self.backoff.current(key):.0f}s restarting failed container"
+                hints.append(wait)
+                return
+            self.backoff.restarted(key, finished)
+            if rec.state == TERMINATED:
+                rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
+            rec.restart_count += 1
+        if not c.command and not c.args:
+            rec.state, rec.reason = WAITING, "ImageNotSupported"
+            rec.message = (
+                f"image {c.image!r} is not pulled: kubenode runs processes; give the container a command"
+                if c.image
+                else "the container has no command to run"
+            )
+            return
+        try:
+            env = container_env(pod, c, self.host, device_env)
+            argv = container_argv(c, env)
+        except ContainerConfigError as exc:
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerConfigError", str(exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
+            return
+        log_path = self.log_path(pod, c.name, rec.restart_count)
+        try:
+            proc = spawn(argv, env, c.working_dir, log_path, procs_files)
+        except ProcessStartError as exc:
+            self._mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc))
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
+            hints.append(0.0)  # the restart decision (and its backoff) is made on the next sync
+            return
+        with self._lock:
+            self._procs[(pod.uid, c.name)] = proc
+        rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
+        rec.pid, rec.create_time = proc.pid, proc.create_time
+        rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
+        log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
+
+    def log_path(self, pod: Pod, container: str, restart: int) -> Path:
+        return self.logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}" / container / f"{restart}.log"
+
+    # ----- killing -----------------------------------------------------------------------------
+
+    def kill_pod(
+        self,
+        uid: str,
+        record: PodRecord | None,
+        target: PodKillTarget,
+        grace: Callable[[], int],
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        """SIGTERM everything in the pod cgroup, SIGKILL after the grace period; reap and record exits."""
+        started = self._clock()
+        target.signal_all(uid, signal.SIGTERM)
+        for pid in self.running_pids(uid):
+            signal_process(pid, signal.SIGTERM)
+        killed = False
+        kill_deadline = self._clock() + 10.0
+        while True:
+            if record is not None:
+                self.relist(record)
+            alive = target.pids(uid) | self._alive_children(uid)
+            if not alive:
+                break
+            now = self._clock()
+            if not killed and now - started >= max(grace(), MIN_KILL_GRACE_S):
+                log.info("pod %s: grace period over, SIGKILL to %d processes", uid, len(alive))
+                target.signal_all(uid, signal.SIGKILL)
+                for pid in alive:
+                    signal_process(pid, signal.SIGKILL)
+                killed, kill_deadline = True, now + 10.0
+            elif killed and now > kill_deadline:
+                raise RuntimeError(f"pod {uid}: processes {sorted(alive)} survived SIGKILL")
+            time.sleep(0.02)
+        if record is not None:
+            self.relist(record)
+            for c in record.containers.values():
+                if c.state == WAITING and c.reason in ("CrashLoopBackOff", "ContainerCreating"):
+                    c.message = "pod terminated"
+            self.store.save(record)
+        del cancelled  # termination is never interrupted: it only gets faster
+
+    def _alive_children(self, uid: str) -> set[int]:
+        with self._lock:
+            procs = [(key, p) for key, p in self._procs.items() if key[0] == uid]
+        return {p.pid for _, p in procs if p.poll() is None}
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            for key in [k for k in self._procs if k[0] == uid]:
+                del self._procs[key]
+        self.backoff.forget_prefix(f"{uid}/")
+
+
+def pod_phase(pod: Pod, record: PodRecord) -> str:
+    """The kubelet's getPhase over the recorded container states."""
+    for c in pod.init_containers:
+        rec = record.containers.get(c.name)
+        if rec is None:
+            return "Pending"
+        if c.is_sidecar:
+            if rec.state != RUNNING:
+                return "Pending"
+            continue
+        if rec.state == TERMINATED and rec.exit_code == 0:
+            continue
+        if rec.state == TERMINATED and pod.restart_policy == "Never":
+            return "Failed"
+        return "Pending"
+    running = waiting = succeeded = failed = 0
+    for c in pod.containers:
+        rec = record.containers.get(c.name)
+        if rec is None or (rec.state == WAITING and rec.last_exit_code is None and rec.restart_count == 0):
+            waiting += 1
+        elif rec.state == RUNNING:
+            running += 1
+        else:
+            code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
+            if code == 0:
+                succeeded += 1
+            else:
+                failed += 1
+    if waiting:
+        return "Pending"
+    if running:
+        return "Running"
+    if pod.restart_policy == "Always":
+        return "Running"
+    if pod.restart_policy == "OnFailure":
+        return "Running" if failed else "Succeeded"
+    return "Failed" if failed else "Succeeded"

@@ -1,0 +1,196 @@
+"""Pod sources behind one interface; the first is the manifest directory (the kubelet's static pods).
+
+A source hands the agent complete snapshots (`SourceSnapshot`: every pod it wants now plus
+the problems it found); the agent diffs snapshots into adds, updates and removals, as the
+kubelet's config merger does. A later API-server source implements the same `PodSource`.
+
+`ManifestSource` reads YAML/JSON files (one or more Pods each, `kind: List` flattened) from
+one directory. Changes are noticed through inotify within a fraction of a second, with a
+full rescan every `rescan_interval` seconds as a safety net. Each object is handled on its
+own: a bad one is reported with its file and field and the others still run. As for the
+kubelet's static pods, a pod without a UID gets a deterministic one,
+md5(canonical object + "host:<node>" + "file:<path>") in hex, so it survives agent
+restarts; `spec.nodeName` is set to the node, and the `kubernetes.io/config.*` annotations
+are added. Unlike the kubelet, the pod's name stays as written (no `-<node>` suffix): there
+is no API server to mirror it into yet, and the name the user wrote is the one they look for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubenode.dirwatch import DirWatcher
+from kubenode.model import Pod, ValidationError, parse_pod
+from kubenode.model.documents import load_objects
+
+log = logging.getLogger(__name__)
+
+CONFIG_HASH = "kubernetes.io/config.hash"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+CONFIG_MIRROR_SOURCE = "file"
+
+
+@dataclass(frozen=True)
+class ManifestError:
+    source: str  # the file (and document) the problem is in
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.source, self.field, self.message) if part)
+
+
+@dataclass(frozen=True)
+class SourceSnapshot:
+    source: str
+    pods: tuple[Pod, ...]
+    errors: tuple[ManifestError, ...]
+
+
+class PodSource(Protocol):
+    name: str
+
+    def start(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        """Deliver the first snapshot before returning (the source is then ready), later ones later."""
+
+    def stop(self) -> None: ...
+
+
+def static_pod_uid(obj: Mapping[str, Any], node_name: str, path: str) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.md5(usedforsecurity=False)
+    digest.update(canonical.encode())
+    digest.update(f"host:{node_name}".encode())
+    digest.update(f"file:{path}".encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class _FileEntry:
+    stamp: tuple[int, int, int]
+    pods: list[Pod]
+    errors: list[ManifestError]
+
+
+class ManifestSource:
+    name = "file"
+
+    def __init__(self, directory: Path, node_name: str, *, rescan_interval: float = 20.0) -> None:
+        self.directory = Path(directory).absolute()
+        self.node_name = node_name
+        self.rescan_interval = rescan_interval
+        self._files: dict[str, _FileEntry] = {}
+        self._last: SourceSnapshot | None = None
+        self._watcher: DirWatcher | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def start(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._watcher = DirWatcher(self.directory, modify=True)
+        on_change(self.scan())
+        self._thread = threading.Thread(target=self._run, args=(on_change,), name="manifests", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.wake()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    def _run(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        assert self._watcher is not None
+        while not self._stopping.is_set():
+            events = self._watcher.read(self.rescan_interval)
+            if self._stopping.is_set():
+                return
+            del events  # any event (or the timeout) means: rescan; unchanged files are not re-read
+            previous = self._last
+            try:
+                snapshot = self.scan()
+            except OSError as exc:  # the directory vanished between listing and reading
+                log.warning("rescanning %s: %s", self.directory, exc)
+                continue
+            if snapshot != previous:
+                on_change(snapshot)
+
+    # ----- reading ---------------------------------------------------------------------------------
+
+    def scan(self) -> SourceSnapshot:
+        """Read the directory now (only files whose size, mtime or inode changed are parsed again)."""
+        seen: dict[str, _FileEntry] = {}
+        for path in self._manifest_files():
+            key = str(path)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            entry = self._files.get(key)
+            if entry is None or entry.stamp != stamp:
+                entry = self._read_file(path, stamp)
+            seen[key] = entry
+        self._files = seen
+        pods: list[Pod] = []
+        errors: list[ManifestError] = []
+        owners: dict[str, str] = {}
+        for key in sorted(seen):
+            errors.extend(seen[key].errors)
+            for pod in seen[key].pods:
+                clash = owners.get(pod.uid) or owners.get(pod.key)
+                if clash is not None:
+                    errors.append(
+                        ManifestError(pod.source, "metadata.name", f"duplicate pod {pod.key}; {clash} has it")
+                    )
+                    continue
+                owners[pod.uid] = owners[pod.key] = pod.source
+                pods.append(pod)
+        snapshot = SourceSnapshot(self.name, tuple(pods), tuple(errors))
+        self._last = snapshot
+        return snapshot
+
+    def _manifest_files(self) -> list[Path]:
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return []
+        # As the kubelet: hidden files are ignored (editors' swap files too).
+        return [
+            self.directory / n
+            for n in names
+            if not n.startswith(".") and not n.endswith(("~", ".swp")) and (self.directory / n).is_file()
+        ]
+
+    def _read_file(self, path: Path, stamp: tuple[int, int, int]) -> _FileEntry:
+        entry = _FileEntry(stamp, [], [])
+        try:
+            objects = load_objects(path)
+        except ValidationError as exc:
+            entry.errors.append(ManifestError(exc.source, exc.field, exc.message))
+            log.warning("manifest %s", exc)
+            return entry
+        for where, obj in objects:
+            source = f"{path} ({where})" if where else str(path)
+            try:
+                entry.pods.append(self._static_pod(parse_pod(obj, source), obj, path))
+            except ValidationError as exc:
+                entry.errors.append(ManifestError(exc.source, exc.field, exc.message))
+                log.warning("manifest %s", exc)
+        return entry
+
+    def _static_pod(self, pod: Pod, obj: Mapping[str, Any], path: Path) -> Pod:
+        uid = pod.uid or static_pod_uid(obj, self.node_name, str(path))
+        annotations = {**pod.annotations, CONFIG_HASH: uid, CONFIG_SOURCE: CONFIG_MIRROR_SOURCE}
+        return replace(pod, uid=uid, node_name=self.node_name, annotations=annotations)
