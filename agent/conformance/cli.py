@@ -1,17 +1,110 @@
-"""Command-line entry for `kubenode conformance`."""
+"""Command-line entry for `kubenode conformance`: play the kubelet against a device plugin."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+DEFAULT_KUBELET_DIR = "/var/lib/kubelet/device-plugins"
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "conformance", help="play the kubelet against a device plugin and report what passes"
+        "conformance",
+        help="play the kubelet against a device plugin and report what passes",
+        description=(
+            "Serve kubelet.sock in DIR like the kubelet, wait for a device plugin to register, and run named "
+            "checks against it. One line per check (PASS/FAIL/SKIP), then a summary; exit 0 only if none "
+            "failed."
+        ),
+    )
+    parser.add_argument(
+        "--kubelet-dir",
+        metavar="DIR",
+        help=f"device-plugin dir (default {DEFAULT_KUBELET_DIR}, or a fresh temp dir with --plugin-cmd)",
+    )
+    parser.add_argument(
+        "--plugin-cmd",
+        metavar="CMD",
+        help="start the plugin with this shell command "
+        "(KUBENODE_KUBELET_DIR=DIR in its environment) and stop it afterwards",
+    )
+    parser.add_argument(
+        "--resource", metavar="NAME", help="check only this resource (default: all that register)"
+    )
+    parser.add_argument(
+        "--only",
+        metavar="CHECK",
+        action="append",
+        default=[],
+        help="run only these checks or groups (repeatable, comma-separated; see --list)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.add_argument(
+        "--register-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="how long to wait for the first Register (default 30)",
+    )
+    parser.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="how long to wait for re-registration after the kubelet restart (default 30)",
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("kubenode conformance: not implemented yet")
+    import shutil
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from agent.conformance.checks import PER_RESOURCE_CHECKS, RESTART_CHECK
+    from agent.conformance.results import Status, summary_line, text_line, to_json, write_junit
+    from agent.conformance.suite import SuiteConfig, run_suite, select_checks
+    from agent.conformance.target import Limits
+
+    if args.list:
+        for check in PER_RESOURCE_CHECKS:
+            print(f"{check.name:<36} {check.about}")
+        print(
+            f"{RESTART_CHECK:<36} the plugin registers again after a kubelet restart, without being restarted"
+        )
+        return 0
+    only = [part for item in args.only for part in item.split(",") if part]
+    try:
+        select_checks(only)
+    except ValueError as err:
+        print(f"kubenode conformance: {err}", file=sys.stderr)
+        return 2
+    temp_dir = None
+    if args.kubelet_dir:
+        kubelet_dir = Path(args.kubelet_dir)
+    elif args.plugin_cmd:
+        kubelet_dir = temp_dir = Path(tempfile.mkdtemp(prefix="kn-conf-", dir="/tmp"))
+    else:
+        kubelet_dir = Path(DEFAULT_KUBELET_DIR)
+    limits = Limits(register=args.register_timeout, restart=args.restart_timeout)
+    config = SuiteConfig(kubelet_dir, args.plugin_cmd, args.resource, only, limits)
+    emit = (lambda r: None) if args.json else (lambda r: print(text_line(r), flush=True))
+    started = time.monotonic()
+    try:
+        results = run_suite(config, emit)
+    finally:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    seconds = time.monotonic() - started
+    if args.json:
+        print(to_json(results, seconds))
+    else:
+        print(summary_line(results, seconds))
+    if args.junit:
+        write_junit(Path(args.junit), results, seconds)
+    return 1 if any(r.status is Status.FAIL for r in results) else 0

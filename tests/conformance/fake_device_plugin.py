@@ -259,11 +259,13 @@ class FakePlugin(api_pb2_grpc.DevicePluginServicer):  # type: ignore[misc]
         return api_pb2.PreStartContainerResponse()
 
 
-def _kubelet_sock_inode(plugin_dir: Path) -> int | None:
+def _kubelet_sock_identity(plugin: FakePlugin) -> tuple[int, int] | None:
+    """Changes whenever kubelet.sock is recreated (inode numbers alone are often reused)."""
     try:
-        return (plugin_dir / "kubelet.sock").stat().st_ino
+        st = (plugin.plugin_dir / "kubelet.sock").stat()
     except FileNotFoundError:
         return None
+    return (st.st_ino, st.st_ctime_ns)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -291,11 +293,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    registered_inode: int | None = None
+    registered: tuple[int, int] | None = None
     while not stop.is_set():
-        inode = _kubelet_sock_inode(plugin_dir)
-        if inode is not None and inode != registered_inode:
-            if registered_inode is not None and "no-reregister" in faults:
+        identity = _kubelet_sock_identity(plugin)
+        if registered is not None and not plugin.socket_path.exists():
+            registered = (-1, -1)  # our socket was wiped: the kubelet restarted
+        if identity is not None and identity != registered:
+            if registered is not None and "no-reregister" in faults:
                 stop.wait(0.05)
                 continue
             if "register-first" in faults:
@@ -305,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 plugin.serve()
                 _register_quietly(plugin)
-            registered_inode = inode
+            registered = identity
         stop.wait(0.05)
     plugin.stop()
     return 0
