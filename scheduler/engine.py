@@ -1,0 +1,316 @@
+"""The scheduling engine: cluster events in, placements out through a Binder.
+
+The engine knows nothing about where events come from. A live scheduler (a later
+issue) feeds it pod and node add/update/delete events from an API server watch and
+gives it a Binder that POSTs Bindings and deletes victims; the simulator feeds it a
+file and binds in memory. Both run this same code.
+
+One cycle (`schedule_one`), as kube-scheduler's scheduleOne: pop the next pod; filter
+every node; if the pod's nominated node passes, take it; one feasible node is taken
+without scoring; otherwise score every feasible node and take the best, ties broken at
+random (seedable). The pod is assumed in the cache at once and bound asynchronously;
+a failed bind forgets it and sends it to backoff. With no feasible node, preemption
+is tried and the pod waits in the queue with kube-scheduler's FitError message.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import numpy as np
+
+from kubenode.model.objects import Node, Pod
+from scheduler.cache import SchedulerCache
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.filters import (
+    FIT_PLUGIN,
+    OK,
+    Demand,
+    FilterResult,
+    NodeFree,
+    Reserved,
+    fit_error_message,
+    run_filters,
+    static_code,
+)
+from scheduler.preemption import find_preemption
+from scheduler.profile import Configuration, Profile
+from scheduler.queue import QueuedPod, SchedulingQueue
+from scheduler.scoring import total_scores
+
+NO_NODES = "no nodes available to schedule pods"
+LEFTOVER_FLUSH_SECONDS = 30.0
+
+
+class Binder(Protocol):
+    """How the engine acts on the cluster. Both may raise; bind failures are retried."""
+
+    def bind(self, pod: Pod, node: str) -> None: ...
+
+    def evict(self, victim: Pod, preemptor: Pod, node: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one scheduling attempt (or a failed bind) decided for a pod."""
+
+    pod: Pod
+    node: str | None
+    message: str
+    nominated_node: str = ""
+    victims: tuple[Pod, ...] = ()
+    bind_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Nomination:
+    node: str
+    priority: int
+    demand: Demand
+
+
+def _run_in_threads() -> Callable[[Callable[[], None]], None]:
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kubenode-bind")
+
+    def submit(task: Callable[[], None]) -> None:
+        pool.submit(task)
+
+    return submit
+
+
+class Scheduler:
+    def __init__(
+        self,
+        binder: Binder,
+        config: Configuration | None = None,
+        *,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        seed: int | None = None,
+        run_binding: Callable[[Callable[[], None]], None] | None = None,
+        observer: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        self.config = config or Configuration()
+        self.binder = binder
+        self.clock = clock or MonotonicClock()
+        self.queue = SchedulingQueue(
+            self.clock, self.config.initial_backoff_seconds, self.config.max_backoff_seconds
+        )
+        self.cache = SchedulerCache(wall_clock)
+        self.nominations: dict[str, Nomination] = {}
+        self.lock = threading.RLock()
+        self.wakeup = threading.Condition(self.lock)
+        self._rng = random.Random(seed)
+        self._run_binding = run_binding or _run_in_threads()
+        self._observer = observer
+        self._last_leftover_flush = self.clock.now()
+
+    def profile_for(self, pod: Pod) -> Profile | None:
+        return self.config.profiles.get(pod.scheduler_name)
+
+    # --- cluster events ---------------------------------------------------------------
+    def add_node(self, node: Node) -> None:
+        self.update_node(node)
+
+    def update_node(self, node: Node) -> None:
+        with self.lock:
+            old = self.cache.put_node(node)
+            slot = self.cache.table.slot[node.name]
+
+            def helped(qp: QueuedPod) -> bool:
+                # NodeResourcesFit/TaintToleration/NodeAffinity hints: the pod now fits this node,
+                # and the node is new, newly acceptable, or has more of something the pod asks for.
+                if not self._passes(qp.pod, slot):
+                    return False
+                if old is None or static_code(qp.pod, old) != OK:
+                    return True
+                return any(node.allocatable.get(r, 0) > old.allocatable.get(r, 0) for r in qp.pod.requests)
+
+            self.queue.move_all(helped)
+            self.wakeup.notify_all()
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            self.cache.remove_node(name)
+            for key, nomination in list(self.nominations.items()):
+                if nomination.node == name:
+                    del self.nominations[key]
+
+    def add_pod(self, pod: Pod) -> bool:
+        """A pod appeared or changed. Returns False for a pending pod of another scheduler."""
+        with self.lock:
+            if pod.phase in ("Succeeded", "Failed"):
+                self.remove_pod(pod)
+                return True
+            if pod.node_name:
+                self.queue.delete(pod.key)
+                self.nominations.pop(pod.key, None)
+                self.cache.add_pod(pod)
+                return True
+            profile = self.profile_for(pod)
+            if profile is None:
+                return False
+            if pod.nominated_node_name and pod.key not in self.nominations:
+                self.nominations[pod.key] = Nomination(
+                    pod.nominated_node_name, pod.priority, Demand.of(pod, profile)
+                )
+            self.queue.add(pod)
+            self.wakeup.notify_all()
+            return True
+
+    update_pod = add_pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        with self.lock:
+            self.queue.delete(pod.key)
+            self.nominations.pop(pod.key, None)
+            if self.cache.remove_pod(pod.key) is not None:
+                self._assigned_pod_gone()
+
+    def _assigned_pod_gone(self) -> None:
+        """An assigned pod left: pods NodeResourcesFit rejected may fit now."""
+        self.queue.move_all(lambda qp: not qp.rejected_by or FIT_PLUGIN in qp.rejected_by)
+        self.wakeup.notify_all()
+
+    # --- helpers ----------------------------------------------------------------------
+    def _passes(self, pod: Pod, slot: int) -> bool:
+        """Would the pod pass every filter on this one node right now?"""
+        table = self.cache.table
+        if static_code(pod, table.node(slot)) != OK:
+            return False
+        demand = Demand.of(pod, self.profile_for(pod))
+        held = self.reserved_for(pod).get(slot, {})
+        return not NodeFree(table, slot, demand, held).shortfalls()
+
+    def reserved_for(self, pod: Pod) -> Reserved:
+        """What pods nominated to nodes, of at least this pod's priority, hold there."""
+        reserved: dict[int, dict[str, int]] = {}
+        for key, nomination in self.nominations.items():
+            slot = self.cache.table.slot.get(nomination.node)
+            if key == pod.key or slot is None or nomination.priority < pod.priority:
+                continue
+            held = reserved.setdefault(slot, {})
+            held["pods"] = held.get("pods", 0) + 1
+            for name, amount in nomination.demand.requests.items():
+                held[name] = held.get(name, 0) + amount
+        return reserved
+
+    def _nominated_slot(self, pod: Pod) -> int | None:
+        nomination = self.nominations.get(pod.key)
+        name = nomination.node if nomination else pod.nominated_node_name
+        return self.cache.table.slot.get(name) if name else None
+
+    def _pick(self, pod: Pod, profile: Profile, demand: Demand, result: FilterResult) -> int | None:
+        nominated = self._nominated_slot(pod)
+        if nominated is not None and result.feasible[nominated]:
+            return nominated
+        feasible = np.flatnonzero(result.feasible)
+        if len(feasible) <= 1:
+            return int(feasible[0]) if len(feasible) else None
+        totals = total_scores(self.cache.table, profile, pod, demand, result.feasible)[feasible]
+        best = feasible[totals == totals.max()]
+        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+
+    # --- the cycle --------------------------------------------------------------------
+    def flush(self) -> None:
+        """Backoff and unschedulable-leftover flushes (kube runs these every 1 s and 30 s)."""
+        with self.lock:
+            self.queue.flush_backoff_completed()
+            now = self.clock.now()
+            if now - self._last_leftover_flush >= LEFTOVER_FLUSH_SECONDS:
+                self._last_leftover_flush = now
+                self.queue.flush_unschedulable_leftover()
+
+    def schedule_one(self) -> Outcome | None:
+        """Try the next pod in activeQ; None if there is none."""
+        with self.lock:
+            self.flush()
+            while True:
+                qp = self.queue.pop()
+                if qp is None:
+                    return None
+                profile = self.profile_for(qp.pod)
+                if (
+                    profile is not None
+                    and not qp.pod.deletion_timestamp
+                    and not self.cache.is_assumed(qp.key)
+                ):
+                    break
+                self.queue.done(qp.key)  # another scheduler's, being deleted, or already placed
+            outcome = self._schedule(qp, profile)
+        if self._observer is not None:
+            self._observer(outcome)
+        return outcome
+
+    def _schedule(self, qp: QueuedPod, profile: Profile) -> Outcome:
+        pod = qp.pod
+        table = self.cache.table
+        demand = Demand.of(pod, profile)
+        if table.node_count == 0:
+            self.queue.add_unschedulable(qp, frozenset())
+            return Outcome(pod, None, NO_NODES)
+        result = run_filters(table, pod, demand, self.reserved_for(pod))
+        slot = self._pick(pod, profile, demand, result)
+        if slot is None:
+            return self._fail(qp, demand, result)
+        node = table.node(slot).name
+        bound = replace(pod, node_name=node, nominated_node_name="")
+        self.cache.assume(bound, node)
+        self.queue.done(pod.key)
+        self.nominations.pop(pod.key, None)
+        self._run_binding(lambda: self._bind(qp, bound, node))
+        return Outcome(pod, node, f"Successfully assigned {pod.key} to {node}")
+
+    def _fail(self, qp: QueuedPod, demand: Demand, result: FilterResult) -> Outcome:
+        pod = qp.pod
+        counts = result.histogram()
+        preemption, post_filter = find_preemption(pod, demand, self.cache, result, self.reserved_for(pod))
+        victims: tuple[Pod, ...] = ()
+        nominated = ""
+        if preemption is not None:
+            nominated = preemption.node
+            victims = tuple(v.pod for v in preemption.victims)
+            for victim in victims:
+                self.cache.remove_pod(victim.key)
+                self.binder.evict(victim, pod, nominated)
+            for key, nomination in list(self.nominations.items()):
+                if nomination.node == nominated and nomination.priority < pod.priority:
+                    del self.nominations[key]  # lower-priority nominations there are void now
+                    self.queue.activate(key)
+            self.nominations[pod.key] = Nomination(nominated, pod.priority, demand)
+            qp.pod = replace(pod, nominated_node_name=nominated)
+            self._assigned_pod_gone()
+        message = fit_error_message(self.cache.table.node_count, counts, post_filter)
+        self.queue.add_unschedulable(qp, result.rejected_by())
+        return Outcome(pod, None, message, nominated, victims)
+
+    def _bind(self, qp: QueuedPod, bound: Pod, node: str) -> None:
+        try:
+            self.binder.bind(bound, node)
+        except Exception as exc:  # any binder failure: undo the assumption and retry later
+            with self.lock:
+                if self.cache.is_assumed(bound.key):
+                    self.cache.forget(bound.key, node)
+                    self.queue.add_error(qp)
+                    self._assigned_pod_gone()
+            if self._observer is not None:
+                self._observer(Outcome(qp.pod, None, f"binding to {node} failed: {exc}", bind_failed=True))
+            return
+        with self.lock:
+            self.cache.finish_binding(bound.key)
+
+    def run(self, stop: threading.Event) -> None:
+        """Schedule until stop is set, sleeping while there is nothing to do."""
+        while not stop.is_set():
+            if self.schedule_one() is not None:
+                continue
+            with self.wakeup:
+                expiry = self.queue.next_backoff_expiry()
+                wait = 1.0 if expiry is None else min(1.0, max(0.0, expiry - self.clock.now()))
+                self.wakeup.wait(wait)

@@ -1,0 +1,44 @@
+"""Render a simulation as a text table or as one JSON object."""
+
+from __future__ import annotations
+
+import json
+
+from kubenode.model.quantity import format_amount
+from scheduler.simulate import SimulationResult
+
+
+def _columns(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _utilisation(requested: int, allocatable: int) -> str:
+    return f"{100 * requested / allocatable:.0f}%" if allocatable else "-"
+
+
+def render_table(result: SimulationResult) -> str:
+    lines = _columns([["POD", "NODE", "RESULT"]] + [[p.pod, p.node or "-", p.message] for p in result.pods])
+    if result.preemptions:
+        lines += ["", "PREEMPTED", *result.preemptions]
+    rows = [["NODE", "RESOURCE", "REQUESTED", "ALLOCATABLE", "USED"]]
+    for name, usage in result.nodes.items():
+        for resource in sorted(set(usage.allocatable) | set(usage.requested)):
+            have = usage.allocatable.get(resource, 0)
+            used = usage.requested.get(resource, 0)
+            rows.append(
+                [
+                    name,
+                    resource,
+                    format_amount(resource, used),
+                    format_amount(resource, have),
+                    _utilisation(used, have),
+                ]
+            )
+    if len(rows) > 1:
+        lines += ["", *_columns(rows)]
+    return "\n".join(lines)
+
+
+def render_json(result: SimulationResult) -> str:
+    return json.dumps(result.as_json(), indent=2)

@@ -1,0 +1,208 @@
+"""Score plugins over every node at once, with kube-scheduler's integer arithmetic.
+
+Each plugin yields 0..100 per node; the total is the weighted sum. Formulas
+(kube-scheduler's noderesources, nodeaffinity and tainttoleration plugins):
+
+- NodeResourcesFit, per listed resource with allocatable a > 0 and requested r (this pod
+  included; cpu/memory with the non-zero defaults; an extended resource the pod does not
+  request is skipped): LeastAllocated (a-r)*100/a (0 if r > a); MostAllocated
+  min(r,a)*100/a; RequestedToCapacityRatio shape(min(r*100/a, 100)) with the shape's
+  scores x10, resources scoring 0 left out of the mean, rounded. Node score = weighted
+  mean (integer division for the first two).
+- NodeResourcesBalancedAllocation, actual requests: fractions f = min(r/a, 1); two
+  resources |f1-f2|/2, more the population standard deviation; int((1-std)*100).
+  Pods requesting none of its resources are skipped (score 0 everywhere).
+- NodeAffinity: sum of matching preferred-term weights, normalised to 100 by the maximum.
+- TaintToleration: count of untolerated PreferNoSchedule taints, normalised and reversed.
+
+Normalisation is over the feasible nodes, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from kubenode.model.matching import preferred_affinity_weight, untolerated_taints
+from kubenode.model.objects import Pod
+from kubenode.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
+from scheduler.filters import Demand
+from scheduler.nodetable import NONZERO_ROW, Int64Array, NodeTable
+from scheduler.profile import (
+    AFFINITY,
+    BALANCED,
+    FIT,
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    TAINTS,
+    Profile,
+    ResourceWeight,
+    ShapePoint,
+)
+
+MAX_NODE_SCORE = 100
+BoolArray = npt.NDArray[np.bool_]
+
+
+def is_scalar(resource: str) -> bool:
+    """Extended resources and hugepages: skipped in scores when the pod does not request them."""
+    return resource not in (CPU, MEMORY, EPHEMERAL_STORAGE)
+
+
+def allocatable_and_requested(
+    table: NodeTable, resource: str, pod_amount: int, nonzero: bool
+) -> tuple[Int64Array, Int64Array] | None:
+    """(a, r) over all slots for one scored resource, or None where kube skips it for every node."""
+    if pod_amount == 0 and is_scalar(resource):
+        return None
+    row = table.row.get(resource)
+    if row is None:
+        return None
+    n = table.size
+    if nonzero and resource in NONZERO_ROW:
+        base = table.nonzero[NONZERO_ROW[resource], :n]
+    else:
+        base = table.requested[row, :n]
+    return table.alloc[row, :n], base + pod_amount
+
+
+def broken_linear(shape: tuple[ShapePoint, ...]) -> Int64Array:
+    """The shape function (scores x10) tabulated for utilisation 0..100, Go's integer arithmetic."""
+    points = [(p.utilization, p.score * (MAX_NODE_SCORE // 10)) for p in shape]
+    table = np.empty(MAX_NODE_SCORE + 1, np.int64)
+    for p in range(MAX_NODE_SCORE + 1):
+        value = points[-1][1]
+        for i, (utilization, score) in enumerate(points):
+            if p <= utilization:
+                if i == 0:
+                    value = score
+                else:
+                    u0, s0 = points[i - 1]
+                    numerator = (score - s0) * (p - u0)
+                    quotient = abs(numerator) // (utilization - u0)
+                    value = s0 + (quotient if numerator >= 0 else -quotient)  # Go truncates toward zero
+                break
+        table[p] = value
+    return table
+
+
+def round_half_away(x: npt.NDArray[np.float64]) -> Int64Array:
+    """Go's math.Round for non-negative values."""
+    floor = np.floor(x)
+    return (floor + (x - floor >= 0.5)).astype(np.int64)
+
+
+def fit_score(table: NodeTable, profile: Profile, demand: Demand) -> Int64Array:
+    strategy = profile.scoring
+    n = table.size
+    total = np.zeros(n, np.int64)
+    weights = np.zeros(n, np.int64)
+    shape = broken_linear(strategy.shape) if strategy.shape else None
+    for resource in strategy.resources:
+        pair = allocatable_and_requested(table, resource.name, demand.nonzero.get(resource.name, 0), True)
+        if pair is None:
+            continue
+        a, r = pair
+        present = a > 0
+        safe_a = np.maximum(a, 1)
+        if strategy.type == LEAST_ALLOCATED:
+            score = np.where(r > a, 0, (a - r) * MAX_NODE_SCORE // safe_a)
+        elif strategy.type == MOST_ALLOCATED:
+            score = np.minimum(r, a) * MAX_NODE_SCORE // safe_a
+        else:
+            assert shape is not None
+            utilisation = np.where(r > a, MAX_NODE_SCORE, r * MAX_NODE_SCORE // safe_a)
+            score = shape[utilisation]
+            present &= score > 0  # kube leaves zero scores out of the mean here
+        total += np.where(present, score * resource.weight, 0)
+        weights += present * resource.weight
+    if strategy.shape:
+        mean = total / np.maximum(weights, 1)
+        return np.where(weights > 0, round_half_away(mean), 0)
+    return np.where(weights > 0, total // np.maximum(weights, 1), 0)
+
+
+def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], demand: Demand) -> Int64Array:
+    n = table.size
+    if all(demand.requests.get(r.name, 0) == 0 for r in resources):
+        return np.zeros(n, np.int64)  # best-effort for these resources: the plugin skips the pod
+    fractions: list[tuple[BoolArray, npt.NDArray[np.float64]]] = []
+    for resource in resources:
+        pair = allocatable_and_requested(table, resource.name, demand.requests.get(resource.name, 0), False)
+        if pair is None:
+            continue
+        a, r = pair
+        present = a > 0
+        fraction = np.minimum(r / np.maximum(a, 1), 1.0)
+        fractions.append((present, np.where(present, fraction, 0.0)))
+    count = np.zeros(n, np.int64)
+    total = np.zeros(n, np.float64)
+    first = np.zeros(n, np.float64)
+    second = np.zeros(n, np.float64)
+    for present, fraction in fractions:  # in resource order, as kube sums
+        first = np.where(present & (count == 0), fraction, first)
+        second = np.where(present & (count == 1), fraction, second)
+        total = total + fraction
+        count = count + present
+    mean = total / np.maximum(count, 1)
+    squares = np.zeros(n, np.float64)
+    for present, fraction in fractions:
+        squares = squares + np.where(present, (fraction - mean) * (fraction - mean), 0.0)
+    std = np.where(
+        count == 2,
+        np.abs((first - second) / 2),
+        np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
+    )
+    score: Int64Array = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return score
+
+
+def normalise(raw: Int64Array, feasible: BoolArray, reverse: bool) -> Int64Array:
+    """kube's DefaultNormalizeScore over the feasible nodes."""
+    highest = int(raw[feasible].max()) if feasible.any() else 0
+    if highest == 0:
+        return np.full(raw.shape, MAX_NODE_SCORE if reverse else 0, np.int64)
+    scaled = MAX_NODE_SCORE * raw // highest
+    return MAX_NODE_SCORE - scaled if reverse else scaled
+
+
+def affinity_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
+    if not pod.preferred_node_affinity:
+        return np.zeros(table.size, np.int64)
+    raw = table.derived(
+        ("preferred", pod.preferred_node_affinity), lambda node: preferred_affinity_weight(pod, node)
+    )
+    return normalise(raw, feasible, reverse=False)
+
+
+def taint_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
+    raw = table.derived(
+        ("prefer-no-schedule", pod.tolerations),
+        lambda node: len(untolerated_taints(pod.tolerations, node.taints, {"PreferNoSchedule"})),
+    )
+    return normalise(raw, feasible, reverse=True)
+
+
+def plugin_scores(
+    table: NodeTable, profile: Profile, pod: Pod, demand: Demand, feasible: BoolArray
+) -> dict[str, Int64Array]:
+    """Each enabled score plugin's 0..100 score per slot."""
+    scores: dict[str, Int64Array] = {}
+    if profile.weights.get(FIT):
+        scores[FIT] = fit_score(table, profile, demand)
+    if profile.weights.get(BALANCED):
+        scores[BALANCED] = balanced_score(table, profile.balanced_resources, demand)
+    if profile.weights.get(AFFINITY):
+        scores[AFFINITY] = affinity_score(table, pod, feasible)
+    if profile.weights.get(TAINTS):
+        scores[TAINTS] = taint_score(table, pod, feasible)
+    return scores
+
+
+def total_scores(
+    table: NodeTable, profile: Profile, pod: Pod, demand: Demand, feasible: BoolArray
+) -> Int64Array:
+    total = np.zeros(table.size, np.int64)
+    for plugin, score in plugin_scores(table, profile, pod, demand, feasible).items():
+        total += profile.weights[plugin] * score
+    return total
