@@ -1,9 +1,11 @@
 """cgroup v1: one hierarchy per controller (cpu, cpuacct, cpuset, memory, pids), driven through cgroupspy.
 
 cgroupspy's Tree lists the whole hierarchy when built, far too slow per operation, so this
-builds `cgroupspy.nodes.Node` chains for just the paths it touches. cgroupspy has no pids
-controller, so pids.max is written as a plain file. Quirks handled here: IntegerFile maps -1
-to None; cpuset files take sets of ints, not list strings; delete_cgroup needs a str name.
+builds one `cgroupspy.nodes.Node` per path it touches, named by the whole path below the
+controller root (a chain of one Node per level costs more in path joins than the syscalls).
+cgroupspy has no pids controller, so pids.max is written as a plain file. Quirks handled here:
+IntegerFile maps -1 to None; cpuset files take sets of ints, not list strings; delete_cgroup
+needs a str name.
 """
 
 from __future__ import annotations
@@ -48,10 +50,8 @@ class V1Hierarchies:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
 
     def _node(self, controller: str, dirs: Dirs) -> Any:
-        node = self._controllers[controller]
-        for part in dirs:
-            node = Node(part.encode(), parent=node)
-        return node
+        root = self._controllers[controller]
+        return Node("/".join(dirs).encode(), parent=root) if dirs else root
 
     def _path(self, controller: str, dirs: Dirs) -> str:
         return os.fsdecode(self._node(controller, dirs).full_path)
@@ -68,19 +68,19 @@ class V1Hierarchies:
     def create(self, dirs: Dirs) -> bool:
         created = False
         for name in self._distinct.values():
-            node = self._controllers[name]
-            for depth, part in enumerate(dirs, start=1):
-                child_path = os.path.join(os.fsdecode(node.full_path), part)
-                if os.path.isdir(child_path):
-                    node = Node(part.encode(), parent=node)
-                    continue
-                with kernel_errors(cgroup_path(dirs[:depth]), f"({name} mkdir)"):
-                    child = node.create_cgroup(part)
-                if name == "cpuset":
-                    self._inherit_cpuset(child, cgroup_path(dirs[:depth]))
-                created = created or depth == len(dirs)
-                node = child
+            created = self._make(name, dirs) or created
         return created
+
+    def _make(self, controller: str, dirs: Dirs) -> bool:
+        """mkdir dirs (and missing ancestors) in one hierarchy; True if the leaf was made."""
+        if not dirs or os.path.isdir(self._path(controller, dirs)):
+            return False
+        self._make(controller, dirs[:-1])
+        with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
+            child = self._node(controller, dirs[:-1]).create_cgroup(dirs[-1])
+        if controller == "cpuset":
+            self._inherit_cpuset(child, cgroup_path(dirs))
+        return True
 
     def _inherit_cpuset(self, node: Any, cgroup: str) -> None:
         # A new v1 cpuset child starts with no cpus/mems and refuses tasks (ENOSPC) until given some.
@@ -189,13 +189,12 @@ class V1Hierarchies:
 
     def remove(self, dirs: Dirs) -> None:
         for name in self._distinct.values():
-            node = self._node(name, dirs)
-            leaf = os.fsdecode(node.full_path)
+            leaf = self._path(name, dirs)
             for sub in subdirectories(leaf):
                 remove_tree(os.path.join(leaf, sub))
             with kernel_errors(cgroup_path(dirs), f"({name} rmdir)"):
                 if os.path.isdir(leaf):
-                    node.parent.delete_cgroup(dirs[-1])
+                    self._node(name, dirs[:-1]).delete_cgroup(dirs[-1])  # cgroupspy wants a str name
 
     def remove_if_empty(self, dirs: Dirs) -> None:
         for path in self._hierarchy_paths(dirs):
