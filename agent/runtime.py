@@ -119,6 +119,12 @@ class ProcessRuntime:
             self.store.save(record)
         return changed
 
+    def has_exited(self, uid: str) -> bool:
+        """Whether a process of the pod has exited since the last relist (cheap; for the agent's PLEG)."""
+        with self._lock:
+            procs = [p for (u, _), p in self._procs.items() if u == uid]
+        return any(p.poll() is not None for p in procs)
+
     def running_pids(self, uid: str) -> set[int]:
         with self._lock:
             return {p.pid for (u, _), p in self._procs.items() if u == uid}

@@ -1,0 +1,110 @@
+"""The agent's settings: defaults that work on one machine with no setup, a YAML file, and flags on top.
+
+Config file keys (all optional) are the camelCase forms of the fields below, e.g.
+`nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
+`listen`, `podPidsLimit`, `maxPods`, `resyncInterval`, `manifestRescanInterval`.
+Unknown keys are an error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubenode.model import ValidationError
+from kubenode.model.resources import is_dns1123_subdomain
+
+DEFAULT_MANIFESTS = Path("/etc/kubenode/manifests")
+DEFAULT_STATE_DIR = Path("/var/lib/kubenode")
+# Not the kubelet's /var/lib/kubelet/device-plugins, so the agent never fights a real kubelet.
+DEFAULT_DEVICE_PLUGIN_DIR = Path("/var/lib/kubenode/device-plugins")
+DEFAULT_LISTEN = "127.0.0.1:10256"
+
+
+def default_node_name() -> str:
+    name = socket.gethostname().split(".")[0].lower()
+    name = re.sub(r"[^a-z0-9-]", "-", name).strip("-")
+    return name if is_dns1123_subdomain(name) else "localhost"
+
+
+@dataclass
+class AgentConfig:
+    node_name: str = field(default_factory=default_node_name)
+    manifests: Path = DEFAULT_MANIFESTS
+    state_dir: Path = DEFAULT_STATE_DIR
+    cgroup_root: str = "/"
+    cgroup_driver: str = "cgroupfs"
+    device_plugin_dir: Path | None = DEFAULT_DEVICE_PLUGIN_DIR  # None: no device manager
+    listen: str = DEFAULT_LISTEN  # "" disables the status endpoint
+    pod_pids_limit: int = -1
+    max_pods: int = 110
+    resync_interval: float = 60.0
+    manifest_rescan_interval: float = 20.0
+    housekeeping_interval: float = 2.0
+    relist_interval: float = 0.5
+
+    def validate(self, source: str = "") -> None:
+        if not is_dns1123_subdomain(self.node_name):
+            raise ValidationError(
+                source, "nodeName", f"must be a lowercase RFC 1123 subdomain: {self.node_name!r}"
+            )
+        if self.cgroup_driver not in ("cgroupfs", "systemd"):
+            raise ValidationError(
+                source, "cgroupDriver", f"must be cgroupfs or systemd, got {self.cgroup_driver!r}"
+            )
+        if not self.cgroup_root.startswith("/"):
+            raise ValidationError(source, "cgroupRoot", f"must be an absolute path, got {self.cgroup_root!r}")
+        if self.listen:
+            parse_listen(self.listen, source)
+        if self.max_pods < 1:
+            raise ValidationError(source, "maxPods", "must be at least 1")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def load_config(path: Path | None) -> AgentConfig:
+    config = AgentConfig()
+    if path is None:
+        return config
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValidationError(str(path), "", f"cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValidationError(str(path), "", "must be a mapping of settings")
+    by_key = {_camel(f.name): f for f in dataclasses.fields(AgentConfig)}
+    for key, value in data.items():
+        f = by_key.get(str(key))
+        if f is None:
+            raise ValidationError(str(path), str(key), f"unknown setting; known: {', '.join(sorted(by_key))}")
+        setattr(config, f.name, _coerce(f.name, value, str(path), str(key)))
+    config.validate(str(path))
+    return config
+
+
+def _coerce(name: str, value: Any, source: str, key: str) -> Any:
+    current = getattr(AgentConfig(), name)
+    if name in ("manifests", "state_dir", "device_plugin_dir"):
+        return Path(value) if value else None
+    if isinstance(current, bool) or not isinstance(current, int | float | str):
+        return value
+    try:
+        return type(current)(value)
+    except (TypeError, ValueError):
+        raise ValidationError(source, key, f"must be a {type(current).__name__}, got {value!r}") from None
+
+
+def parse_listen(listen: str, source: str = "") -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValidationError(source, "listen", f"must be HOST:PORT, got {listen!r}")
+    return host or "127.0.0.1", int(port)

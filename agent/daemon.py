@@ -1,0 +1,105 @@
+"""Wiring for a running agent: cgroups, device manager, manifest source, NodeAgent and the status endpoint.
+
+`RunningAgent.start()` brings everything up in order (device manager first, so plugins can
+register while the pods are read; the status endpoint last); `stop()` takes it down again.
+By default stopping leaves the pods running, like the kubelet (and the systemd unit's
+KillMode=process): a restarted agent adopts them. `run_agent` is `kubenode agent`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field
+
+from agent.config import AgentConfig, parse_listen
+from agent.devicemanager import DeviceManager
+from agent.httpapi import StatusServer
+from agent.node import NodeAgent
+from agent.sources import ManifestSource
+from kubenode import sdnotify
+
+log = logging.getLogger(__name__)
+
+PODRESOURCES_SOCKET = "pod-resources.sock"
+
+
+@dataclass
+class RunningAgent:
+    config: AgentConfig
+    agent: NodeAgent
+    devices: DeviceManager | None
+    server: StatusServer | None = None
+    _started: list[str] = field(default_factory=list)
+
+    def start(self) -> None:
+        if self.devices is not None:
+            self.devices.start()
+            self._started.append("devices")
+        self.agent.start()
+        self._started.append("agent")
+        if self.server is not None:
+            self.server.start()
+            self._started.append("server")
+
+    def stop(self, *, terminate_pods: bool = False) -> None:
+        if "server" in self._started and self.server is not None:
+            self.server.stop()
+        if "agent" in self._started:
+            self.agent.stop(terminate_pods=terminate_pods)
+            if terminate_pods:
+                self.agent.cgroups.stop_and_remove_root()
+        if "devices" in self._started and self.devices is not None:
+            self.devices.stop()
+        self._started.clear()
+
+
+def build_agent(config: AgentConfig) -> RunningAgent:
+    from agent.cgroups import make_pod_cgroups
+
+    cgroups = make_pod_cgroups(
+        config.cgroup_root,
+        "systemd" if config.cgroup_driver == "systemd" else "cgroupfs",
+        pids_limit=config.pod_pids_limit,
+    )
+    devices = None
+    if config.device_plugin_dir is not None:
+        devices = DeviceManager(
+            config.device_plugin_dir,
+            config.state_dir,
+            podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
+        )
+    source = ManifestSource(
+        config.manifests, config.node_name, rescan_interval=config.manifest_rescan_interval
+    )
+    agent = NodeAgent(config, cgroups, [source], devices=devices)
+    server = None
+    if config.listen:
+        host, port = parse_listen(config.listen)
+        server = StatusServer(host, port, agent.status_json)
+    return RunningAgent(config, agent, devices, server)
+
+
+def run_agent(config: AgentConfig) -> int:
+    running = build_agent(config)
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    running.start()
+    where = running.server.address if running.server else "no status endpoint"
+    log.info(
+        "kubenode agent on node %s: manifests %s, state %s, status %s",
+        config.node_name,
+        config.manifests,
+        config.state_dir,
+        where,
+    )
+    sdnotify.ready(f"watching {config.manifests}")
+    interval = sdnotify.watchdog_interval()
+    while not stopping.wait(interval or 3600):
+        sdnotify.watchdog()
+    sdnotify.notify("STOPPING=1")
+    running.stop()
+    log.info("kubenode agent stopped; pods keep running")
+    return 0
