@@ -35,11 +35,11 @@ class V1Hierarchies:
 
     def __init__(self, mount_root: Path) -> None:
         self._root = Node(os.fsencode(mount_root))
-        self._controllers: dict[str, Any] = {}
+        self._controllers: list[str] = []
         missing = []
         for name in REQUIRED + OPTIONAL:
             if (mount_root / name).is_dir():
-                self._controllers[name] = Node(name.encode(), parent=self._root)
+                self._controllers.append(name)
             elif name in REQUIRED:
                 missing.append(name)
         if missing:
@@ -50,7 +50,9 @@ class V1Hierarchies:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
 
     def _node(self, controller: str, dirs: Dirs) -> Any:
-        root = self._controllers[controller]
+        # Fresh nodes every time: a Node remembers the children it created and refuses to
+        # create one again, which would break re-creating a root that was removed.
+        root = Node(controller.encode(), parent=self._root)
         return Node("/".join(dirs).encode(), parent=root) if dirs else root
 
     def _path(self, controller: str, dirs: Dirs) -> str:

@@ -153,3 +153,13 @@ def test_stop_and_remove_root_leaves_nothing(
     manager.destroy(manager.ensure(guaranteed(100)).uid)
     manager.stop_and_remove_root()
     assert not any((MOUNT / name / cgroup_root.strip("/")).exists() for name in V1_CONTROLLERS)
+
+
+def test_root_can_be_made_again_after_removal(make_manager: Callable[..., PodCgroupManager]) -> None:
+    manager = make_manager()
+    for _ in range(2):  # `kubenode up` exiting and starting again in one process
+        manager.start({"cpu": 1000})
+        pod_ = guaranteed(100)
+        manager.ensure(pod_)
+        manager.destroy(pod_.uid)
+        manager.stop_and_remove_root()
