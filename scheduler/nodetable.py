@@ -46,6 +46,8 @@ class NodeTable:
         self._free: list[int] = []
         # signature -> (function, array over slots)
         self._derived: dict[Hashable, tuple[NodeFunction, Int64Array]] = {}
+        self._generation = 0  # bumps when allocatable or the slot set changes
+        self._positive: dict[str, tuple[int, bool]] = {}
 
     # --- size -------------------------------------------------------------------------
     @property
@@ -98,6 +100,7 @@ class NodeTable:
                 slot = self.size
                 self.nodes.append(None)
             self.slot[node.name] = slot
+        self._generation += 1
         self.nodes[slot] = node
         self.active[slot] = True
         self.alloc[:, slot] = 0
@@ -112,6 +115,7 @@ class NodeTable:
         slot = self.slot.pop(name, None)
         if slot is None:
             return None
+        self._generation += 1
         self.nodes[slot] = None
         self.active[slot] = False
         self.alloc[:, slot] = 0
@@ -125,6 +129,17 @@ class NodeTable:
         if node is None:
             raise KeyError(f"slot {slot} holds no node")
         return node
+
+    def positive_everywhere(self, resource: str) -> bool:
+        """Every slot has allocatable > 0 of it (no free slots, no node lacking it): scores
+        can then skip per-node masking."""
+        cached = self._positive.get(resource)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        row = self.row.get(resource)
+        value = row is not None and bool((self.alloc[row, : self.size] > 0).all())
+        self._positive[resource] = (self._generation, value)
+        return value
 
     # --- requested --------------------------------------------------------------------
     def add_requests(

@@ -92,54 +92,74 @@ def round_half_away(x: npt.NDArray[np.float64]) -> Int64Array:
     return (floor + (x - floor >= 0.5)).astype(np.int64)
 
 
+def _resource_score(kind: str, a: Int64Array, r: Int64Array, shape: Int64Array | None) -> Int64Array:
+    """One resource's 0..100 score per slot (meaningless where a == 0; callers mask those)."""
+    safe_a = np.maximum(a, 1)
+    if kind == LEAST_ALLOCATED:
+        # (a-r)*100/a, or 0 when r > a: the floor of a negative numerator is negative, so clamp.
+        least: Int64Array = np.maximum((a - r) * MAX_NODE_SCORE // safe_a, 0)
+        return least
+    if kind == MOST_ALLOCATED:
+        return np.minimum(r, a) * MAX_NODE_SCORE // safe_a
+    assert shape is not None
+    utilisation = np.minimum(r * MAX_NODE_SCORE // safe_a, MAX_NODE_SCORE)
+    scores: Int64Array = shape[utilisation]
+    return scores
+
+
 def fit_score(table: NodeTable, profile: Profile, demand: Demand) -> Int64Array:
     strategy = profile.scoring
     n = table.size
     total = np.zeros(n, np.int64)
-    weights = np.zeros(n, np.int64)
+    weights: Int64Array | int = 0
     shape = broken_linear(strategy.shape) if strategy.shape else None
     for resource in strategy.resources:
         pair = allocatable_and_requested(table, resource.name, demand.nonzero.get(resource.name, 0), True)
         if pair is None:
             continue
         a, r = pair
+        score = _resource_score(strategy.type, a, r, shape)
+        if shape is None and table.positive_everywhere(resource.name):
+            total += score * resource.weight  # the common case: no per-node masking needed
+            weights = weights + resource.weight
+            continue
         present = a > 0
-        safe_a = np.maximum(a, 1)
-        if strategy.type == LEAST_ALLOCATED:
-            score = np.where(r > a, 0, (a - r) * MAX_NODE_SCORE // safe_a)
-        elif strategy.type == MOST_ALLOCATED:
-            score = np.minimum(r, a) * MAX_NODE_SCORE // safe_a
-        else:
-            assert shape is not None
-            utilisation = np.where(r > a, MAX_NODE_SCORE, r * MAX_NODE_SCORE // safe_a)
-            score = shape[utilisation]
+        if shape is not None:
             present &= score > 0  # kube leaves zero scores out of the mean here
         total += np.where(present, score * resource.weight, 0)
-        weights += present * resource.weight
-    if strategy.shape:
-        mean = total / np.maximum(weights, 1)
-        return np.where(weights > 0, round_half_away(mean), 0)
+        weights = weights + present * resource.weight
+    if isinstance(weights, int):
+        return total // weights if weights else total
+    if shape is not None:
+        return np.where(weights > 0, round_half_away(total / np.maximum(weights, 1)), 0)
     return np.where(weights > 0, total // np.maximum(weights, 1), 0)
 
 
-def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], demand: Demand) -> Int64Array:
-    n = table.size
-    if all(demand.requests.get(r.name, 0) == 0 for r in resources):
-        return np.zeros(n, np.int64)  # best-effort for these resources: the plugin skips the pod
-    fractions: list[tuple[BoolArray, npt.NDArray[np.float64]]] = []
-    for resource in resources:
-        pair = allocatable_and_requested(table, resource.name, demand.requests.get(resource.name, 0), False)
-        if pair is None:
-            continue
-        a, r = pair
-        present = a > 0
-        fraction = np.minimum(r / np.maximum(a, 1), 1.0)
-        fractions.append((present, np.where(present, fraction, 0.0)))
+def _standard_deviation(fractions: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64] | float:
+    """kube's balancedResourceScorer spread, every node having all these resources."""
+    if len(fractions) < 2:
+        return 0.0
+    if len(fractions) == 2:
+        return np.abs((fractions[0] - fractions[1]) / 2)
+    total = fractions[0]
+    for fraction in fractions[1:]:  # in resource order, as kube sums
+        total = total + fraction
+    mean = total / len(fractions)
+    squares = (fractions[0] - mean) * (fractions[0] - mean)
+    for fraction in fractions[1:]:
+        squares = squares + (fraction - mean) * (fraction - mean)
+    return np.sqrt(squares / len(fractions))
+
+
+def _masked_standard_deviation(
+    fractions: list[tuple[BoolArray, npt.NDArray[np.float64]]], n: int
+) -> npt.NDArray[np.float64]:
+    """The same where some nodes lack some resources (those are left out per node)."""
     count = np.zeros(n, np.int64)
     total = np.zeros(n, np.float64)
     first = np.zeros(n, np.float64)
     second = np.zeros(n, np.float64)
-    for present, fraction in fractions:  # in resource order, as kube sums
+    for present, fraction in fractions:
         first = np.where(present & (count == 0), fraction, first)
         second = np.where(present & (count == 1), fraction, second)
         total = total + fraction
@@ -148,12 +168,40 @@ def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], dema
     squares = np.zeros(n, np.float64)
     for present, fraction in fractions:
         squares = squares + np.where(present, (fraction - mean) * (fraction - mean), 0.0)
-    std = np.where(
+    std: npt.NDArray[np.float64] = np.where(
         count == 2,
         np.abs((first - second) / 2),
         np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
     )
+    return std
+
+
+def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], demand: Demand) -> Int64Array:
+    n = table.size
+    if all(demand.requests.get(r.name, 0) == 0 for r in resources):
+        return np.zeros(n, np.int64)  # best-effort for these resources: the plugin skips the pod
+    fractions: list[tuple[BoolArray, npt.NDArray[np.float64]]] = []
+    everywhere = True
+    for resource in resources:
+        pair = allocatable_and_requested(table, resource.name, demand.requests.get(resource.name, 0), False)
+        if pair is None:
+            continue
+        a, r = pair
+        if table.positive_everywhere(resource.name):
+            fractions.append((np.ones(0, bool), np.minimum(r / a, 1.0)))
+        else:
+            everywhere = False
+            present = a > 0
+            fractions.append((present, np.where(present, np.minimum(r / np.maximum(a, 1), 1.0), 0.0)))
+    if everywhere:
+        std = _standard_deviation([fraction for _, fraction in fractions])
+    else:
+        std = _masked_standard_deviation(
+            [(np.ones(n, bool) if len(p) == 0 else p, f) for p, f in fractions], n
+        )
     score: Int64Array = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    if score.shape != (n,):
+        score = np.full(n, score, np.int64)
     return score
 
 
