@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
@@ -52,6 +53,13 @@ class PodCgroupManager:
         self._pids_limit = pids_limit
         self._enforce_cpu_limits = enforce_cpu_limits
         self._tiers = {qos: self._root + to_dirs(name, driver) for qos, name in QOS_TIERS.items()}
+        # Pod workers call in parallel. Making directories is serialised so that no cgroup is seen
+        # (and used as a parent) between its mkdir and the copy of its parent's cpuset.
+        self._create_lock = threading.Lock()
+
+    def _create(self, dirs: Dirs) -> bool:
+        with self._create_lock:
+            return self.backend.create(dirs)
 
     @property
     def version(self) -> int:
@@ -61,15 +69,15 @@ class PodCgroupManager:
 
     def start(self, node_allocatable: Mapping[str, int]) -> None:
         kubepods = self._tiers[QOSClass.GUARANTEED]
-        self.backend.create(kubepods)
+        self._create(kubepods)
         cpu = node_allocatable.get(CPU)
         config = ResourceConfig(
             cpu_shares=milli_cpu_to_shares(cpu) if cpu else None,
             memory_limit=node_allocatable.get(MEMORY) or None,
         )
         self._apply(kubepods, config)
-        self.backend.create(self._tiers[QOSClass.BURSTABLE])
-        self.backend.create(self._tiers[QOSClass.BEST_EFFORT])
+        self._create(self._tiers[QOSClass.BURSTABLE])
+        self._create(self._tiers[QOSClass.BEST_EFFORT])
         self._apply(self._tiers[QOSClass.BEST_EFFORT], ResourceConfig(cpu_shares=MIN_SHARES))
 
     def update_qos_cgroups(self, active_pods: Iterable[Pod]) -> None:
@@ -80,7 +88,7 @@ class PodCgroupManager:
             (QOSClass.BURSTABLE, milli_cpu_to_shares(burstable_cpu)),
             (QOSClass.BEST_EFFORT, MIN_SHARES),
         ):
-            self.backend.create(self._tiers[qos])
+            self._create(self._tiers[qos])
             self._apply(self._tiers[qos], ResourceConfig(cpu_shares=shares))
 
     def _apply(self, dirs: Dirs, config: ResourceConfig) -> None:
@@ -106,9 +114,9 @@ class PodCgroupManager:
     def ensure(self, pod: Pod, cpuset: str | None = None) -> PodCgroupInfo:
         dirs = self._pod_dirs(pod.qos_class, pod.uid)
         config = self.resource_config(pod, cpuset)
-        self.backend.create(dirs[:-1])
+        self._create(dirs[:-1])
         self.backend.validate(dirs, config)
-        created = self.backend.create(dirs)
+        created = self._create(dirs)
         try:
             self.backend.write(dirs, config)
         except CgroupError:

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -163,3 +164,15 @@ def test_root_can_be_made_again_after_removal(make_manager: Callable[..., PodCgr
         manager.ensure(pod_)
         manager.destroy(pod_.uid)
         manager.stop_and_remove_root()
+
+
+def test_parallel_ensure_on_a_fresh_root(make_manager: Callable[..., PodCgroupManager]) -> None:
+    # Pod workers run in parallel, possibly before any tier exists: every cgroup must still get cpus.
+    manager = make_manager()
+    pods = [guaranteed(100) for _ in range(8)] + [pod(container(requests={"cpu": 100})) for _ in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        infos = list(pool.map(manager.ensure, pods))
+    for info in infos:
+        for cgroup in (info.name, info.name.rsplit("/", 1)[0]):
+            assert read("cpuset", cgroup, "cpuset.cpus"), cgroup
+    assert set(manager.list_pods()) == {p.uid for p in pods}
