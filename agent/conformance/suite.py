@@ -92,7 +92,7 @@ def run_suite(config: SuiteConfig, emit: Callable[[CheckResult], None] = lambda 
         for target in targets:
             target.close()
         if process is not None:
-            process.stop()
+            process.stop(config.limits.stop_grace)
         harness.close()
     return results
 

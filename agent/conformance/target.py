@@ -33,6 +33,7 @@ class Limits:
     rpc: float = 10.0
     pre_start: float = 30.0
     restart: float = 30.0
+    stop_grace: float = 5.0  # SIGTERM to SIGKILL for a plugin started with --plugin-cmd
 
 
 @dataclass

@@ -28,6 +28,7 @@ from agent.devicemanager.registration import (
     KUBELET_SOCKET,
     RegistrationServicer,
     bind_unix,
+    is_bare_file_name,
     is_serving,
     remove_stale_sockets,
     validate_register,
@@ -151,7 +152,8 @@ class DeviceManager:
         at = self._clock()
         error = validate_register(request)
         socket_path = self.plugin_dir / request.endpoint
-        serving = error is None and is_serving(socket_path)
+        # Probed even for a request about to be rejected, so conformance can report both problems.
+        serving = is_bare_file_name(request.endpoint) and is_serving(socket_path)
         endpoint: PluginEndpoint | None = None
         if error is None:
             try:
