@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -49,7 +50,8 @@ class ResourceEndpoint:
 
     def serve(self) -> None:
         """(Re)start the gRPC server on a fresh socket, removing a stale one of ours first."""
-        self.stop()
+        # Our socket is gone from the directory, so no new call can reach the old server: no grace needed.
+        self.stop(grace=0)
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
         self._remove_stale_socket()
         server = grpc.server(ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix=self.socket_name))
@@ -62,7 +64,12 @@ class ResourceEndpoint:
             raise EndpointError(f"{self.resource_name}: cannot listen on {self.socket_path}: {exc}") from None
         server.start()
         self._server = server
-        self._inode = os.stat(self.socket_path).st_ino
+        try:
+            self._inode = os.stat(self.socket_path).st_ino
+        except FileNotFoundError:
+            # Removed under our feet (a starting kubelet wipes the dir): not intact, so served again.
+            self.stop(grace=0)
+            return
         self.serve_count += 1
         log.info("%s: serving on %s", self.resource_name, self.socket_path)
 
@@ -98,11 +105,21 @@ class ResourceEndpoint:
             stub.Register(request, timeout=REGISTER_TIMEOUT_S)
         log.info("%s: registered with %s", self.resource_name, kubelet_socket)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        self.finish_stop(self.begin_stop(grace))
+
+    def begin_stop(self, grace: float = STOP_GRACE_S) -> threading.Event | None:
+        """Start stopping (in-flight calls get `grace` seconds); lets several endpoints stop in parallel."""
         if self._server is None:
-            return
+            return None
         server, self._server = self._server, None
-        server.stop(STOP_GRACE_S).wait()
+        done: threading.Event = server.stop(grace)
+        return done
+
+    def finish_stop(self, done: threading.Event | None) -> None:
+        if done is None:
+            return
+        done.wait()
         # Only remove the socket if it is still ours (grpc may already have).
         try:
             if os.stat(self.socket_path).st_ino == self._inode:

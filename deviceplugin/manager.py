@@ -23,7 +23,7 @@ from deviceplugin.backend import Backend
 from deviceplugin.backends import make_backend
 from deviceplugin.config import PluginConfig, ResourceConfig
 from deviceplugin.devicestate import DeviceState
-from deviceplugin.endpoint import KUBELET_SOCKET, ResourceEndpoint
+from deviceplugin.endpoint import KUBELET_SOCKET, EndpointError, ResourceEndpoint
 from kubenode import sdnotify
 from kubenode.dirwatch import DirWatcher
 
@@ -78,6 +78,7 @@ class PluginManager:
             for resource in self.resources:
                 resource.backend.start(resource.state.refresh)
                 resource.state.refresh()  # anything that changed before start
+                resource.endpoint.serve()  # a problem here fails the start, naming the socket
             watchdog = sdnotify.watchdog_interval()
             while not self._stopping.is_set():
                 delay = self._reconcile()
@@ -86,8 +87,9 @@ class PluginManager:
                     delay = watchdog if delay is None else min(delay, watchdog)
                 self._watcher.read(delay)
         finally:
-            for resource in self.resources:
-                resource.endpoint.stop()
+            stopping = [(r.endpoint, r.endpoint.begin_stop()) for r in self.resources]
+            for endpoint, done in stopping:
+                endpoint.finish_stop(done)
             self._stop_backends()
             self._watcher.close()
 
@@ -119,10 +121,14 @@ class PluginManager:
             if self._stopping.is_set():
                 return None
             if not resource.endpoint.socket_intact():
-                if resource.endpoint.serve_count:
-                    log.info("%s: socket gone (kubelet restart?), serving again", resource.config.name)
-                resource.endpoint.serve()
+                log.info("%s: socket gone (kubelet restart?), serving again", resource.config.name)
                 resource.registration = _Registration()
+                try:
+                    resource.endpoint.serve()
+                except (OSError, EndpointError) as exc:
+                    log.warning("%s: cannot serve yet (%s); retrying", resource.config.name, exc)
+                    next_retry = FIRST_RETRY_S
+                    continue
             delay = self._register(resource, kubelet_id)
             if delay is not None:
                 next_retry = delay if next_retry is None else min(next_retry, delay)

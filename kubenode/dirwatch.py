@@ -14,6 +14,7 @@ import contextlib
 import enum
 import os
 import select
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +54,8 @@ class DirWatcher:
         self._mask = _ENTRY_MASK | (F.CLOSE_WRITE if modify else 0)
         self._inotify = INotify()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._close_lock = threading.Lock()  # wake() from another thread must never hit a closed (reused) fd
+        self._closed = False
         self._parent_wd = self._inotify.add_watch(parent, _PARENT_MASK)
         self._dir_wd: int | None = None
         self._add_dir_watch()
@@ -69,8 +72,11 @@ class DirWatcher:
 
     def wake(self) -> None:
         """Make a blocked `read()` return (with no events); safe from any thread."""
-        with contextlib.suppress(BlockingIOError):  # a wake-up is already pending
-            os.write(self._wake_w, b"x")
+        with self._close_lock:
+            if self._closed:
+                return
+            with contextlib.suppress(BlockingIOError):  # a wake-up is already pending
+                os.write(self._wake_w, b"x")
 
     def read(self, timeout: float | None = None) -> list[DirEvent]:
         """Wait up to `timeout` seconds (None: forever) and return what happened."""
@@ -115,9 +121,13 @@ class DirWatcher:
         self._add_dir_watch()
 
     def close(self) -> None:
-        self._inotify.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._inotify.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def __enter__(self) -> DirWatcher:
         return self

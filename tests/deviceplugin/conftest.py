@@ -44,7 +44,10 @@ class Kubelet:
     def restart(self, wipe_dir: bool = False) -> DeviceManager:
         self.manager.stop()
         if wipe_dir:
-            shutil.rmtree(self.plugin_dir)
+            # Move away first: a plugin re-serving into the directory must not race the removal.
+            doomed = self.plugin_dir.with_name(self.plugin_dir.name + ".old")
+            self.plugin_dir.rename(doomed)
+            shutil.rmtree(doomed)
         self.manager = self._start()
         return self.manager
 

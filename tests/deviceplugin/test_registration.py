@@ -43,8 +43,8 @@ def test_waits_for_kubelet_then_registers(
     kubelet_dir: Path, tmp_path: Path, run_plugin: Callable[..., PluginManager]
 ) -> None:
     plugin = run_plugin()
-    own_socket = kubelet_dir / default_socket_name("example.com/dongle")
-    assert _wait(lambda: own_socket.exists()), "plugin did not serve before the kubelet came"
+    sockets = [kubelet_dir / default_socket_name(name) for name in RESOURCES]
+    assert _wait(lambda: all(s.exists() for s in sockets)), "plugin did not serve before the kubelet came"
     assert not plugin.all_registered.is_set()
     kubelet = Kubelet(kubelet_dir, tmp_path)  # kubelet.sock appears: the plugin must notice and register
     try:
