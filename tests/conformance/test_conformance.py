@@ -113,3 +113,10 @@ def test_usage_errors_and_listing() -> None:
     assert bad.returncode == 2 and "allocate.nope" in bad.stderr
     listed = conformance("--list")
     assert listed.returncode == 0 and "kubelet_restart.reregister" in listed.stdout
+
+
+def test_a_slow_prestart_misses_the_deadline(short_dir: Path) -> None:
+    limits = Limits(register=15.0, settle=0.3, restart=3.0, stop_grace=1.0, pre_start=0.5)
+    results = run_suite(SuiteConfig(short_dir, f"{FAKE} --faults slow-prestart", None, ("prestart",), limits))
+    (result,) = results
+    assert result.status is Status.FAIL and "within the kubelet's 0.5 s" in result.detail
