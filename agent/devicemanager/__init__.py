@@ -20,6 +20,7 @@ API (all methods are thread-safe):
     start() / stop()
     capacity() / allocatable() / available() -> dict[str, int]
     resources() -> list[ResourceStatus]          # devices (ID, health, NUMA), connected, options, allocated
+    describe_resources(dm.resources()) -> str    # a printable table of the same (agent.devicemanager.listing)
     allocate(pod, container, requests, numa_hint=None) -> RunOptions
         # every device-plugin (extended) resource of the container at once; other names (cpu, memory) are
         # ignored; idempotent for a container that already holds devices; AllocationError rolls back
@@ -35,6 +36,7 @@ API (all methods are thread-safe):
 get `rpc_timeout` here so one hung plugin cannot stall the agent forever.
 """
 
+from agent.devicemanager.listing import describe_resources
 from agent.devicemanager.manager import DeviceManager
 from agent.devicemanager.records import (
     AllocationError,
@@ -61,4 +63,5 @@ __all__ = [
     "RegistrationEvent",
     "ResourceStatus",
     "RunOptions",
+    "describe_resources",
 ]

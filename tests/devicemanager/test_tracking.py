@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.devicemanager import DeviceManager, PodRef
+from agent.devicemanager import DeviceManager, PodRef, describe_resources
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 from tests.devicemanager.conftest import FakeClock
 
@@ -26,6 +26,12 @@ def test_each_message_replaces_the_device_list(
         ("a", "Healthy", []),
         ("b", "Unhealthy", []),
         ("c", "Healthy", [1]),
+    ]
+    assert describe_resources(manager.resources()).splitlines() == [
+        f"{RES}: capacity 3, allocatable 2, allocated 0 (connected)",
+        "  a  Healthy    numa -",
+        "  b  Unhealthy  numa -",
+        "  c  Healthy    numa 1",
     ]
     plugin.set_devices([FakeDevice("b"), FakeDevice("d")])
     assert manager.wait_for(lambda: manager.capacity() == {RES: 2} and manager.allocatable() == {RES: 2}, 5)
