@@ -75,15 +75,6 @@ class Nomination:
     demand: Demand
 
 
-def _run_in_threads() -> Callable[[Callable[[], None]], None]:
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kubenode-bind")
-
-    def submit(task: Callable[[], None]) -> None:
-        pool.submit(task)
-
-    return submit
-
-
 class Scheduler:
     def __init__(
         self,
@@ -107,7 +98,8 @@ class Scheduler:
         self.lock = threading.RLock()
         self.wakeup = threading.Condition(self.lock)
         self._rng = random.Random(seed)
-        self._run_binding = run_binding or _run_in_threads()
+        self._pool: ThreadPoolExecutor | None = None
+        self._run_binding = run_binding or self._submit_to_pool
         self._observer = observer
         self._last_leftover_flush = self.clock.now()
 
@@ -304,6 +296,16 @@ class Scheduler:
             return
         with self.lock:
             self.cache.finish_binding(bound.key)
+
+    def _submit_to_pool(self, task: Callable[[], None]) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kubenode-bind")
+        self._pool.submit(task)
+
+    def close(self) -> None:
+        """Wait for bindings in flight and stop the binding threads (if the engine made them)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def run(self, stop: threading.Event) -> None:
         """Schedule until stop is set, sleeping while there is nothing to do."""

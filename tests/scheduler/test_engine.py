@@ -147,3 +147,31 @@ def test_tolerations_and_selectors_steer_pods() -> None:
     scheduler.add_pod(tolerant)
     outcome = scheduler.schedule_one()
     assert outcome is not None and outcome.node == "gpu"
+
+
+def test_run_loop_binds_on_a_background_thread_and_stops() -> None:
+    import threading
+    import time
+
+    from scheduler.engine import Scheduler
+
+    binder = RecordingBinder()
+    scheduler = Scheduler(binder, seed=0)  # real clock, real binding threads
+    stop = threading.Event()
+    loop = threading.Thread(target=scheduler.run, args=(stop,))
+    loop.start()
+    try:
+        scheduler.add_node(node("a", {"cpu": 4000}))
+        scheduler.add_pod(pod("p", {"cpu": 1000}))
+        deadline = time.monotonic() + 10
+        while not binder.bound and time.monotonic() < deadline:
+            with scheduler.wakeup:
+                scheduler.wakeup.wait(0.05)
+        assert binder.bound == [("default/p", "a")]
+    finally:
+        stop.set()
+        with scheduler.wakeup:
+            scheduler.wakeup.notify_all()
+        loop.join(5)
+        scheduler.close()
+    assert not loop.is_alive()
