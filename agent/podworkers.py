@@ -151,7 +151,8 @@ class PodWorkers:
         self.queue = queue if queue is not None else WorkQueue(clock)
         self.resync_interval = resync_interval
         self.backoff_period = backoff_period
-        self._lock = threading.Lock()
+        # Reentrant: `wait_for` predicates call the query methods while holding it.
+        self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._statuses: dict[str, _Status] = {}
         self._stopped = False

@@ -1,0 +1,173 @@
+"""Helpers for the agent's tests: preconditions, deadlines, manifests, and an in-process agent harness."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cgroups import make_pod_cgroups
+from agent.config import AgentConfig
+from agent.devicemanager import DeviceManager
+from agent.node import NodeAgent
+from agent.sources import ManifestSource
+
+MOUNT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+
+
+def require_cgroup_v1() -> None:
+    """These tests run on the real cgroup v1 hierarchy; fail loudly (never skip) without it."""
+    if os.geteuid() != 0:
+        pytest.fail("agent cgroup tests need root (they create real pod cgroups)")
+    missing = [c for c in V1_CONTROLLERS if not os.access(MOUNT / c / "cgroup.procs", os.W_OK)]
+    if missing:
+        pytest.fail(f"agent cgroup tests need writable cgroup v1 controllers; missing: {', '.join(missing)}")
+
+
+def cgroup_dirs(root: str) -> list[str]:
+    found = []
+    for controller in V1_CONTROLLERS:
+        top = MOUNT / controller / root.strip("/")
+        if top.exists():
+            found.extend(current for current, _d, _f in os.walk(top))
+    return found
+
+
+def pod_cgroup_dirs(root: str) -> list[str]:
+    return [d for d in cgroup_dirs(root) if os.path.basename(d).startswith("pod")]
+
+
+def sweep(root: str) -> list[str]:
+    """Kill what is left under the root in every hierarchy and remove it; returns what survived."""
+    left = []
+    for controller in V1_CONTROLLERS:
+        top = MOUNT / controller / root.strip("/")
+        if not top.exists():
+            continue
+        for current, _dirs, _files in os.walk(top):
+            for line in Path(current, "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(line), signal.SIGKILL)
+        for current, _dirs, _files in os.walk(top, topdown=False):
+            for _ in range(50):
+                try:
+                    os.rmdir(current)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                left.append(current)
+    return left
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def write_manifest(directory: Path, name: str, text: str) -> Path:
+    """Write atomically (hidden temp file, then rename) so the agent never reads half a file."""
+    path = directory / name
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(textwrap.dedent(text))
+    os.replace(tmp, path)
+    return path
+
+
+def pod_manifest(
+    name: str,
+    command: str = "sleep 600",
+    resources: str = "{}",
+    *,
+    restart_policy: str = "Always",
+    grace: int = 30,
+    extra_container: str = "",
+) -> str:
+    return textwrap.dedent(
+        f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}}}
+        spec:
+          restartPolicy: {restart_policy}
+          terminationGracePeriodSeconds: {grace}
+          containers:
+          - name: main
+            command: [sh, -c, {command!r}]
+            resources: {resources}
+        """
+    ) + textwrap.indent(textwrap.dedent(extra_container), "  ")
+
+
+class Harness:
+    """An in-process agent on a manifest dir, with fast loops; `stop()` terminates every pod."""
+
+    def __init__(
+        self,
+        root: str,
+        manifests: Path,
+        state_dir: Path,
+        *,
+        devices: DeviceManager | None = None,
+        allocatable: dict[str, int] | None = None,
+    ) -> None:
+        self.config = AgentConfig(
+            node_name="testnode",
+            manifests=manifests,
+            state_dir=state_dir,
+            cgroup_root=root,
+            device_plugin_dir=None,
+            listen="",
+            manifest_rescan_interval=1.0,
+            housekeeping_interval=0.3,
+            relist_interval=0.1,
+        )
+        self.cgroups = make_pod_cgroups(root)
+        self.source = ManifestSource(manifests, "testnode", rescan_interval=1.0)
+        self.agent = NodeAgent(
+            self.config, self.cgroups, [self.source], devices=devices, allocatable=allocatable
+        )
+        self.started = False
+
+    def start(self) -> Harness:
+        self.agent.start()
+        self.started = True
+        return self
+
+    def stop(self) -> None:
+        if self.started:
+            self.agent.stop(terminate_pods=True, timeout=20)
+            self.cgroups.stop_and_remove_root()
+            self.started = False
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        for item in self.agent.status_json()["items"]:
+            if item["metadata"]["name"] == name:
+                return dict(item)
+        return None
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 10.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            item = self.pod(name)
+            return item if item and item["status"]["phase"] == phase else None
+
+        result: dict[str, Any] = wait_until(check, timeout, f"pod {name} to be {phase}")
+        return result
+
+    def main_pid(self, name: str) -> int:
+        item = self.wait_phase(name, "Running")
+        return int(item["status"]["containerStatuses"][0]["pid"])
