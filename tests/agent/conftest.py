@@ -1,4 +1,4 @@
-"""Fixtures: a unique cgroup root (always swept), short socket dirs, and agent harnesses that are always stopped."""
+"""Fixtures: a unique cgroup root (always swept), short socket dirs, agent harnesses (always stopped)."""
 
 from __future__ import annotations
 
