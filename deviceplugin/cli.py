@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,10 @@ def run_discover(args: argparse.Namespace) -> int:
     except (ConfigError, BackendError, OSError) as exc:
         print(f"kubenode deviceplugin discover: {exc}", file=sys.stderr)
         return 2
-    print(render_json(resources) if args.json else render_table(resources))
+    try:
+        print(render_json(resources) if args.json else render_table(resources), flush=True)
+    except BrokenPipeError:  # e.g. piped into `head`: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

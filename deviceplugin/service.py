@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -14,6 +14,9 @@ from deviceplugin.devicestate import DeviceState, RequestError
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
 
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 
@@ -74,39 +77,38 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
             generation, devices = change
 
     def Allocate(self, request: api_pb2.AllocateRequest, context: Any) -> api_pb2.AllocateResponse:
-        try:
-            if not request.container_requests:
-                raise RequestError("Allocate: no container requests")
-            requests = request.container_requests
-            responses = [allocation_message(self.state.allocate(c.devices_ids)) for c in requests]
-        except RequestError as exc:
-            self._reject(context, exc)
+        def answer(c: api_pb2.ContainerAllocateRequest) -> api_pb2.ContainerAllocateResponse:
+            return allocation_message(self.state.allocate(c.devices_ids))
+
+        responses = self._per_container("Allocate", request.container_requests, answer, context)
         return api_pb2.AllocateResponse(container_responses=responses)
 
     def GetPreferredAllocation(
         self, request: api_pb2.PreferredAllocationRequest, context: Any
     ) -> api_pb2.PreferredAllocationResponse:
-        try:
-            if not request.container_requests:
-                raise RequestError("GetPreferredAllocation: no container requests")
-            responses = [
-                api_pb2.ContainerPreferredAllocationResponse(
-                    deviceIDs=self.state.preferred(
-                        c.available_deviceIDs, c.must_include_deviceIDs, c.allocation_size
-                    )
-                )
-                for c in request.container_requests
-            ]
-        except RequestError as exc:
-            self._reject(context, exc)
+        def answer(
+            c: api_pb2.ContainerPreferredAllocationRequest,
+        ) -> api_pb2.ContainerPreferredAllocationResponse:
+            ids = self.state.preferred(c.available_deviceIDs, c.must_include_deviceIDs, c.allocation_size)
+            return api_pb2.ContainerPreferredAllocationResponse(deviceIDs=ids)
+
+        responses = self._per_container("GetPreferredAllocation", request.container_requests, answer, context)
         return api_pb2.PreferredAllocationResponse(container_responses=responses)
+
+    def _per_container(
+        self, what: str, requests: Sequence[Request], answer: Callable[[Request], Response], context: Any
+    ) -> list[Response]:
+        """Answer each container request; a bad one fails the call with INVALID_ARGUMENT, naming it."""
+        try:
+            if not requests:
+                raise RequestError(f"{what}: no container requests")
+            return [answer(r) for r in requests]
+        except RequestError as exc:
+            log.info("%s: rejected: %s", self.resource_name, exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.resource_name}: {exc}")
+            raise AssertionError("context.abort returned") from exc  # it always raises
 
     def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: Any
     ) -> api_pb2.PreStartContainerResponse:
         return api_pb2.PreStartContainerResponse()
-
-    def _reject(self, context: Any, exc: RequestError) -> NoReturn:
-        log.info("%s: rejected: %s", self.resource_name, exc)
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.resource_name}: {exc}")
-        raise AssertionError("context.abort returned")  # it always raises
