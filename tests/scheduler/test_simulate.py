@@ -82,3 +82,43 @@ def test_cli_reports_a_bad_profile_and_exits_2(tmp_path: Path) -> None:
     run = simulate_cli("--cluster", str(CLUSTERS / "mixed.json"), "--profile", str(bad))
     assert run.returncode == 2
     assert f"{bad}: profiles[0].plugins.score.enabled[0].name: unsupported score plugin 'Magic'" in run.stderr
+
+
+def test_bad_objects_are_reported_and_the_rest_still_scheduled(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        """
+apiVersion: v1
+kind: Node
+metadata: {name: good}
+status: {allocatable: {cpu: "2", memory: 4Gi, pods: "10"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: bad}
+status: {allocatable: {cpu: "lots"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: negative}
+spec: {containers: [{name: c, resources: {requests: {memory: "-1Gi"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fine}
+spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+"""
+    )
+    objects = read_cluster(cluster)
+    assert len(objects.errors) == 1
+    assert objects.errors[0].startswith(
+        f"invalid Node: {cluster} (document 2): status.allocatable.cpu: invalid quantity 'lots'"
+    )
+    result = simulate(objects)
+    placed = {p.pod: (p.node, p.message) for p in result.pods}
+    assert placed["default/fine"][0] == "good"
+    assert placed["default/negative"][0] is None
+    assert (
+        "spec.containers[0].resources.requests.memory: must be greater than or equal to 0"
+        in (placed["default/negative"][1])
+    )
