@@ -1,0 +1,120 @@
+"""Crash-loop backoff and restart policies of the process runtime, on an injected clock (no cgroups)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.backoff import CrashLoopBackoff
+from agent.envvars import HostInfo
+from agent.podrecord import RUNNING, WAITING, PodRecord, RecordStore
+from agent.runtime import ProcessRuntime
+from kubenode.model import Container, Pod
+from tests.agent.support import wait_until
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp_path: Path, command: str, policy: str) -> tuple[ProcessRuntime, Pod, PodRecord, FakeClock]:
+    clock = FakeClock()
+    runtime = ProcessRuntime(tmp_path, RecordStore(tmp_path), HostInfo("n"), clock=clock)
+    pod = Pod(
+        name="p", uid="u1", restart_policy=policy, containers=(Container("c", command=("sh", "-c", command)),)
+    )
+    return runtime, pod, PodRecord("u1", "default", "p"), clock
+
+
+def sync_after_exit(runtime: ProcessRuntime, pod: Pod, record: PodRecord) -> float | None:
+    """Wait for the running process to exit, then sync once; returns the requeue hint."""
+    wait_until(
+        lambda: runtime.has_exited("u1") or record.containers["c"].state != RUNNING, 5, "the process to exit"
+    )
+    return runtime.sync_containers(pod, record, [], {})
+
+
+def test_backoff_doubles_to_the_cap_and_resets() -> None:
+    clock = FakeClock()
+    backoff = CrashLoopBackoff(clock)
+    assert backoff.remaining("k", clock.now) == 0  # the first restart is immediate
+    backoff.restarted("k", clock.now)
+    delays = []
+    for _ in range(7):
+        finished = clock.now
+        delays.append(backoff.remaining("k", finished))
+        clock.now += delays[-1]
+        assert backoff.remaining("k", finished) == 0
+        backoff.restarted("k", finished)
+    assert delays == [10, 20, 40, 80, 160, 300, 300]
+    # A container that ran fine for more than 10 minutes starts over at 10 s.
+    clock.now += 601
+    backoff.restarted("k", clock.now)
+    assert backoff.current("k") == 10
+
+
+def test_always_restarts_with_crash_loop_backoff(tmp_path: Path) -> None:
+    runtime, pod, record, clock = make(tmp_path, "exit 3", "Always")
+    assert runtime.sync_containers(pod, record, [], {}) is None
+    c = record.containers["c"]
+    assert c.state == RUNNING
+    # First exit: restarted at once.
+    assert sync_after_exit(runtime, pod, record) is None
+    assert (c.state, c.restart_count, c.last_exit_code) == (RUNNING, 1, 3)
+    # Second exit: 10 s of CrashLoopBackOff, and the runtime asks to be synced when it ends.
+    assert sync_after_exit(runtime, pod, record) == pytest.approx(10)
+    assert (c.state, c.reason, c.restart_count) == (WAITING, "CrashLoopBackOff", 1)
+    assert record.phase == "Running"  # restarting containers keep the pod Running
+    clock.now += 9
+    assert runtime.sync_containers(pod, record, [], {}) == pytest.approx(1)
+    clock.now += 1
+    runtime.sync_containers(pod, record, [], {})
+    assert (c.state, c.restart_count) == (RUNNING, 2)
+    assert sync_after_exit(runtime, pod, record) == pytest.approx(20)
+    logs = sorted(p.name for p in runtime.log_path(pod, "c", 0).parent.iterdir())
+    assert logs == ["0.log", "1.log", "2.log"]  # one log file per restart, as the kubelet names them
+
+
+@pytest.mark.parametrize(
+    ("policy", "command", "phase", "restarts"),
+    [
+        ("Never", "exit 3", "Failed", 0),
+        ("Never", "exit 0", "Succeeded", 0),
+        ("OnFailure", "exit 0", "Succeeded", 0),
+        ("OnFailure", "exit 2", "Running", 1),
+    ],
+)
+def test_restart_policies(tmp_path: Path, policy: str, command: str, phase: str, restarts: int) -> None:
+    runtime, pod, record, _ = make(tmp_path, command, policy)
+    runtime.sync_containers(pod, record, [], {})
+    sync_after_exit(runtime, pod, record)
+    assert record.phase == phase
+    assert record.containers["c"].restart_count == restarts
+    runtime.kill_pod("u1", record, NoCgroup(), lambda: 1)
+
+
+def test_a_missing_binary_is_a_start_error(tmp_path: Path) -> None:
+    clock = FakeClock()
+    runtime = ProcessRuntime(tmp_path, RecordStore(tmp_path), HostInfo("n"), clock=clock)
+    pod = Pod(
+        name="p", uid="u1", restart_policy="Never", containers=(Container("c", command=("/nonexistent",)),)
+    )
+    record = PodRecord("u1", "default", "p")
+    runtime.sync_containers(pod, record, [], {})
+    c = record.containers["c"]
+    assert (c.state, c.reason, c.exit_code) == ("terminated", "StartError", 128)
+    assert "/nonexistent" in c.message
+    assert record.phase == "Failed"
+
+
+class NoCgroup:
+    def pids(self, uid: str) -> set[int]:
+        return set()
+
+    def signal_all(self, uid: str, sig: int) -> int:
+        return 0
