@@ -1,0 +1,84 @@
+"""A pod asking for kubenode.io/cpu gets exactly the CPUs the real CPU device plugin allocated."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agent.devicemanager import DeviceManager
+from deviceplugin.cpuset import parse_cpuset
+from tests.agent.support import MOUNT, Harness, pod_manifest, wait_until, write_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cpu_plugin(short_dir: Path, tmp_path: Path) -> Iterator[DeviceManager]:
+    manager = DeviceManager(short_dir, tmp_path / "devices")
+    manager.start()
+    plugin = subprocess.Popen(
+        [sys.executable, "-m", "kubenode.cli", "deviceplugin", "--config", "tests/configs/cpu.yaml"],
+        cwd=REPO,
+        env={"KUBENODE_KUBELET_DIR": str(short_dir), "PATH": "/usr/bin:/bin"},
+    )
+    try:
+        if not manager.wait_for_resource("kubenode.io/cpu", 20):
+            pytest.fail("the CPU device plugin did not register kubenode.io/cpu within 20 s")
+        yield manager
+    finally:
+        plugin.terminate()
+        try:
+            plugin.wait(10)
+        except subprocess.TimeoutExpired:
+            plugin.kill()
+            plugin.wait()
+        manager.stop()
+
+
+def environ(pid: int) -> dict[str, str]:
+    return dict(psutil.Process(pid).environ())
+
+
+def test_cpu_devices_pin_the_pod_cgroup_and_process(
+    make_harness: Callable[..., Harness], manifests: Path, cpu_plugin: DeviceManager
+) -> None:
+    all_cpus = set(range(psutil.cpu_count()))
+    h = make_harness(devices=cpu_plugin).start()
+    try:
+        path = write_manifest(
+            manifests, "two.yaml", pod_manifest("two", resources="{limits: {kubenode.io/cpu: 2}}")
+        )
+        item = h.wait_phase("two", "Running")
+        pid = item["status"]["containerStatuses"][0]["pid"]
+        cpuset = item["kubenode"]["cpuset"]
+        assert len(parse_cpuset(cpuset)) == 2
+        assert parse_cpuset(cpuset) <= all_cpus
+        cgroup = MOUNT / "cpuset" / item["kubenode"]["cgroup"].lstrip("/")
+        assert parse_cpuset((cgroup / "cpuset.cpus").read_text().strip()) == parse_cpuset(cpuset)
+        assert set(psutil.Process(pid).cpu_affinity()) == parse_cpuset(cpuset)
+        assert environ(pid)["KUBENODE_CPUSET"] == cpuset
+        assert sorted(item["kubenode"]["devices"]["main"]["kubenode.io/cpu"]) == sorted(
+            f"cpu{c}" for c in parse_cpuset(cpuset)
+        )
+        # Removing the pod frees its CPUs; a one-CPU pod then gets exactly one.
+        path.unlink()
+        wait_until(lambda: cpu_plugin.available().get("kubenode.io/cpu") == len(all_cpus), 10, "CPUs freed")
+        write_manifest(manifests, "one.yaml", pod_manifest("one", resources="{limits: {kubenode.io/cpu: 1}}"))
+        one = h.wait_phase("one", "Running")
+        one_pid = one["status"]["containerStatuses"][0]["pid"]
+        cpus = parse_cpuset(one["kubenode"]["cpuset"])
+        assert len(cpus) == 1
+        assert set(psutil.Process(one_pid).cpu_affinity()) == cpus
+        # A pod asking for more CPUs than are left is rejected at admission.
+        write_manifest(
+            manifests, "greedy.yaml", pod_manifest("greedy", resources="{limits: {kubenode.io/cpu: 2}}")
+        )
+        greedy = h.wait_phase("greedy", "Failed")
+        assert greedy["status"]["reason"] == "OutOfkubenode.io/cpu"
+    finally:
+        h.stop()
