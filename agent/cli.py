@@ -39,6 +39,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "status":
         return _status(args)
+    import os
+
+    # Pods are started with fork+exec while gRPC threads run; gRPC's fork handlers only add noise then.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     from agent.daemon import run_agent
 
     return run_agent(_config(args))

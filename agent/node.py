@@ -89,6 +89,7 @@ class NodeAgent:
         self.runtime = ProcessRuntime(config.state_dir, self.store, self.host, clock=clock)
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self._lock = threading.RLock()
+        self._qos_lock = threading.Lock()
         self._desired: dict[str, Pod] = {}  # by UID, every source merged
         self._by_source: dict[str, set[str]] = {}
         self._rejected: dict[str, Rejection] = {}
@@ -262,10 +263,7 @@ class NodeAgent:
                 self.runtime.kill_pod(pod.uid, record, self.cgroups, lambda: 1)
                 if pod.restart_policy == "Never":
                     return SyncResult(terminal=True)
-            try:
-                self.cgroups.update_qos_cgroups([*self._active_pods(), pod])
-            except CgroupError as exc:
-                log.warning("updating QoS cgroups: %s", exc)
+            self._update_qos([p for p in self._active_pods() if p.uid != pod.uid] + [pod])
         info = self.cgroups.ensure(pod, cpuset)
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
@@ -327,6 +325,7 @@ class NodeAgent:
             self.store.save(self._record(pod))
         else:
             self.store.delete(pod.uid)
+        self._update_qos(self._active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
 
@@ -382,8 +381,13 @@ class NodeAgent:
         now = self._clock()
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
+            self._update_qos(self._active_pods())
+
+    def _update_qos(self, active: list[Pod]) -> None:
+        # Serialized: workers of different pods would otherwise race on the tier files.
+        with self._qos_lock:
             try:
-                self.cgroups.update_qos_cgroups(self._active_pods())
+                self.cgroups.update_qos_cgroups(active)
             except CgroupError as exc:
                 log.warning("updating QoS cgroups: %s", exc)
 

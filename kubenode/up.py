@@ -1,9 +1,12 @@
 """`kubenode up`: run the node's parts together on this machine with embedded defaults.
 
-Today: the kubelet-side device manager on a private directory plus the device
-plugin (CPU backend by default) registered to it; prints what is advertised and
-keeps running until Ctrl-C (or exits at once with --once). Each part is one
-`_start_*` step on a shared ExitStack, so adding the node agent is one more step.
+The device plugin (examples/up-plugins.yaml: the CPU backend plus a static demo GPU)
+registers with the kubelet-side device manager on a private directory; then the node
+agent runs the example pod manifests (examples/pods, copied into the working directory
+so they can be edited while it runs) under its own cgroup root, and `kubenode up` prints
+what is advertised, the pods, their cgroups and their limits. It keeps running until
+Ctrl-C (or exits at once with --once); on exit every pod is stopped and its cgroup
+removed. Each part is one `_start_*` step on a shared ExitStack, stopped in reverse.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent.daemon import RunningAgent
     from agent.devicemanager import DeviceManager
     from deviceplugin.manager import PluginManager
 
@@ -28,7 +32,22 @@ def register(subparsers: Any) -> None:
         "up", help="run the main job on this machine with embedded defaults"
     )
     parser.add_argument("--once", action="store_true", help="print what is advertised and exit")
-    parser.add_argument("--plugin-config", metavar="FILE", help="device plugin config (default: CPU backend)")
+    parser.add_argument(
+        "--plugin-config",
+        metavar="FILE",
+        help="device plugin config (default: examples/up-plugins.yaml, else the CPU backend alone)",
+    )
+    parser.add_argument("--manifests", metavar="DIR", help="pod manifests to run (default: examples/pods)")
+    parser.add_argument(
+        "--cgroup-root",
+        default="/kubenode-up",
+        help="cgroup under which kubepods is made (default /kubenode-up)",
+    )
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:10256",
+        help="agent status endpoint (default 127.0.0.1:10256; busy: any port)",
+    )
     parser.add_argument(
         "--dir", metavar="DIR", help="working directory (default: a private temporary one, removed at exit)"
     )
@@ -36,7 +55,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import signal
+
+    # Pods are started with fork+exec while gRPC threads run; gRPC's fork handlers only add noise then.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
     from agent.devicemanager.listing import describe_resources
 
@@ -45,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         plugin_dir = workdir / "device-plugins"
         # Plugins first: they wait for kubelet.sock like on a real node, and on exit the
         # device manager (stopped first, LIFO) goes quietly before the plugins it watches.
-        plugins = _start_device_plugins(args.plugin_config, plugin_dir, stack)
+        plugins = _start_device_plugins(args.plugin_config or _example("up-plugins.yaml"), plugin_dir, stack)
         devices = _start_device_manager(plugin_dir, workdir / "state", stack)
         names = [r.config.name for r in plugins.resources]
         if not all(devices.wait_for_resource(name, READY_TIMEOUT_S) for name in names):
@@ -53,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"kubenode up: device plugins registered in {devices.plugin_dir}")
         print(describe_resources(devices.resources()), flush=True)
+        manifests = _copy_manifests(args.manifests, workdir / "manifests")
+        running = _start_agent(args, manifests, workdir, devices, stack)
+        _show_pods(running)
         if args.once:
             return 0
         stop = threading.Event()
@@ -61,6 +87,102 @@ def run(args: argparse.Namespace) -> int:
         print("kubenode up: running; Ctrl-C to stop", flush=True)
         stop.wait()
     return 0
+
+
+def _example(name: str) -> str | None:
+    """examples/<name> from the current directory or the source checkout, if there is one."""
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        candidate = base / "examples" / name
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+def _copy_manifests(requested: str | None, target: Path) -> Path:
+    source = requested or _example("pods")
+    target.mkdir(parents=True, exist_ok=True)
+    if source is None:
+        print("kubenode up: no examples/pods found; add manifests to", target)
+        return target
+    for path in sorted(Path(source).iterdir()):
+        if path.is_file() and not path.name.startswith("."):
+            shutil.copy(path, target / path.name)
+    return target
+
+
+def _start_agent(
+    args: argparse.Namespace,
+    manifests: Path,
+    workdir: Path,
+    devices: DeviceManager,
+    stack: contextlib.ExitStack,
+) -> RunningAgent:
+    from agent.cgroups import make_pod_cgroups
+    from agent.config import AgentConfig, parse_listen
+    from agent.daemon import RunningAgent
+    from agent.httpapi import StatusServer
+    from agent.node import NodeAgent
+    from agent.sources import ManifestSource
+
+    config = AgentConfig(
+        manifests=manifests,
+        state_dir=workdir / "state",
+        cgroup_root=args.cgroup_root,
+        device_plugin_dir=devices.plugin_dir,
+        listen=args.listen,
+    )
+    config.validate("kubenode up")
+    cgroups = make_pod_cgroups(config.cgroup_root)
+    source = ManifestSource(manifests, config.node_name, rescan_interval=config.manifest_rescan_interval)
+    agent = NodeAgent(config, cgroups, [source], devices=devices)
+    host, port = parse_listen(config.listen)
+    try:
+        server = StatusServer(host, port, agent.status_json)
+    except OSError:  # the port is taken (say, by a running `kubenode agent`): any free one will do
+        server = StatusServer(host, 0, agent.status_json)
+    # The device manager is owned by `up` (stopped by its own step), not by RunningAgent.
+    running = RunningAgent(config, agent, None, server)
+    running.start()
+    stack.callback(running.stop, terminate_pods=True)
+    return running
+
+
+def _show_pods(running: RunningAgent) -> None:
+    import time
+
+    from agent.statustable import render
+
+    agent = running.agent
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    settled = ("Running", "Succeeded", "Failed")
+    while time.monotonic() < deadline and not all(v.record.phase in settled for v in agent.pods()):
+        time.sleep(0.1)
+    address = running.server.address if running.server else ""
+    print(f"\nkubenode up: node agent on {running.config.manifests} (status: http://{address}/pods)")
+    print(render(agent.status_json()))
+    print("\ncgroup limits:")
+    for view in agent.pods():
+        if not view.record.cgroup:
+            continue
+        limits = agent.limits_of(view.record.uid)
+        shown = " ".join(
+            f"{key}={limits[key]}"
+            for key in (
+                "cpu_shares",
+                "cpu_weight",
+                "cpu_quota",
+                "cpu_period",
+                "memory_limit",
+                "pids_limit",
+                "cpuset",
+            )
+            if key in limits
+        )
+        print(f"  {view.record.key}: {view.record.cgroup}\n    {shown}")
+    print(
+        f"\nEdit {running.config.manifests} to add or remove pods; then"
+        f" `kubenode agent status --listen {address}`."
+    )
 
 
 def _workdir(requested: str | None, stack: contextlib.ExitStack) -> Path:
