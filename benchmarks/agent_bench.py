@@ -1,0 +1,232 @@
+"""Node agent figures on this machine's real cgroup v1 hierarchy (needs root).
+
+Prints:
+- syncPod for a new pod (QoS class, QoS tiers, pod cgroup and limits, pod record; no process start: the
+  pods' containers have only an image, so syncPod does everything up to starting processes) p50/p99;
+- 110 pods from cold (agent start, manifests already in the directory) to all pod cgroups in place;
+- the floor for the same: the raw mkdir/write calls that make 110 pod cgroups with their limits;
+- the ratio of the two;
+- 110 pods from cold to all processes running;
+- the RSS of a real `kubenode agent` process running 110 pods.
+Every cgroup, process and file it makes is removed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.cgroups import make_pod_cgroups
+from agent.config import AgentConfig
+from agent.node import NodeAgent
+from agent.podworkers import SyncContext, UpdateType
+from agent.sources import ManifestSource
+from benchmarks.benchstats import percentile, report, rss_mib
+from kubenode.model import parse_pod
+
+MOUNT = Path("/sys/fs/cgroup")
+CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+PODS = 110
+SYNC_SAMPLES = 200
+
+
+def pod_doc(i: int, *, run: bool) -> dict[str, object]:
+    container: dict[str, object] = {"name": "main", "image": "example/app"}
+    if run:
+        container["command"] = ["sleep", "infinity"]
+    # A mix of the three QoS classes, as on a real node.
+    if i % 3 == 0:
+        container["resources"] = {"limits": {"cpu": "10m", "memory": "16Mi"}}
+    elif i % 3 == 1:
+        container["resources"] = {"requests": {"cpu": "10m"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"p{i}"},
+        "spec": {"containers": [container]},
+    }
+
+
+def sweep(root: str) -> None:
+    for controller in CONTROLLERS:
+        top = MOUNT / controller / root.strip("/")
+        if not top.exists():
+            continue
+        for current, _dirs, _files in os.walk(top):
+            for pid in Path(current, "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        for current, _dirs, _files in os.walk(top, topdown=False):
+            for _ in range(100):
+                try:
+                    os.rmdir(current)
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def config(root: str, work: Path, listen: str = "") -> AgentConfig:
+    return AgentConfig(
+        node_name="bench",
+        manifests=work / "manifests",
+        state_dir=work / "state",
+        cgroup_root=root,
+        device_plugin_dir=None,
+        listen=listen,
+        relist_interval=0.05,
+    )
+
+
+def bench_sync_pod(work: Path) -> list[float]:
+    root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
+    cgroups = make_pod_cgroups(root)
+    agent = NodeAgent(config(root, work / "sync"), cgroups, [])
+    cgroups.start(agent.allocatable())
+    ctx = SyncContext(threading.Event(), lambda: 30)
+    samples = []
+    try:
+        for i in range(SYNC_SAMPLES):
+            pod = parse_pod({**pod_doc(i, run=False), "metadata": {"name": f"s{i}", "uid": f"sync-{i}"}})
+            started = time.perf_counter()
+            agent.sync_pod(UpdateType.CREATE, pod, ctx)
+            samples.append(time.perf_counter() - started)
+    finally:
+        for i in range(SYNC_SAMPLES):
+            cgroups.destroy(f"sync-{i}")
+        cgroups.stop_and_remove_root()
+        sweep(root)
+    return samples
+
+
+def write_manifests(directory: Path, *, run: bool) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i in range(PODS):
+        (directory / f"p{i}.json").write_text(json.dumps(pod_doc(i, run=run)))
+
+
+def bench_cold(work: Path, *, run: bool) -> float:
+    """Seconds from agent start to all pod cgroups in place, or (run=True) all processes running."""
+    root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
+    cfg = config(root, work / f"cold-{run}")
+    write_manifests(cfg.manifests, run=run)
+    cgroups = make_pod_cgroups(root)
+    agent = NodeAgent(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
+    started = time.perf_counter()
+    agent.start()
+    try:
+        while True:
+            views = agent.pods()
+            if run:
+                done = len(views) == PODS and all(v.record.phase == "Running" for v in views)
+            else:
+                done = len(views) == PODS and all(v.record.cgroup for v in views)
+            if done:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > 60:
+                raise SystemExit("110 pods did not come up within 60 s")
+            time.sleep(0.002)
+    finally:
+        agent.stop(terminate_pods=True)
+        cgroups.stop_and_remove_root()
+        sweep(root)
+
+
+def bench_floor() -> float:
+    """The same 110 pod cgroups with limits, by plain mkdir and write calls."""
+    root = f"kn-floor-{uuid.uuid4().hex[:8]}"
+    cpus = (MOUNT / "cpuset" / "cpuset.cpus").read_text().strip()
+    mems = (MOUNT / "cpuset" / "cpuset.mems").read_text().strip()
+    started = time.perf_counter()
+    try:
+        for controller in CONTROLLERS:
+            os.makedirs(MOUNT / controller / root / "kubepods")
+        cs = MOUNT / "cpuset" / root
+        for d in (cs, cs / "kubepods"):
+            (d / "cpuset.cpus").write_text(cpus)
+            (d / "cpuset.mems").write_text(mems)
+        for i in range(PODS):
+            name = f"kubepods/pod{i}"
+            for controller in CONTROLLERS:
+                os.mkdir(MOUNT / controller / root / name)
+            cpu = MOUNT / "cpu" / root / name
+            (cpu / "cpu.shares").write_text("102")
+            (cpu / "cpu.cfs_period_us").write_text("100000")
+            (cpu / "cpu.cfs_quota_us").write_text("10000")
+            (MOUNT / "memory" / root / name / "memory.limit_in_bytes").write_text(str(32 * 2**20))
+            (MOUNT / "pids" / root / name / "pids.max").write_text("max")
+            (cs / name / "cpuset.cpus").write_text(cpus)
+            (cs / name / "cpuset.mems").write_text(mems)
+        return time.perf_counter() - started
+    finally:
+        sweep(f"/{root}")
+
+
+def bench_agent_rss(work: Path) -> float:
+    """RSS (MiB) of a real `kubenode agent` process once it runs 110 pods with processes."""
+    root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
+    cfg = config(root, work / "rss")
+    write_manifests(cfg.manifests, run=True)
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{s.getsockname()[1]}"
+    argv = [sys.executable, "-m", "kubenode.cli", "--log-level", "WARNING", "agent", "--manifests"]
+    argv += [str(cfg.manifests), "--state-dir", str(cfg.state_dir), "--cgroup-root", root]
+    argv += ["--device-plugin-dir", "none", "--node-name", "bench", "--listen", listen]
+    proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):
+                with urllib.request.urlopen(f"http://{listen}/pods", timeout=2) as response:
+                    items = json.loads(response.read())["items"]
+                if len(items) == PODS and all(i["status"]["phase"] == "Running" for i in items):
+                    time.sleep(1.0)  # let the agent settle into its steady state
+                    return rss_mib(proc.pid)
+            time.sleep(0.2)
+        raise SystemExit("the agent did not run 110 pods within 60 s")
+    finally:
+        proc.kill()
+        proc.wait()
+        sweep(root)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("agent_bench needs root (real cgroups)", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="kn-agent-bench-"))
+    try:
+        samples = bench_sync_pod(work)
+        report(
+            "agent syncPod new pod p50 (no process start)", percentile(samples, 50) * 1000, "ms", "<= 5 ms"
+        )
+        report("agent syncPod new pod p99 (no process start)", percentile(samples, 99) * 1000, "ms")
+        cold = bench_cold(work, run=False)
+        report("agent 110 pods cold -> all pod cgroups in place", cold, "s", "<= 2 s")
+        floor = bench_floor()
+        report("raw mkdir/write floor for 110 pod cgroups", floor, "s")
+        report("agent / floor ratio", cold / floor, "x")
+        report("agent 110 pods cold -> all processes running", bench_cold(work, run=True), "s")
+        report("agent RSS with 110 running pods", bench_agent_rss(work), "MiB", "<= 80 MiB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
