@@ -102,6 +102,7 @@ class NodeAgent:
         self._loop_thread: threading.Thread | None = None
         self._last_qos_update = 0.0
         self._last_housekeeping = 0.0
+        self.last_tick = time.monotonic()  # for the systemd watchdog: the loop is alive
 
     # ----- lifecycle ---------------------------------------------------------------------------
 
@@ -337,6 +338,7 @@ class NodeAgent:
                 self._tick()
             except Exception:  # the loop must survive anything one pod does
                 log.exception("agent loop iteration failed")
+            self.last_tick = time.monotonic()
             self.workers.queue.wait(self.config.relist_interval)
 
     def _tick(self) -> None:

@@ -1,0 +1,101 @@
+"""`kubenode agent status` over the local endpoint, and `kubenode up --once` end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.httpapi import StatusServer
+from kubenode.cli import main
+from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep, write_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_status_table_and_json(
+    make_harness: Callable[..., Harness], manifests: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_manifest(
+        manifests, "web.yaml", pod_manifest("web", resources="{limits: {cpu: 250m, memory: 32Mi}}")
+    )
+    write_manifest(manifests, "bad.yaml", pod_manifest("bad", resources="{limits: {memory: lots}}"))
+    h = make_harness().start()
+    web = h.wait_phase("web", "Running")
+    server = StatusServer("127.0.0.1", 0, h.agent.status_json)
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://{server.address}/healthz", timeout=5) as r:
+            assert r.read() == b"ok"
+        with urllib.request.urlopen(f"http://{server.address}/pods", timeout=5) as r:
+            document = json.loads(r.read())
+        assert [i["metadata"]["uid"] for i in document["items"]] == [web["metadata"]["uid"]]
+        assert main(["agent", "status", "--listen", server.address]) == 0
+    finally:
+        server.stop()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "POD",
+        "QOS",
+        "PHASE",
+        "CGROUP",
+        "CPU",
+        "QUOTA",
+        "CPUSET",
+        "DEVICES",
+        "RESTARTS",
+    ]
+    row = lines[1].split()
+    assert row[:3] == ["default/web", "Guaranteed", "Running"]
+    assert row[3] == web["kubenode"]["cgroup"]
+    assert row[4] == "25000/100000"
+    assert row[-1] == "0"
+    assert any(
+        line.startswith("manifest error:") and "bad.yaml" in line and "limits.memory" in line
+        for line in lines
+    )
+
+
+def test_status_without_an_agent_says_where_it_looked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "status", "--listen", "127.0.0.1:9"]) == 1
+    assert "cannot reach the agent at http://127.0.0.1:9/pods" in capsys.readouterr().err
+
+
+def test_kubenode_up_once_shows_pods_cgroups_and_limits() -> None:
+    require_cgroup_v1()
+    root = f"/kn-agent-up-{uuid.uuid4().hex[:8]}"
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kubenode.cli",
+                "up",
+                "--once",
+                "--listen",
+                "127.0.0.1:0",
+                "--cgroup-root",
+                root,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        out = result.stdout
+        for name in ("web", "worker", "idle", "pinned", "gpu-job"):
+            assert any(
+                line.startswith(f"default/{name} ") and " Running " in line for line in out.splitlines()
+            ), out
+        assert "kubenode.io/gpu=demo-gpu-0" in out
+        assert "cpu_shares=256 cpu_quota=25000 cpu_period=100000 memory_limit=67108864" in out
+        assert not cgroup_dirs(root), "kubenode up left cgroups behind"
+    finally:
+        sweep(root)
