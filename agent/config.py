@@ -2,7 +2,7 @@
 
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
 `nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
-`listen`, `podPidsLimit`, `maxPods`, `resyncInterval`, `manifestRescanInterval`.
+`listen`, `podPidsLimit`, `maxPods`, `devicePluginWait`, `resyncInterval`, `manifestRescanInterval`.
 Unknown keys are an error naming the file and the key.
 """
 
@@ -44,6 +44,9 @@ class AgentConfig:
     listen: str = DEFAULT_LISTEN  # "" disables the status endpoint
     pod_pids_limit: int = -1
     max_pods: int = 110
+    # Seconds after start during which a pod needing an extended resource no plugin has registered yet
+    # waits for one instead of being rejected (plugins often start after the agent).
+    device_plugin_wait: float = 30.0
     resync_interval: float = 60.0
     manifest_rescan_interval: float = 20.0
     housekeeping_interval: float = 2.0

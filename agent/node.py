@@ -103,10 +103,12 @@ class NodeAgent:
         self._last_qos_update = 0.0
         self._last_housekeeping = 0.0
         self.last_tick = time.monotonic()  # for the systemd watchdog: the loop is alive
+        self._started_at = clock()
 
     # ----- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._started_at = self._clock()
         self.cgroups.start(self._base_allocatable)
         self._restore()
         for source in self.sources:
@@ -183,12 +185,28 @@ class NodeAgent:
         record = self._records.get(pod.uid) or PodRecord(pod.uid, pod.namespace, pod.name)
         record.qos = pod.qos_class.value
         self._records[pod.uid] = record
+        if rejection is not None and self._plugin_may_still_come(rejection):
+            # Device plugins often start after the agent: wait for a while before rejecting.
+            self._held[pod.uid] = pod
+            record.reason = "WaitingForDevicePlugin"
+            record.message = f"no device plugin has registered {rejection.reason[len('OutOf') :]} yet"
+            return
+        record.reason = record.message = ""
         if rejection is not None:
             log.warning("pod %s rejected: %s: %s", pod.key, rejection.reason, rejection.message)
             self._rejected[pod.uid] = rejection
             record.phase, record.reason, record.message = "Failed", rejection.reason, rejection.message
             return
         self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
+
+    def _plugin_may_still_come(self, rejection: Rejection) -> bool:
+        resource = rejection.reason[len("OutOf") :]
+        return (
+            "/" in resource
+            and self.devices is not None
+            and resource not in self.devices.capacity()
+            and self._clock() - self._started_at < self.config.device_plugin_wait
+        )
 
     def _update(self, pod: Pod) -> None:
         self._desired[pod.uid] = pod

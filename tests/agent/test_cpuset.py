@@ -82,3 +82,38 @@ def test_cpu_devices_pin_the_pod_cgroup_and_process(
         assert greedy["status"]["reason"] == "OutOfkubenode.io/cpu"
     finally:
         h.stop()
+
+
+def test_pod_waits_for_a_late_device_plugin_then_gets_its_devices(
+    make_harness: Callable[..., Harness], manifests: Path, short_dir: Path, tmp_path: Path
+) -> None:
+    manager = DeviceManager(short_dir, tmp_path / "devices")
+    manager.start()
+    h = make_harness(devices=manager).start()
+    plugin = None
+    try:
+        write_manifest(
+            manifests, "dongle.yaml", pod_manifest("dongle", resources="{limits: {example.com/dongle: 1}}")
+        )
+        waiting = wait_until(
+            lambda: (p := h.pod("dongle")) and p["status"].get("reason") and p, 5, "pod status"
+        )
+        assert waiting["status"]["phase"] == "Pending"
+        assert waiting["status"]["reason"] == "WaitingForDevicePlugin"
+        plugin = subprocess.Popen(
+            [sys.executable, "-m", "kubenode.cli", "deviceplugin", "--config", "tests/configs/static.yaml"],
+            cwd=REPO,
+            env={"KUBENODE_KUBELET_DIR": str(short_dir), "PATH": "/usr/bin:/bin"},
+        )
+        item = h.wait_phase("dongle", "Running", timeout=20)
+        (device_id,) = item["kubenode"]["devices"]["main"]["example.com/dongle"]
+        serial = {"dongle-0": "A0", "dongle-1": "A1"}[device_id]
+        assert environ(item["status"]["containerStatuses"][0]["pid"])["DONGLE_SERIAL"] == serial
+        spec = item["kubenode"]["deviceSpecs"]["main"][0]
+        assert spec.split(":")[1] in ("/dev/dongle0", "/dev/dongle1")
+    finally:
+        h.stop()
+        if plugin is not None:
+            plugin.terminate()
+            plugin.wait(10)
+        manager.stop()
