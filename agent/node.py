@@ -269,6 +269,17 @@ class NodeAgent:
 
     def sync_pod(self, update_type: UpdateType, pod: Pod, ctx: SyncContext) -> SyncResult:
         record = self._record(pod)
+        try:
+            result = self._sync_pod(pod, record, ctx)
+        except Exception as exc:
+            # Visible in status until a sync succeeds (the workers retry with backoff).
+            record.reason, record.message = "SyncError", str(exc)
+            raise
+        if record.reason == "SyncError":
+            record.reason = record.message = ""
+        return result
+
+    def _sync_pod(self, pod: Pod, record: PodRecord, ctx: SyncContext) -> SyncResult:
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         record.qos = pod.qos_class.value
