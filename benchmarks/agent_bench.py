@@ -27,14 +27,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchstats import percentile, report, rss_mib
 
 from agent.cgroups import make_pod_cgroups
 from agent.config import AgentConfig
 from agent.node import NodeAgent
 from agent.podworkers import SyncContext, UpdateType
 from agent.sources import ManifestSource
-from benchmarks.benchstats import percentile, report, rss_mib
 from kubenode.model import parse_pod
 
 MOUNT = Path("/sys/fs/cgroup")
