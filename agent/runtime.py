@@ -158,22 +158,21 @@ class ProcessRuntime:
             env = device_env.get(c.name, {})
             if c.is_sidecar:
                 if rec.state != RUNNING:
-                    self._start_or_wait(pod, c, rec, procs_files, env, hints, init=True)
+                    self._start_or_wait(pod, c, record, procs_files, env, hints, init=True)
                 if rec.state != RUNNING:
                     break  # later init containers wait for the sidecar to run
                 continue
             if rec.state == TERMINATED and rec.exit_code == 0:
                 continue
             if rec.state != RUNNING:
-                self._start_or_wait(pod, c, rec, procs_files, env, hints, init=True)
+                self._start_or_wait(pod, c, record, procs_files, env, hints, init=True)
             break  # wait for this init container to complete
         else:
             for c in pod.containers:
                 rec = record.containers[c.name]
                 if rec.state != RUNNING:
-                    self._start_or_wait(
-                        pod, c, rec, procs_files, device_env.get(c.name, {}), hints, init=False
-                    )
+                    env = device_env.get(c.name, {})
+                    self._start_or_wait(pod, c, record, procs_files, env, hints, init=False)
         record.phase = pod_phase(pod, record)
         if record.phase != "Pending" and not record.start_time:
             record.start_time = rfc3339()
@@ -190,13 +189,14 @@ class ProcessRuntime:
         self,
         pod: Pod,
         c: Container,
-        rec: ContainerRecord,
+        record: PodRecord,
         procs_files: Sequence[str],
         device_env: Mapping[str, str],
         hints: list[float],
         *,
         init: bool,
     ) -> None:
+        rec = record.containers[c.name]
         restarting = rec.state == TERMINATED or rec.reason == "CrashLoopBackOff"
         if restarting:
             if not self._should_restart(pod, rec, init or c.is_sidecar):
@@ -243,6 +243,7 @@ class ProcessRuntime:
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = proc.pid, proc.create_time
         rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
+        self.store.save(record)  # at once: an agent killed now must find this pid when it comes back
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
