@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.devicemanager import DeviceManager, RegistrationEvent
@@ -54,10 +55,23 @@ class KubeletDouble:
         with self._changed:
             return {e.resource_name: e for at, e in self._events if at >= since}
 
+    def wake(self) -> None:
+        """Make waiters re-check their conditions (e.g. because the plugin process exited)."""
+        with self._changed:
+            self._changed.notify_all()
+
     def wait_for_registrations(
-        self, resource: str | None, timeout: float, settle: float, since: float = 0.0
+        self,
+        resource: str | None,
+        timeout: float,
+        settle: float,
+        since: float = 0.0,
+        give_up: Callable[[], bool] = lambda: False,
     ) -> bool:
-        """Wait for `resource` (or, if None, for any resource and then `settle` seconds without new ones)."""
+        """Wait for `resource` (or, if None, for any resource and then `settle` seconds without new ones).
+
+        Returns False at the timeout, or as soon as `give_up()` is true (checked whenever `wake()` is called).
+        """
         deadline = time.monotonic() + timeout
         with self._changed:
 
@@ -65,7 +79,8 @@ class KubeletDouble:
                 names = {e.resource_name for at, e in self._events if at >= since}
                 return resource in names if resource is not None else bool(names)
 
-            if not self._changed.wait_for(arrived, timeout=max(0.0, deadline - time.monotonic())):
+            remaining = max(0.0, deadline - time.monotonic())
+            if not self._changed.wait_for(lambda: arrived() or give_up(), timeout=remaining) or not arrived():
                 return False
             if resource is None:
                 count = len(self._events)

@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 KUBELET_DIR_ENV = "KUBENODE_KUBELET_DIR"
@@ -24,7 +26,8 @@ class PluginProcess:
         )
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, on_exit: Callable[[], None] = lambda: None) -> None:
+        """Start the command; `on_exit` runs (on a watcher thread) when its shell exits."""
         env = dict(os.environ, **{KUBELET_DIR_ENV: str(self.kubelet_dir)})
         self._proc = subprocess.Popen(
             self.command,
@@ -35,6 +38,13 @@ class PluginProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so the shell's children stop with it
         )
+        proc = self._proc
+
+        def watch() -> None:
+            proc.wait()
+            on_exit()
+
+        threading.Thread(target=watch, name="plugin-exit-watch", daemon=True).start()
 
     def exit_code(self) -> int | None:
         return None if self._proc is None else self._proc.poll()

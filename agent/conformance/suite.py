@@ -53,11 +53,19 @@ def run_suite(config: SuiteConfig, emit: Callable[[CheckResult], None] = lambda 
     try:
         harness.start()
         if process is not None:
-            process.start()
+            process.start(on_exit=harness.wake)
         limits = config.limits
-        if not harness.wait_for_registrations(config.resource, limits.register, limits.settle):
+
+        def exited() -> bool:
+            return process is not None and process.exit_code() is not None
+
+        if not harness.wait_for_registrations(
+            config.resource, limits.register, limits.settle, give_up=exited
+        ):
             what = config.resource or "any resource"
             detail = f"no Register call for {what} within {limits.register:g} s"
+            if exited():
+                detail = f"no Register call for {what} before the plugin exited"
             record(
                 CheckResult(
                     "register.received",

@@ -102,10 +102,18 @@ def test_the_plugin_process_group_is_stopped_even_if_it_ignores_sigterm(short_di
 
 
 def test_no_registration_is_one_clear_failure() -> None:
-    out = conformance("--plugin-cmd", "true", "--register-timeout", "0.5")
+    out = conformance("--plugin-cmd", "sleep 5", "--register-timeout", "0.5")
     assert out.returncode == 1
     assert "FAIL  register.received  [*]  no Register call for any resource within 0.5 s" in out.stdout
     assert "0 passed, 1 failed, 0 skipped" in out.stdout
+
+
+def test_a_plugin_that_exits_before_registering_is_reported_at_once() -> None:
+    out = conformance("--plugin-cmd", "echo cannot start; exit 7")
+    assert out.returncode == 1
+    line = out.stdout.splitlines()[0]
+    assert "before the plugin exited; the plugin exited with code 7: cannot start" in line
+    assert float(out.stdout.split(" in ")[-1].split()[0]) < 5
 
 
 def test_usage_errors_and_listing() -> None:
