@@ -99,9 +99,10 @@ def run_suite(config: SuiteConfig, emit: Callable[[CheckResult], None] = lambda 
     finally:
         for target in targets:
             target.close()
+        # The kubelet double goes first so that the plugin's shutdown is not reported as a lost stream.
+        harness.close()
         if process is not None:
             process.stop(config.limits.stop_grace)
-        harness.close()
     return results
 
 
