@@ -33,8 +33,8 @@ from typing import Any
 from agent.admission import Rejection, admit, host_allocatable
 from agent.cgroups import CgroupError, PodCgroups
 from agent.config import AgentConfig
-from agent.devicemanager import DeviceManager, PodRef
-from agent.envvars import HostInfo
+from agent.devicemanager import DeviceManager, DeviceManagerError, PodRef
+from agent.envvars import ContainerConfigError, HostInfo
 from agent.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
 from agent.podworkers import (
     TERMINAL_PHASES,
@@ -86,7 +86,9 @@ class NodeAgent:
         self._base_allocatable = dict(allocatable or host_allocatable(config.max_pods))
         self.store = RecordStore(config.state_dir)
         self.host = HostInfo(config.node_name, allocatable=self._base_allocatable)
-        self.runtime = ProcessRuntime(config.state_dir, self.store, self.host, clock=clock)
+        self.runtime = ProcessRuntime(
+            config.state_dir, self.store, self.host, clock=clock, pre_start=self._pre_start_devices
+        )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
@@ -302,6 +304,15 @@ class NodeAgent:
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         return SyncResult(requeue_after=hint)
+
+    def _pre_start_devices(self, pod_uid: str, container: str) -> None:
+        """PreStartContainer for the container's devices where their plugin asks for it."""
+        if self.devices is None:
+            return
+        try:
+            self.devices.pre_start(pod_uid, container)
+        except DeviceManagerError as exc:
+            raise ContainerConfigError(str(exc)) from None
 
     def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], str | None]:
         envs: dict[str, dict[str, str]] = {}

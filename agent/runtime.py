@@ -63,8 +63,12 @@ class ProcessRuntime:
         *,
         backoff: CrashLoopBackoff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pre_start: Callable[[str, str], None] | None = None,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
+        # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
+        # manager's PreStartContainer; it raises ContainerConfigError to hold the container back.
+        self._pre_start = pre_start
         self.store = store
         self.host = host
         self._clock = clock
@@ -226,6 +230,8 @@ class ProcessRuntime:
         try:
             env = container_env(pod, c, self.host, device_env)
             argv = container_argv(c, env)
+            if self._pre_start is not None:
+                self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
             rec.state, rec.reason, rec.message = WAITING, "CreateContainerConfigError", str(exc)
             hints.append(CONFIG_ERROR_RETRY_S)

@@ -118,3 +118,52 @@ class NoCgroup:
 
     def signal_all(self, uid: str, sig: int) -> int:
         return 0
+
+
+def test_pre_start_runs_before_every_start_and_its_failure_holds_the_container(tmp_path: Path) -> None:
+    from agent.envvars import ContainerConfigError
+
+    calls: list[tuple[str, str]] = []
+    refuse = {"now": True}
+
+    def pre_start(uid: str, container: str) -> None:
+        calls.append((uid, container))
+        if refuse["now"]:
+            raise ContainerConfigError("PreStartContainer for example.com/dev failed: not ready")
+
+    runtime = ProcessRuntime(
+        tmp_path, RecordStore(tmp_path), HostInfo("n"), clock=FakeClock(), pre_start=pre_start
+    )
+    pod = Pod(name="p", uid="u1", containers=(Container("c", command=("sleep", "30")),))
+    record = PodRecord("u1", "default", "p")
+    hint = runtime.sync_containers(pod, record, [], {})
+    rec = record.containers["c"]
+    assert (rec.state, rec.reason) == (WAITING, "CreateContainerConfigError")
+    assert "not ready" in rec.message and hint is not None
+    refuse["now"] = False
+    runtime.sync_containers(pod, record, [], {})
+    assert rec.state == RUNNING and calls == [("u1", "c"), ("u1", "c")]
+    runtime.kill_pod("u1", record, _PidsOf(rec.pid), lambda: 1)
+
+
+class _PidsOf:
+    """Just enough of the cgroup layer for kill_pod: the one process this test started."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._pid = pid
+
+    def pids(self, uid: str) -> set[int]:
+        import psutil
+
+        return {self._pid} if self._pid and psutil.pid_exists(self._pid) else set()
+
+    def signal_all(self, uid: str, sig: int) -> int:
+        import os
+
+        if self._pid is None:
+            return 0
+        try:
+            os.kill(self._pid, sig)
+        except ProcessLookupError:
+            return 0
+        return 1
