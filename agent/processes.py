@@ -82,7 +82,7 @@ def is_same_process_alive(pid: int, create_time: float) -> bool:
         return False
 
 
-def _join_cgroup(procs_files: Sequence[str]) -> None:
+def join_cgroup(procs_files: Sequence[str]) -> None:
     """Runs in the child between fork and exec: only async-signal-safe-ish os calls."""
     pid = str(os.getpid()).encode()
     for path in procs_files:
@@ -116,7 +116,7 @@ def spawn(
                 start_new_session=True,
                 close_fds=True,
                 # The pid must be in the pod cgroup before exec; preexec_fn is the only hook there.
-                preexec_fn=lambda: _join_cgroup(files),
+                preexec_fn=lambda: join_cgroup(files),
             )
         except subprocess.SubprocessError as exc:
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None

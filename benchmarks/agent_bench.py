@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,14 +29,15 @@ from pathlib import Path
 from benchstats import percentile, report, rss_mib
 
 from agent.cgroups import make_pod_cgroups
+from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
 from agent.config import AgentConfig
 from agent.node import NodeAgent
 from agent.podworkers import SyncContext, UpdateType
 from agent.sources import ManifestSource
 from kubenode.model import parse_pod
 
-MOUNT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+MOUNT = V1_MOUNT
+CONTROLLERS = V1_CONTROLLERS
 PODS = 110
 SYNC_SAMPLES = 200
 
@@ -60,21 +60,9 @@ def pod_doc(i: int, *, run: bool) -> dict[str, object]:
 
 
 def sweep(root: str) -> None:
-    for controller in CONTROLLERS:
-        top = MOUNT / controller / root.strip("/")
-        if not top.exists():
-            continue
-        for current, _dirs, _files in os.walk(top):
-            for pid in Path(current, "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-        for current, _dirs, _files in os.walk(top, topdown=False):
-            for _ in range(100):
-                try:
-                    os.rmdir(current)
-                    break
-                except OSError:
-                    time.sleep(0.01)
+    left = sweep_v1_root(root, attempts=100, retry_delay=0.01)
+    if left:
+        print(f"warning: could not remove {left}", file=sys.stderr)
 
 
 def config(root: str, work: Path, listen: str = "") -> AgentConfig:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import textwrap
 import time
 from collections.abc import Callable
@@ -14,13 +12,13 @@ from typing import Any
 import pytest
 
 from agent.cgroups import make_pod_cgroups
+from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
 from agent.config import AgentConfig
 from agent.devicemanager import DeviceManager
 from agent.node import NodeAgent
 from agent.sources import ManifestSource
 
-MOUNT = Path("/sys/fs/cgroup")
-V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+MOUNT = V1_MOUNT
 
 
 def require_cgroup_v1() -> None:
@@ -47,25 +45,7 @@ def pod_cgroup_dirs(root: str) -> list[str]:
 
 def sweep(root: str) -> list[str]:
     """Kill what is left under the root in every hierarchy and remove it; returns what survived."""
-    left = []
-    for controller in V1_CONTROLLERS:
-        top = MOUNT / controller / root.strip("/")
-        if not top.exists():
-            continue
-        for current, _dirs, _files in os.walk(top):
-            for line in Path(current, "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(line), signal.SIGKILL)
-        for current, _dirs, _files in os.walk(top, topdown=False):
-            for _ in range(50):
-                try:
-                    os.rmdir(current)
-                    break
-                except OSError:
-                    time.sleep(0.02)
-            else:
-                left.append(current)
-    return left
+    return sweep_v1_root(root)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -6,37 +6,15 @@ and removes it from every hierarchy, then fails the test if anything survived.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.cgroups.manager import PodCgroupManager, build_manager
-from tests.agent_cgroups.support import MOUNT, V1_CONTROLLERS, require_root_and_v1
-
-
-def _sweep(root: str) -> list[str]:
-    """Kill and remove everything under the test root in every hierarchy; returns what is left."""
-    left = []
-    for name in V1_CONTROLLERS:
-        top = MOUNT / name / root.strip("/")
-        if not top.exists():
-            continue
-        for current, _dirs, _files in os.walk(top):
-            for line in Path(current, "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(line), signal.SIGKILL)
-        for current, _dirs, _files in os.walk(top, topdown=False):
-            try:
-                os.rmdir(current)
-            except OSError:
-                left.append(current)
-    return left
+from agent.cgroups.sweep import sweep_v1_root
+from tests.agent_cgroups.support import MOUNT, require_root_and_v1
 
 
 @pytest.fixture
@@ -45,9 +23,9 @@ def cgroup_root() -> Iterator[str]:
     root = f"/kn-test-{uuid.uuid4().hex[:10]}"
     yield root
     # Give killed tasks a moment to leave before the final check.
-    leftovers = _sweep(root)
+    leftovers = sweep_v1_root(root)
     if leftovers:
-        leftovers = _sweep(root)
+        leftovers = sweep_v1_root(root)
     assert not leftovers, f"cgroups leaked: {leftovers}"
 
 

@@ -7,14 +7,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
+from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
+from agent.processes import join_cgroup
 from kubenode.model import Container, Pod
 
-MOUNT = Path("/sys/fs/cgroup")
-V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+MOUNT = V1_MOUNT
 BUSY_LOOP = "while True: pass"
 
 
@@ -49,16 +49,7 @@ def guaranteed(milli_cpu: int, memory: int = 64 << 20, uid: str | None = None) -
 def spawn_in(procs_files: list[str], code: str = BUSY_LOOP) -> subprocess.Popen[bytes]:
     """Start a Python child placed in the cgroup before it runs anything, as the runtime does."""
 
-    def enter_cgroup() -> None:
-        pid = str(os.getpid()).encode()
-        for path in procs_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-
-    return subprocess.Popen([sys.executable, "-c", code], preexec_fn=enter_cgroup)
+    return subprocess.Popen([sys.executable, "-c", code], preexec_fn=lambda: join_cgroup(procs_files))
 
 
 def read(controller: str, cgroup: str, file: str) -> str:

@@ -1,0 +1,48 @@
+"""Forced removal of a whole cgroup subtree in every v1 hierarchy.
+
+The pod cgroup manager removes what it made, pod by pod. This is the blunt tool for test
+fixtures and benchmarks, where a root must be gone entirely whatever state a crash or a
+failed assertion left it in: kill every process under it, then remove the directories
+bottom-up, retrying while killed tasks are still leaving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from agent.cgroups.v1 import OPTIONAL, REQUIRED
+
+V1_MOUNT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = REQUIRED + OPTIONAL
+
+
+def sweep_v1_root(
+    root: str, *, mount: Path = V1_MOUNT, attempts: int = 50, retry_delay: float = 0.02
+) -> list[str]:
+    """SIGKILL everything under `root` in each v1 hierarchy and remove it; returns what stayed."""
+    left = []
+    for controller in V1_CONTROLLERS:
+        top = mount / controller / root.strip("/")
+        if not top.is_dir():
+            continue
+        for current, _dirs, _files in os.walk(top):
+            with contextlib.suppress(FileNotFoundError):
+                for pid in Path(current, "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+        for current, _dirs, _files in os.walk(top, topdown=False):
+            for _ in range(attempts):
+                try:
+                    os.rmdir(current)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(retry_delay)  # killed tasks take a moment to leave the cgroup
+            else:
+                left.append(current)
+    return left
