@@ -17,7 +17,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--node-name", help="node name (default: the host name)")
     parser.add_argument("--state-dir", type=Path, help="state: pod records, logs (default /var/lib/kubenode)")
-    parser.add_argument("--cgroup-root", help="cgroup under which kubepods is made (default /)")
+    parser.add_argument(
+        "--cgroup-root",
+        help="cgroup under which kubepods is made "
+        "(default: / with cgroupfs; with systemd, the agent's own delegated cgroup)",
+    )
     parser.add_argument(
         "--cgroup-driver", choices=["cgroupfs", "systemd"], help="cgroup naming (default cgroupfs)"
     )

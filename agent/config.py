@@ -38,7 +38,8 @@ class AgentConfig:
     node_name: str = field(default_factory=default_node_name)
     manifests: Path = DEFAULT_MANIFESTS
     state_dir: Path = DEFAULT_STATE_DIR
-    cgroup_root: str = "/"
+    # "" = automatic: "/" with the cgroupfs driver, the agent's own delegated cgroup with systemd.
+    cgroup_root: str = ""
     cgroup_driver: str = "cgroupfs"
     device_plugin_dir: Path | None = DEFAULT_DEVICE_PLUGIN_DIR  # None: no device manager
     listen: str = DEFAULT_LISTEN  # "" disables the status endpoint
@@ -61,7 +62,7 @@ class AgentConfig:
             raise ValidationError(
                 source, "cgroupDriver", f"must be cgroupfs or systemd, got {self.cgroup_driver!r}"
             )
-        if not self.cgroup_root.startswith("/"):
+        if self.cgroup_root and not self.cgroup_root.startswith("/"):
             raise ValidationError(source, "cgroupRoot", f"must be an absolute path, got {self.cgroup_root!r}")
         if self.listen:
             parse_listen(self.listen, source)

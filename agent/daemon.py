@@ -58,9 +58,15 @@ class RunningAgent:
 
 def build_agent(config: AgentConfig) -> RunningAgent:
     from agent.cgroups import make_pod_cgroups
+    from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf
+    from agent.cgroups.detect import CGROUP_MOUNT, detect_version
 
+    version = detect_version(CGROUP_MOUNT)
+    cgroup_root = config.cgroup_root or default_cgroup_root(config.cgroup_driver, version)
+    if version == 2 and config.cgroup_driver == "systemd" and not config.cgroup_root:
+        leave_for_leaf(CGROUP_MOUNT, cgroup_root)
     cgroups = make_pod_cgroups(
-        config.cgroup_root,
+        cgroup_root,
         "systemd" if config.cgroup_driver == "systemd" else "cgroupfs",
         pids_limit=config.pod_pids_limit,
     )

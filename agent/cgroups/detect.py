@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.cgroups.api import CgroupError
 
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
 CGROUP2_SUPER_MAGIC = 0x63677270
 _STATFS_BUFFER = 256  # larger than struct statfs on every Linux ABI; f_type is its first word
 

@@ -14,9 +14,10 @@ import signal
 import time
 from pathlib import Path
 
+from agent.cgroups.detect import CGROUP_MOUNT
 from agent.cgroups.v1 import OPTIONAL, REQUIRED
 
-V1_MOUNT = Path("/sys/fs/cgroup")
+V1_MOUNT = CGROUP_MOUNT
 V1_CONTROLLERS = REQUIRED + OPTIONAL
 
 
