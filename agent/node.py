@@ -33,6 +33,7 @@ from typing import Any
 from agent.admission import Rejection, admit, host_allocatable
 from agent.cgroups import CgroupError, PodCgroups
 from agent.config import AgentConfig
+from agent.cpupool import CPUPool
 from agent.devicemanager import DeviceManager, DeviceManagerError, PodRef
 from agent.envvars import ContainerConfigError, HostInfo
 from agent.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
@@ -90,6 +91,7 @@ class NodeAgent:
             config.state_dir, self.store, self.host, clock=clock, pre_start=self._pre_start_devices
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
+        self.cpu_pool = CPUPool()
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
         self._desired: dict[str, Pod] = {}  # by UID, every source merged
@@ -285,7 +287,10 @@ class NodeAgent:
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         record.qos = pod.qos_class.value
-        device_env, cpuset = self._allocate_devices(pod, record)
+        device_env, exclusive = self._allocate_devices(pod, record)
+        if exclusive and self.cpu_pool.assign(pod.uid, exclusive):
+            self._resync_others(pod.uid)
+        cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()
         if ctx.cancelled.is_set():
             return SyncResult()
         if not self.cgroups.exists(pod):
@@ -314,7 +319,14 @@ class NodeAgent:
         except DeviceManagerError as exc:
             raise ContainerConfigError(str(exc)) from None
 
-    def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], str | None]:
+    def _resync_others(self, uid: str) -> None:
+        """The shared CPU pool changed: every other running pod gets its cpuset rewritten now."""
+        for other in self._active_pods():
+            if other.uid != uid:
+                self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, other))
+
+    def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], set[int]]:
+        """Devices for every container; returns their run envs and the pod's exclusive CPUs (may be empty)."""
         envs: dict[str, dict[str, str]] = {}
         cpus: set[int] = set()
         ref = PodRef(pod.uid, pod.namespace, pod.name)
@@ -342,7 +354,7 @@ class NodeAgent:
                 for a in self.devices.allocations()
                 if a.pod.uid == pod.uid
             }
-        return envs, (format_cpuset(cpus) if cpus else None)
+        return envs, cpus
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
         record = self._record(pod)
@@ -356,6 +368,8 @@ class NodeAgent:
         self.cgroups.destroy(pod.uid)
         if self.devices is not None:
             self.devices.free_pod(pod.uid)
+        if self.cpu_pool.release(pod.uid):
+            self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
         with self._lock:
             wanted = pod.uid in self._desired

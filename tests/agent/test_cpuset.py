@@ -117,3 +117,38 @@ def test_pod_waits_for_a_late_device_plugin_then_gets_its_devices(
             plugin.terminate()
             plugin.wait(10)
         manager.stop()
+
+
+def test_exclusive_cpus_leave_the_shared_pool_and_come_back(
+    make_harness: Callable[..., Harness], manifests: Path, cpu_plugin: DeviceManager
+) -> None:
+    all_cpus = set(range(psutil.cpu_count()))
+    assert len(all_cpus) >= 2, "this test needs at least two CPUs"
+
+    def cpus_of(name: str) -> tuple[set[int], set[int]]:
+        item = h.pod(name)
+        assert item is not None
+        cgroup = MOUNT / "cpuset" / item["kubenode"]["cgroup"].lstrip("/")
+        pid = item["status"]["containerStatuses"][0]["pid"]
+        return parse_cpuset((cgroup / "cpuset.cpus").read_text().strip()), set(
+            psutil.Process(pid).cpu_affinity()
+        )
+
+    h = make_harness(devices=cpu_plugin).start()
+    try:
+        write_manifest(manifests, "shared.yaml", pod_manifest("shared"))
+        h.wait_phase("shared", "Running")
+        assert cpus_of("shared") == (all_cpus, all_cpus)
+        path = write_manifest(
+            manifests, "pinned.yaml", pod_manifest("pinned", resources="{limits: {kubenode.io/cpu: 1}}")
+        )
+        pinned = parse_cpuset(h.wait_phase("pinned", "Running")["kubenode"]["cpuset"])
+        rest = all_cpus - pinned
+        # The shared pod is moved off the exclusive CPU at once, not at the next periodic resync.
+        wait_until(lambda: cpus_of("shared") == (rest, rest), 5, "the shared pod to leave the exclusive CPU")
+        path.unlink()
+        wait_until(
+            lambda: cpus_of("shared") == (all_cpus, all_cpus), 10, "the shared pod to get every CPU back"
+        )
+    finally:
+        h.stop()
