@@ -62,7 +62,7 @@ class UpdatePodOptions:
     # KillPodOptions: a grace period override (seconds) and whether this is an eviction.
     grace_period_override: int | None = None
     evict: bool = False
-    # Set once the pod has finished terminating (or at once if the UID is already finished).
+    # Set once the pod has finished terminating (at once if it already has).
     completed: threading.Event | None = None
 
 
@@ -198,7 +198,10 @@ class PodWorkers:
                 if became_terminating or shortened:
                     status.cancel.set()  # interrupt the sync in flight
                 if options.completed is not None:
-                    status.completed.append(options.completed)
+                    if status.terminated_at is not None:
+                        options.completed.set()  # termination already completed; nothing will set it later
+                    else:
+                        status.completed.append(options.completed)
                 options = replace(options, update_type=UpdateType.KILL)
             status.pending = options
             self._ensure_worker(status)

@@ -198,3 +198,27 @@ def test_terminal_pod_terminates_and_orphans_are_killed(
     assert ("terminating", "svc", 4) in syncer.calls
     assert workers.sync_known_pods([]) == {}
     assert workers.known_uids() == []
+
+
+def test_kill_of_a_terminated_pod_completes_at_once(
+    setup: tuple[PodWorkers, RecordingSyncer, FakeClock],
+) -> None:
+    """As the kubelet's UpdatePod: a terminated (not yet finished) pod closes CompletedCh at once."""
+    workers, syncer, _ = setup
+    cleanup_may_finish = threading.Event()
+    in_cleanup = threading.Event()
+
+    def slow_terminated(pod: Pod, ctx: SyncContext) -> None:
+        in_cleanup.set()
+        cleanup_may_finish.wait(10)
+
+    syncer.sync_terminated_pod = slow_terminated  # type: ignore[method-assign]  # hold the pod in terminated
+    # First sighting of an already-failed pod: only the terminated cleanup runs.
+    workers.update_pod(UpdatePodOptions(UpdateType.CREATE, replace(make_pod("job"), phase="Failed")))
+    assert in_cleanup.wait(5)
+    assert workers.work_type("uid-1") == WorkType.TERMINATED
+    done = threading.Event()
+    workers.update_pod(UpdatePodOptions(UpdateType.KILL, make_pod("job"), completed=done))
+    assert done.is_set(), "a kill of a terminated pod must not wait for anything"
+    cleanup_may_finish.set()
+    assert workers.wait_for(lambda: workers.is_finished("uid-1"), 5)
