@@ -91,7 +91,14 @@ class SchedulingQueue:
     def backoff_duration(self, attempts: int) -> float:
         if attempts <= 0:
             return 0.0
-        return float(min(self._initial_backoff * 2.0 ** (attempts - 1), self._max_backoff))
+        # Double step by step, as kube does, rather than 2**(attempts-1): a pod retried
+        # some thousand times would overflow the float power and stop the scheduler.
+        duration = self._initial_backoff
+        for _ in range(attempts - 1):
+            if duration >= self._max_backoff:
+                break
+            duration *= 2
+        return float(min(duration, self._max_backoff))
 
     def backoff_expiry(self, qp: QueuedPod) -> float:
         return qp.last_failure + self.backoff_duration(qp.attempts)

@@ -41,6 +41,12 @@ def test_backoff_doubles_from_one_second_to_ten() -> None:
     assert [queue.backoff_duration(n) for n in range(1, 8)] == [1, 2, 4, 8, 10, 10, 10]
 
 
+def test_backoff_stays_at_the_maximum_however_many_attempts() -> None:
+    queue = SchedulingQueue(ManualClock())
+    assert queue.backoff_duration(1025) == 10  # 2.0**1024 would overflow a float
+    assert queue.backoff_duration(10**6) == 10
+
+
 def test_failed_pod_waits_out_its_backoff_then_returns() -> None:
     clock = ManualClock()
     queue = SchedulingQueue(clock)
