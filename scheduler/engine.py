@@ -118,6 +118,9 @@ class Scheduler:
             def helped(qp: QueuedPod) -> bool:
                 # NodeResourcesFit/TaintToleration/NodeAffinity hints: the pod now fits this node,
                 # and the node is new, newly acceptable, or has more of something the pod asks for.
+                # A pod no plugin rejected (there were no nodes) is always retried, as kube does.
+                if not qp.rejected_by:
+                    return True
                 if not self._passes(qp.pod, slot):
                     return False
                 if old is None or static_code(qp.pod, old) != OK:

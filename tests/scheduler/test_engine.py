@@ -113,6 +113,20 @@ def test_node_added_wakes_only_pods_that_fit_it() -> None:
     assert scheduler.queue.where("default/needs-gpu") == "active"
 
 
+def test_first_node_retries_a_pod_that_found_no_nodes_even_if_it_does_not_fit() -> None:
+    scheduler, clock, _ = engine()
+    scheduler.add_pod(pod("needs-gpu", {GPU: 1}))
+    outcome = scheduler.schedule_one()
+    assert outcome is not None and outcome.message == NO_NODES
+    clock.advance(20)
+    scheduler.add_node(node("cpu-only", {"cpu": 1000}))
+    assert scheduler.queue.where("default/needs-gpu") == "active"
+    outcome = scheduler.schedule_one()
+    assert outcome is not None and outcome.message.startswith(
+        "0/1 nodes are available: 1 Insufficient kubenode.io/gpu."
+    )
+
+
 def test_deleted_assigned_pod_wakes_pods_rejected_for_resources() -> None:
     scheduler, clock, _ = engine()
     scheduler.add_node(node("a", {GPU: 1}))
