@@ -1,24 +1,33 @@
 """Minimal sd_notify(3): tell systemd we are ready, what we are doing, and that we are alive.
 
 Every call is a no-op when NOTIFY_SOCKET is unset (not started by systemd with
-Type=notify), so daemons can call these unconditionally.
+Type=notify), so daemons can call these unconditionally. A failed send is logged
+and reported as False, like sd_notify's negative return: a daemon must not stop
+serving because systemd's socket is briefly unreachable (e.g. during daemon-reexec).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+
+log = logging.getLogger(__name__)
 
 
 def notify(*assignments: str) -> bool:
     """Send `KEY=value` lines to systemd; returns whether a message was sent."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address or not assignments:
+    configured = os.environ.get("NOTIFY_SOCKET")
+    if not configured or not assignments:
         return False
-    if address.startswith("@"):  # abstract namespace socket
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-        sock.sendto("\n".join(assignments).encode(), address)
+    # "@name" is a socket in the abstract namespace.
+    address = "\0" + configured[1:] if configured.startswith("@") else configured
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.sendto("\n".join(assignments).encode(), address)
+    except OSError as exc:
+        log.warning("sd_notify to NOTIFY_SOCKET=%s failed: %s", configured, exc)
+        return False
     return True
 
 

@@ -67,3 +67,12 @@ def test_sdnotify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert sock.recv(100) == b"WATCHDOG=1"
     monkeypatch.setenv("WATCHDOG_USEC", "30000000")
     assert sdnotify.watchdog_interval() == 15.0
+
+
+def test_sdnotify_reports_an_unreachable_socket_instead_of_raising(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "no-such-notify-socket"
+    monkeypatch.setenv("NOTIFY_SOCKET", str(missing))
+    assert not sdnotify.watchdog()  # a daemon's loop keeps running
+    assert str(missing) in caplog.text
