@@ -415,6 +415,10 @@ class NodeAgent:
         with self._lock:
             if not self._sources_ready:
                 return
+        # Listed before the workers are asked what they know (as the kubelet's HandlePodCleanups does):
+        # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.
+        pod_cgroups = set(self.cgroups.list_pods())
+        with self._lock:
             admitted = [
                 p for uid, p in self._desired.items() if uid not in self._rejected and uid not in self._held
             ]
@@ -432,8 +436,8 @@ class NodeAgent:
                     self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
             known = set(self.workers.known_uids())
             wanted = set(self._desired)
-            stale_records = [uid for uid in self._records if uid not in wanted and uid not in known]
-        self._cleanup_orphans(known | wanted, stale_records)
+            stale_records = {uid for uid in self._records if uid not in wanted and uid not in known}
+        self._cleanup_orphans(stale_records | (pod_cgroups - known - wanted))
         now = self._clock()
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
@@ -447,9 +451,8 @@ class NodeAgent:
             except CgroupError as exc:
                 log.warning("updating QoS cgroups: %s", exc)
 
-    def _cleanup_orphans(self, keep: set[str], stale_records: Iterable[str]) -> None:
+    def _cleanup_orphans(self, orphans: Iterable[str]) -> None:
         """Stop and remove what runs for pods nobody wants (from a previous run, or removed while down)."""
-        orphans = set(stale_records) | (set(self.cgroups.list_pods()) - keep)
         for uid in sorted(orphans):
             with self._lock:
                 record = self._records.pop(uid, None)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
+from agent.cgroups import PodCgroupInfo
+from agent.cgroups.sweep import V1_CONTROLLERS
 from tests.agent.support import MOUNT, Harness, pod_cgroup_dirs, pod_manifest, wait_until, write_manifest
 
 UNLIMITED_V1 = "9223372036854771712"
@@ -233,3 +236,28 @@ def test_image_only_container_is_not_run(make_harness: Callable[..., Harness], m
     assert waiting["reason"] == "ImageNotSupported"
     assert "nginx" in waiting["message"]
     assert item["status"]["phase"] == "Pending"
+
+
+def test_a_pod_added_during_housekeeping_is_not_taken_for_an_orphan(
+    make_harness: Callable[..., Harness], manifests: Path, cgroup_root: str
+) -> None:
+    """Pod cgroups are listed before the workers are asked what they know, as HandlePodCleanups does."""
+    h = make_harness().start()
+    real_list_pods = h.cgroups.list_pods
+    hooked = threading.Event()
+    listed_after_hook = threading.Event()
+
+    def list_pods_while_a_pod_arrives() -> dict[str, PodCgroupInfo]:
+        if hooked.is_set():
+            listed_after_hook.set()  # the next housekeeping: the hooked one has finished
+        else:
+            hooked.set()
+            write_manifest(manifests, "late.yaml", pod_manifest("late"))
+            wait_until(lambda: pod_cgroup_dirs(cgroup_root), 10, "the new pod's cgroup")
+        return real_list_pods()
+
+    h.cgroups.list_pods = list_pods_while_a_pod_arrives  # type: ignore[method-assign]  # inject the arrival
+    assert listed_after_hook.wait(15), "housekeeping did not run again"
+    item = h.wait_phase("late", "Running")
+    assert item["kubenode"]["restarts"] == 0, "the new pod was stopped as an orphan"
+    assert len(pod_cgroup_dirs(cgroup_root)) == len(V1_CONTROLLERS)
