@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agent.conformance.checks import PER_RESOURCE_CHECKS, RESTART_CHECK
+    from agent.conformance.harness import HarnessError
     from agent.conformance.results import Status, summary_line, text_line, to_json, write_junit
     from agent.conformance.suite import SuiteConfig, run_suite, select_checks
     from agent.conformance.target import Limits
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         results = run_suite(config, emit)
+    except (HarnessError, OSError) as err:
+        print(f"kubenode conformance: {err}", file=sys.stderr)
+        return 2
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)

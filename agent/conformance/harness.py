@@ -1,7 +1,8 @@
 """The kubelet side of a conformance run: a DeviceManager on the dir, recording every Register call.
 
 `restart()` does what a kubelet restart does to the dir: the registration server stops, every socket in the
-dir is removed, and a fresh manager creates kubelet.sock again.
+dir is removed, and a fresh manager creates kubelet.sock again. `start()` refuses a dir whose kubelet.sock
+something is serving: taking it over would delete a running kubelet's sockets and cut off its plugins.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.devicemanager import DeviceManager, RegistrationEvent
-from agent.devicemanager.registration import remove_stale_sockets
+from agent.devicemanager.registration import KUBELET_SOCKET, is_serving, remove_stale_sockets
+
+
+class HarnessError(RuntimeError):
+    """The kubelet double cannot take this dir (the message names the socket and why)."""
 
 
 class KubeletDouble:
@@ -26,6 +31,11 @@ class KubeletDouble:
         self._manager: DeviceManager | None = None
 
     def start(self) -> None:
+        kubelet_socket = self.kubelet_dir / KUBELET_SOCKET
+        if is_serving(kubelet_socket):
+            raise HarnessError(
+                f"{kubelet_socket} is being served (a running kubelet?); use another --kubelet-dir"
+            )
         self._manager = DeviceManager(self.kubelet_dir, self._state_dir, on_register=self._record)
         self._manager.start()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import uuid
@@ -114,6 +115,21 @@ def test_a_plugin_that_exits_before_registering_is_reported_at_once() -> None:
     line = out.stdout.splitlines()[0]
     assert "before the plugin exited; the plugin exited with code 7: cannot start" in line
     assert float(out.stdout.split(" in ")[-1].split()[0]) < 5
+
+
+def test_refuses_a_dir_whose_kubelet_sock_is_served(short_dir: Path) -> None:
+    kubelet_sock = short_dir / "kubelet.sock"
+    other_plugin = short_dir / "vendor.sock"
+    with socket.socket(socket.AF_UNIX) as kubelet, socket.socket(socket.AF_UNIX) as plugin:
+        kubelet.bind(str(kubelet_sock))
+        kubelet.listen()
+        plugin.bind(str(other_plugin))
+        out = conformance("--kubelet-dir", str(short_dir), "--register-timeout", "0.5")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"{kubelet_sock} is being served" in out.stderr
+        assert (
+            kubelet_sock.is_socket() and other_plugin.is_socket()
+        )  # nothing of the running kubelet's removed
 
 
 def test_usage_errors_and_listing() -> None:
