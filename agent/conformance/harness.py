@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.devicemanager import DeviceManager, RegistrationEvent
-from agent.devicemanager.registration import KUBELET_SOCKET, is_serving, remove_stale_sockets
+from agent.devicemanager.registration import KUBELET_SOCKET, is_serving
 
 
 class HarnessError(RuntimeError):
@@ -51,8 +51,7 @@ class KubeletDouble:
     def restart(self) -> float:
         """Stop, wipe the dir's sockets, start again; returns the (monotonic) time kubelet.sock came back."""
         self.stop()
-        remove_stale_sockets(self.kubelet_dir)
-        self.start()
+        self.start()  # DeviceManager.start removes every socket in the dir first, as the kubelet does
         return time.monotonic()
 
     def _record(self, event: RegistrationEvent) -> None:
