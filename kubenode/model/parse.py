@@ -25,15 +25,16 @@ from kubenode.model.objects import (
     Taint,
     Toleration,
 )
-from kubenode.model.quantity import QuantityError, to_amount
+from kubenode.model.quantity import QuantityError, to_amount, to_decimal
 from kubenode.model.resources import (
-    CPU,
-    MEMORY,
+    PODS,
     ResourceList,
     is_dns1123_label,
     is_dns1123_subdomain,
     is_extended_resource_name,
+    is_integer_resource,
     is_native_resource,
+    is_overcommit_allowed,
     qualified_name_problem,
 )
 
@@ -76,6 +77,8 @@ def _resource_list(obj: Fields, key: str) -> ResourceList:
             if problem or not is_extended_resource_name(name):
                 raise obj.error(where, f"invalid extended resource name: {problem or 'not allowed'}")
         try:
+            if is_integer_resource(name) and to_decimal(value) % 1:
+                raise QuantityError(f"must be an integer, got {value!r}")
             result[name] = to_amount(name, value)
         except QuantityError as exc:
             raise obj.error(where, str(exc)) from None
@@ -86,16 +89,20 @@ def _resources(container: Fields) -> tuple[ResourceList, ResourceList]:
     res = container.child("resources", "V1ResourceRequirements")
     limits = _resource_list(res, "limits")
     requests = _resource_list(res, "requests")
-    for name, limit in limits.items():
-        requests.setdefault(name, limit)  # the API server defaults requests from limits
+    for key, given in (("limits", limits), ("requests", requests)):
+        if PODS in given:  # a node resource; the scheduler counts every pod as one already
+            raise res.error(f"{key}.{PODS}", "must be a standard resource for containers")
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)  # the API server defaults requests from limits
     for name, request in requests.items():
-        if name in (CPU, MEMORY) and name in limits and request > limits[name]:
-            raise res.error(f"requests.{name}", f"must be less than or equal to {name} limit")
-        if not is_native_resource(name):
-            if name not in limits:
-                raise res.error(f"limits.{name}", "Limit must be set for non overcommitable resources")
-            if request != limits[name]:
-                raise res.error(f"requests.{name}", f"must be equal to {name} limit")
+        limit = limits.get(name)
+        if is_overcommit_allowed(name):
+            if limit is not None and request > limit:
+                raise res.error(f"requests.{name}", f"must be less than or equal to {name} limit")
+        elif limit is None:
+            raise res.error(f"limits.{name}", "Limit must be set for non overcommitable resources")
+        elif request != limit:
+            raise res.error(f"requests.{name}", f"must be equal to {name} limit")
     return requests, limits
 
 

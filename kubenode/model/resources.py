@@ -55,6 +55,17 @@ def is_native_resource(name: str) -> bool:
     return name in NATIVE_RESOURCES or name.startswith(HUGEPAGES_PREFIX) or "kubernetes.io/" in name
 
 
+def is_overcommit_allowed(name: str) -> bool:
+    """v1helper.IsOvercommitAllowed: a request may be below its limit (native, not hugepages).
+    Extended resources and hugepages need a limit and a request equal to it."""
+    return is_native_resource(name) and not name.startswith(HUGEPAGES_PREFIX)
+
+
+def is_integer_resource(name: str) -> bool:
+    """helper.IsIntegerResourceName (for the names kubenode reads): pods and extended resources."""
+    return name == PODS or is_extended_resource_name(name)
+
+
 def is_extended_resource_name(name: str) -> bool:
     """The kubelet's IsExtendedResourceName: fully qualified, outside kubernetes.io, and
     valid as a quota name (`requests.<name>` is a qualified name)."""

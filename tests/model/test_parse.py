@@ -84,6 +84,29 @@ def test_pod_requests_with_init_sidecars_and_overhead() -> None:
             "requests.cpu",
         ),
         (lambda p: p["spec"].update(containers=[]), "spec.containers"),
+        # Extended resources are whole units; hugepages cannot be overcommitted; no request above
+        # its limit; pods is a node resource, not a container's (kube's ValidateResourceRequirements).
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(limits={"kubenode.io/gpu": "0.5"}),
+            "limits.kubenode.io/gpu",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(
+                requests={"hugepages-2Mi": "2Mi"}, limits={"hugepages-2Mi": "4Mi"}
+            ),
+            "requests.hugepages-2Mi",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(requests={"hugepages-2Mi": "2Mi"}),
+            "limits.hugepages-2Mi",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update(
+                requests={"ephemeral-storage": "2Gi"}, limits={"ephemeral-storage": "1Gi"}
+            ),
+            "requests.ephemeral-storage",
+        ),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limits={"pods": "1"}), "limits.pods"),
     ],
 )
 def test_bad_pods_name_the_field(mutate: Any, field: str) -> None:
