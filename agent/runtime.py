@@ -125,13 +125,15 @@ class ProcessRuntime:
 
     def has_exited(self, uid: str) -> bool:
         """Whether a process of the pod has exited since the last relist (cheap; for the agent's PLEG)."""
-        with self._lock:
-            procs = [p for (u, _), p in self._procs.items() if u == uid]
-        return any(p.poll() is not None for p in procs)
+        return any(p.poll() is not None for p in self._procs_of(uid))
 
     def running_pids(self, uid: str) -> set[int]:
+        """The pod's live processes (an exited one may be reaped already, and its pid reused)."""
+        return {p.pid for p in self._procs_of(uid) if p.poll() is None}
+
+    def _procs_of(self, uid: str) -> list[ContainerProcess]:
         with self._lock:
-            return {p.pid for (u, _), p in self._procs.items() if u == uid}
+            return [p for (u, _), p in self._procs.items() if u == uid]
 
     def _mark_exited(self, c: ContainerRecord, code: int, reason: str, message: str) -> None:
         c.state = TERMINATED
@@ -275,7 +277,7 @@ class ProcessRuntime:
         while True:
             if record is not None:
                 self.relist(record)
-            alive = target.pids(uid) | self._alive_children(uid)
+            alive = target.pids(uid) | self.running_pids(uid)
             if not alive:
                 break
             now = self._clock()
@@ -295,11 +297,6 @@ class ProcessRuntime:
                     c.message = "pod terminated"
             self.store.save(record)
         del cancelled  # termination is never interrupted: it only gets faster
-
-    def _alive_children(self, uid: str) -> set[int]:
-        with self._lock:
-            procs = [(key, p) for key, p in self._procs.items() if key[0] == uid]
-        return {p.pid for _, p in procs if p.poll() is None}
 
     def forget(self, uid: str) -> None:
         with self._lock:

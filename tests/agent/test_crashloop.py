@@ -167,3 +167,13 @@ class _PidsOf:
         except ProcessLookupError:
             return 0
         return 1
+
+
+def test_an_exited_process_is_not_running_even_before_the_next_relist(tmp_path: Path) -> None:
+    """The PLEG's poll reaps an exited process; its pid may be reused, so it must not be signalled."""
+    runtime, pod, record, _ = make(tmp_path, "exit 3", "Never")
+    runtime.sync_containers(pod, record, [], {})
+    pid = record.containers["c"].pid
+    wait_until(lambda: runtime.has_exited("u1"), 5, "the process to exit")  # reaped by now
+    assert record.containers["c"].state == RUNNING, "no relist yet"
+    assert pid not in runtime.running_pids("u1")
