@@ -24,12 +24,11 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 
 def non_zero_requests(container: Container) -> Mapping[str, int]:
-    """The container's requests with kube-scheduler's non-zero defaults for cpu and memory."""
+    """The container's requests with kube-scheduler's defaults for a missing cpu or memory
+    request (PodResourcesOptions.NonMissingContainerRequests: an explicit 0 stays 0)."""
     requests = dict(container.requests)
-    if not requests.get(CPU):
-        requests[CPU] = DEFAULT_MILLI_CPU_REQUEST
-    if not requests.get(MEMORY):
-        requests[MEMORY] = DEFAULT_MEMORY_REQUEST
+    requests.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
+    requests.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return requests
 
 

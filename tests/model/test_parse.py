@@ -6,6 +6,7 @@ import pytest
 
 from kubenode.model import QOSClass, ValidationError, parse_node, parse_pod
 from kubenode.model.documents import decode_objects
+from kubenode.model.requests import pod_requests
 from kubenode.model.resources import is_extended_resource_name
 
 
@@ -62,6 +63,12 @@ def test_pod_requests_with_init_sidecars_and_overhead() -> None:
     p = parse_pod(spec)
     # steady = app 1 + sidecar 0.5; init peaks: init1 3, init2 2 + 0.5 -> cpu 3 (+0.1 overhead), memory 2Gi
     assert p.requests == {"cpu": 3100, "memory": 2 * 2**30}
+
+
+def test_non_zero_defaults_fill_only_missing_cpu_and_memory_requests() -> None:
+    p = parse_pod(pod([container("a", requests={"cpu": "0"}), container("b", requests={"memory": "1Gi"})]))
+    # a: explicit cpu 0 stays 0, memory missing -> 200Mi; b: cpu missing -> 100m.
+    assert pod_requests(p, non_zero=True) == {"cpu": 100, "memory": 200 * 2**20 + 2**30}
 
 
 @pytest.mark.parametrize(
