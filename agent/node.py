@@ -552,13 +552,16 @@ def _container_status(c: Any) -> dict[str, Any]:
 
 def pod_json(view: PodView, limits: Mapping[str, str]) -> dict[str, Any]:
     r = view.record
+    # The pod's worker adds to these dicts while a sync runs: iterate (and serialise) copies, each
+    # taken in one step, or this raises "dictionary changed size during iteration".
+    containers = list(r.containers.values())
     status: dict[str, Any] = {
         "phase": r.phase,
         "qosClass": r.qos,
         "hostIP": "127.0.0.1",
         "podIP": "127.0.0.1",
-        "initContainerStatuses": [_container_status(c) for c in r.containers.values() if c.init],
-        "containerStatuses": [_container_status(c) for c in r.containers.values() if not c.init],
+        "initContainerStatuses": [_container_status(c) for c in containers if c.init],
+        "containerStatuses": [_container_status(c) for c in containers if not c.init],
     }
     for key, value in (("reason", r.reason), ("message", r.message), ("startTime", r.start_time)):
         if value:
@@ -578,9 +581,9 @@ def pod_json(view: PodView, limits: Mapping[str, str]) -> dict[str, Any]:
             "cgroup": r.cgroup,
             "cpuset": r.cpuset,
             "limits": dict(limits),
-            "devices": r.devices,
-            "deviceSpecs": r.device_specs,
-            "mounts": r.mounts,
+            "devices": dict(r.devices),
+            "deviceSpecs": dict(r.device_specs),
+            "mounts": dict(r.mounts),
             "restarts": r.restarts(),
             "seen": rfc3339(),
         },
