@@ -13,7 +13,7 @@ import grpc
 
 from agent.conformance.target import Fail, Skip, Target
 from agent.devicemanager.endpoint import rpc_error_text
-from agent.devicemanager.registration import SUPPORTED_VERSION, is_bare_file_name
+from agent.devicemanager.registration import SUPPORTED_VERSION, is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.model.resources import is_extended_resource_name, qualified_name_problem
 
@@ -47,7 +47,7 @@ def register_resource_name(t: Target) -> str:
 
 
 def register_endpoint(t: Target) -> str:
-    if not is_bare_file_name(t.event.endpoint) or t.event.endpoint == "kubelet.sock":
+    if not is_plugin_endpoint(t.event.endpoint):
         raise Fail(f"endpoint {t.event.endpoint!r} is not a socket file name inside the dir")
     if not t.socket_path.is_socket():
         raise Fail(f"endpoint {t.event.endpoint} does not exist as a socket in {t.socket_path.parent}")

@@ -11,6 +11,7 @@ import grpc
 
 from agent.devicemanager import RegistrationEvent
 from agent.devicemanager.endpoint import dial, plugin_stub, rpc_error_text
+from agent.devicemanager.registration import is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 
 
@@ -57,7 +58,7 @@ class Target:
 
     def stub(self) -> Any:
         if self._stub is None:
-            if "/" in self.event.endpoint or not self.event.endpoint:
+            if not is_plugin_endpoint(self.event.endpoint):
                 raise Skip(f"endpoint {self.event.endpoint!r} is not a socket in the dir")
             try:
                 self._channel = dial(self.socket_path, self.limits.dial)

@@ -32,6 +32,11 @@ def is_bare_file_name(endpoint: str) -> bool:
     return bool(endpoint) and endpoint not in (".", "..") and "/" not in endpoint and "\0" not in endpoint
 
 
+def is_plugin_endpoint(endpoint: str) -> bool:
+    """A RegisterRequest endpoint we accept: a bare file name in the dir that is not kubelet.sock itself."""
+    return is_bare_file_name(endpoint) and endpoint != KUBELET_SOCKET
+
+
 def validate_register(request: api_pb2.RegisterRequest) -> str | None:
     """The kubelet's checks on a RegisterRequest, in its order; returns its message, or None when valid."""
     if request.version != SUPPORTED_VERSION:
@@ -41,7 +46,7 @@ def validate_register(request: api_pb2.RegisterRequest) -> str | None:
         )
     if not is_extended_resource_name(request.resource_name):
         return f"the ResourceName {go_quote(request.resource_name)} is invalid"
-    if not is_bare_file_name(request.endpoint) or request.endpoint == KUBELET_SOCKET:
+    if not is_plugin_endpoint(request.endpoint):
         return (
             f"the Endpoint {go_quote(request.endpoint)} is invalid: "
             "it must be the file name of the plugin's socket inside the device-plugin directory"
