@@ -39,7 +39,7 @@ from scheduler.filters import (
     run_filters,
     static_code,
 )
-from scheduler.preemption import find_preemption
+from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.scoring import total_scores
@@ -49,7 +49,7 @@ LEFTOVER_FLUSH_SECONDS = 30.0
 
 
 class Binder(Protocol):
-    """How the engine acts on the cluster. Both may raise; bind failures are retried."""
+    """How the engine acts on the cluster. Both may raise: the pod concerned backs off and is retried."""
 
     def bind(self, pod: Pod, node: str) -> None: ...
 
@@ -270,20 +270,37 @@ class Scheduler:
         nominated = ""
         if preemption is not None:
             nominated = preemption.node
-            victims = tuple(v.pod for v in preemption.victims)
-            for victim in victims:
-                self.cache.remove_pod(victim.key)
-                self.binder.evict(victim, pod, nominated)
+            victims, error = self._evict(pod, preemption)
+            if error:
+                self.queue.add_error(qp)
+                return Outcome(pod, None, error, victims=victims)
             for key, nomination in list(self.nominations.items()):
                 if nomination.node == nominated and nomination.priority < pod.priority:
                     del self.nominations[key]  # lower-priority nominations there are void now
                     self.queue.activate(key)
             self.nominations[pod.key] = Nomination(nominated, pod.priority, demand)
             qp.pod = replace(pod, nominated_node_name=nominated)
-            self._assigned_pod_gone()
         message = fit_error_message(self.cache.table.node_count, counts, post_filter)
         self.queue.add_unschedulable(qp, result.rejected_by())
         return Outcome(pod, None, message, nominated, victims)
+
+    def _evict(self, preemptor: Pod, preemption: Preemption) -> tuple[tuple[Pod, ...], str]:
+        """Evict the victims one by one, each leaving the cache once the binder has evicted it.
+        Returns the evicted pods and, if the binder refused one, why (the preemptor then backs
+        off and retries, as kube treats a failed victim deletion as an error for that pod)."""
+        evicted: list[Pod] = []
+        error = ""
+        for state in preemption.victims:
+            try:
+                self.binder.evict(state.pod, preemptor, preemption.node)
+            except Exception as exc:  # any binder failure: report it for this pod, keep scheduling
+                error = f"preemption: evicting {state.pod.key} from {preemption.node} failed: {exc}"
+                break
+            self.cache.remove_pod(state.pod.key)
+            evicted.append(state.pod)
+        if evicted:
+            self._assigned_pod_gone()
+        return tuple(evicted), error
 
     def _bind(self, qp: QueuedPod, bound: Pod, node: str) -> None:
         try:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.scheduler.support import engine, node, pod
+from kubenode.model.objects import Pod
+from tests.scheduler.support import RecordingBinder, engine, node, pod
 
 CPU4 = {"cpu": 4000}
 
@@ -109,3 +110,23 @@ def test_removing_every_lower_pod_is_not_enough() -> None:
     outcome, *_ = preempt([("low", 1000, 100, "a", T1), ("high", 3000, 5000, "a", T1)], cpu=2000)
     assert outcome.victims == ()
     assert outcome.message.endswith("preemption: 0/1 nodes are available: 1 Insufficient cpu.")
+
+
+class RefusingEvictions(RecordingBinder):
+    def evict(self, victim: Pod, preemptor: Pod, node: str) -> None:
+        raise RuntimeError("apiserver said no")
+
+
+def test_a_refused_eviction_fails_this_attempt_only_and_the_victim_stays_counted() -> None:
+    scheduler, clock, _ = engine(RefusingEvictions())
+    scheduler.add_node(node("a", CPU4))
+    scheduler.add_pod(pod("low", {"cpu": 4000}, priority=100, node_name="a"))
+    scheduler.add_pod(pod("vip", {"cpu": 2000}, priority=1000))
+    outcome = scheduler.schedule_one()
+    assert outcome is not None and outcome.node is None and not outcome.victims
+    assert outcome.message == "preemption: evicting default/low from a failed: apiserver said no"
+    assert scheduler.cache.pods_on("a")[0].pod.name == "low"
+    assert scheduler.queue.where("default/vip") == "backoff" and not scheduler.nominations
+    clock.advance(1)
+    again = scheduler.schedule_one()
+    assert again is not None and again.pod.name == "vip"
