@@ -72,9 +72,10 @@ class PluginManager:
 
     def run(self) -> None:
         """Serve and keep registered until `stop()`; cleans up everything it made."""
-        self.kubelet_dir.mkdir(parents=True, exist_ok=True)
-        self._watcher = DirWatcher(self.kubelet_dir)
         try:
+            # Inside the try: if the dir cannot be made or watched, the backends (NVML, threads) still stop.
+            self.kubelet_dir.mkdir(parents=True, exist_ok=True)
+            self._watcher = DirWatcher(self.kubelet_dir)
             for resource in self.resources:
                 resource.backend.start(resource.state.refresh)
                 resource.state.refresh()  # anything that changed before start
@@ -91,7 +92,8 @@ class PluginManager:
             for endpoint, done in stopping:
                 endpoint.finish_stop(done)
             self._stop_backends()
-            self._watcher.close()
+            if self._watcher is not None:
+                self._watcher.close()
 
     def stop(self) -> None:
         """Ask `run()` to return; safe from any thread or a signal handler."""

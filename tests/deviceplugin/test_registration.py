@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import time
@@ -102,6 +103,19 @@ def test_refuses_a_regular_file_in_place_of_its_socket(kubelet_dir: Path) -> Non
         manager.run()
     assert blocker.read_text() == "not a socket"
     assert not (kubelet_dir / default_socket_name("example.com/accel")).exists()
+
+
+def test_backends_stop_when_the_kubelet_dir_cannot_be_made(
+    kubelet_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (kubelet_dir / "file").write_text("in the way")
+    manager = PluginManager(load_config(CONFIGS / "static.yaml"), str(kubelet_dir / "file" / "dir"))
+    stopped: list[str] = []
+    for resource in manager.resources:
+        monkeypatch.setattr(resource.backend, "stop", functools.partial(stopped.append, resource.config.name))
+    with pytest.raises(NotADirectoryError):
+        manager.run()
+    assert sorted(stopped) == sorted(RESOURCES)
 
 
 def test_stop_removes_sockets_and_threads(
