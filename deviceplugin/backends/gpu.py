@@ -48,13 +48,18 @@ class GpuBackend(Backend):
     def _discover(self, resource_name: str) -> bool:
         try:
             self._nvml.init()
+            try:
+                gpus = self._nvml.gpus()
+            except NvmlUnavailable:
+                self._nvml.shutdown()  # initialised, so release it before giving up
+                raise
         except NvmlUnavailable as exc:
             message = f"gpu backend for {resource_name}: NVML unavailable ({exc}); advertising no GPUs"
             if self.options.fail_on_init_error:
                 raise BackendError(message) from None
             log.warning("%s", message)
             return False
-        for gpu in self._nvml.gpus():
+        for gpu in gpus:
             device_id = gpu.uuid if self.options.id_strategy == "uuid" else str(gpu.index)
             self._gpus[device_id] = gpu
             self._numa[device_id] = _numa_node(self.options.sysfs_root, gpu.pci_bus_id)

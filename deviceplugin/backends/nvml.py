@@ -67,16 +67,21 @@ class PynvmlNvml:
     def gpus(self) -> list[GpuInfo]:
         nv = self._nvml
         result = []
-        for index in range(nv.nvmlDeviceGetCount()):
-            handle = nv.nvmlDeviceGetHandleByIndex(index)
-            result.append(
-                GpuInfo(
-                    index=index,
-                    uuid=_text(nv.nvmlDeviceGetUUID(handle)),
-                    minor=int(nv.nvmlDeviceGetMinorNumber(handle)),
-                    pci_bus_id=_text(nv.nvmlDeviceGetPciInfo(handle).busId),
+        index = None
+        try:
+            for index in range(nv.nvmlDeviceGetCount()):
+                handle = nv.nvmlDeviceGetHandleByIndex(index)
+                result.append(
+                    GpuInfo(
+                        index=index,
+                        uuid=_text(nv.nvmlDeviceGetUUID(handle)),
+                        minor=int(nv.nvmlDeviceGetMinorNumber(handle)),
+                        pci_bus_id=_text(nv.nvmlDeviceGetPciInfo(handle).busId),
+                    )
                 )
-            )
+        except nv.NVMLError as exc:  # e.g. GPU_IS_LOST: NVML loaded but the GPUs cannot be listed
+            where = "counting GPUs" if index is None else f"reading GPU {index}"
+            raise NvmlUnavailable(f"{where}: {exc}") from None
         return result
 
     def _events(self) -> Any:

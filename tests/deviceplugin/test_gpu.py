@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from deviceplugin.backend import BackendError
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.backends.gpuhealth import GpuHealth
-from deviceplugin.backends.nvml import GpuInfo, NvmlUnavailable, XidEvent
+from deviceplugin.backends.nvml import GpuInfo, NvmlUnavailable, PynvmlNvml, XidEvent
 from deviceplugin.config import DEFAULT_IGNORED_XIDS, GpuOptions
 from tests.deviceplugin.support import wait_until
 
@@ -140,3 +141,50 @@ def test_nvml_absent_fails_when_configured() -> None:
         GpuBackend("kubenode.io/gpu", GpuOptions(fail_on_init_error=True))
     with pytest.raises(BackendError, match="Driver Not Loaded"):
         GpuBackend("kubenode.io/gpu", GpuOptions(fail_on_init_error=True), nvml=FakeNvml(unavailable=True))
+
+
+class LostGpuNvml(FakeNvml):
+    """NVML loads, but listing the GPUs fails (what PynvmlNvml.gpus reports for e.g. GPU_IS_LOST)."""
+
+    def gpus(self) -> list[GpuInfo]:
+        raise NvmlUnavailable("reading GPU 1: GPU is lost")
+
+
+def test_gpus_that_cannot_be_listed_release_nvml_and_are_reported() -> None:
+    nvml = LostGpuNvml()
+    backend = GpuBackend("kubenode.io/gpu", GpuOptions(), nvml=nvml)
+    assert backend.devices() == [] and nvml.shut_down.is_set()
+    with pytest.raises(
+        BackendError, match=re.escape("kubenode.io/gpu: NVML unavailable (reading GPU 1: GPU is lost)")
+    ):
+        GpuBackend("kubenode.io/gpu", GpuOptions(fail_on_init_error=True), nvml=LostGpuNvml())
+
+
+def test_pynvml_listing_error_names_the_gpu() -> None:
+    class FakeNVMLError(Exception):
+        pass
+
+    class FakePynvml:
+        NVMLError = FakeNVMLError
+
+        def nvmlDeviceGetCount(self) -> int:
+            return 2
+
+        def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+            if index == 1:
+                raise FakeNVMLError("GPU is lost")
+            return index
+
+        def nvmlDeviceGetUUID(self, handle: int) -> bytes:
+            return b"GPU-aaaa"
+
+        def nvmlDeviceGetMinorNumber(self, handle: int) -> int:
+            return handle
+
+        def nvmlDeviceGetPciInfo(self, handle: int) -> object:
+            return type("PciInfo", (), {"busId": b"00000000:3B:00.0"})()
+
+    nvml = PynvmlNvml()
+    nvml._nvml = FakePynvml()
+    with pytest.raises(NvmlUnavailable, match="reading GPU 1: GPU is lost"):
+        nvml.gpus()
