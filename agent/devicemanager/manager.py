@@ -418,20 +418,22 @@ class DeviceManager:
             return held.options if held else None
 
     def free_pod(self, pod_uid: str) -> None:
+        self._free_pods(lambda uid: uid == pod_uid)
+
+    def retain_pods(self, live_pod_uids: Collection[str]) -> None:
+        """Free the devices of every pod not in `live_pod_uids`."""
+        live = set(live_pod_uids)
+        self._free_pods(lambda uid: uid not in live)
+
+    def _free_pods(self, gone: Callable[[str], bool]) -> None:
+        """Drop the holdings of every pod for which `gone(uid)`; one checkpoint write for all of them."""
         with self._lock:
-            keys = [k for k in self._held if k[0] == pod_uid]
+            keys = [k for k in self._held if gone(k[0])]
             for k in keys:
                 del self._held[k]
             if keys:
                 self._save_locked()
                 self._changed.notify_all()
-
-    def retain_pods(self, live_pod_uids: Collection[str]) -> None:
-        """Free the devices of every pod not in `live_pod_uids`."""
-        live = set(live_pod_uids)
-        with self._lock:
-            for uid in {k[0] for k in self._held} - live:
-                self.free_pod(uid)
 
     # ----- internals -------------------------------------------------------------------------------
 

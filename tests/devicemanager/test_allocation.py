@@ -6,7 +6,15 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.devicemanager import AllocationError, DeviceManager, DeviceSpec, Mount, PodRef, PreStartError
+from agent.devicemanager import (
+    AllocationError,
+    DeviceManager,
+    DeviceSpec,
+    Mount,
+    PodRef,
+    PreStartError,
+    checkpoint,
+)
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 RES = "example.com/fake"
@@ -175,3 +183,22 @@ def test_free_and_retain_release_devices(
     manager.retain_pods(["uid-3"])
     assert manager.available() == {RES: 3}
     assert [a.pod.uid for a in manager.allocations()] == ["uid-3"]
+
+
+def test_retain_pods_writes_the_checkpoint_once_for_all_dead_pods(
+    make_manager: Callable[..., DeviceManager],
+    make_plugin: Callable[..., FakePlugin],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    manager = make_manager()
+    ready(manager, make_plugin())
+    for n in range(3):
+        manager.allocate(PodRef(f"uid-{n}", "default", f"pod-{n}"), "main", {RES: 1})
+    saves: list[int] = []
+    real_save = checkpoint.save
+    monkeypatch.setattr(
+        checkpoint, "save", lambda path, data: (saves.append(len(data.entries)), real_save(path, data))
+    )
+    manager.retain_pods([])
+    assert saves == [0]
+    assert checkpoint.load(manager.checkpoint_path).entries == []
