@@ -35,11 +35,14 @@ class RunningAgent:
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
+        # The device manager and the agent are noted before they start, so that stop() also undoes a
+        # start that failed half-way (the agent may have made its cgroup root already); their stop()
+        # copes with that. Not the server: shutdown() of one that never served would wait forever.
         if self.devices is not None:
-            self.devices.start()
             self._started.append("devices")
-        self.agent.start()
+            self.devices.start()
         self._started.append("agent")
+        self.agent.start()
         if self.server is not None:
             self.server.start()
             self._started.append("server")

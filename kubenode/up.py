@@ -142,8 +142,8 @@ def _start_agent(
         server = StatusServer(host, 0, agent.status_json)
     # The device manager is owned by `up` (stopped by its own step), not by RunningAgent.
     running = RunningAgent(config, agent, None, server)
+    stack.callback(running.stop, terminate_pods=True)  # before start: a failed start leaves no cgroups
     running.start()
-    stack.callback(running.stop, terminate_pods=True)
     return running
 
 

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.cgroups import make_pod_cgroups
+from agent.config import AgentConfig
+from agent.daemon import RunningAgent
 from agent.httpapi import StatusServer
+from agent.node import NodeAgent
+from agent.sources import SourceSnapshot
 from kubenode.cli import main
 from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep, write_manifest
 
@@ -99,3 +104,25 @@ def test_kubenode_up_once_shows_pods_cgroups_and_limits() -> None:
         assert not cgroup_dirs(root), "kubenode up left cgroups behind"
     finally:
         sweep(root)
+
+
+class BrokenSource:
+    name = "broken"
+
+    def start(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        raise OSError("manifest directory unreadable")
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_failed_start_is_undone_by_stop(cgroup_root: str, tmp_path: Path) -> None:
+    """`kubenode up` stops what failed half-way: the cgroup root made before the failure goes too."""
+    config = AgentConfig(state_dir=tmp_path / "state", cgroup_root=cgroup_root, device_plugin_dir=None)
+    cgroups = make_pod_cgroups(cgroup_root)
+    running = RunningAgent(config, NodeAgent(config, cgroups, [BrokenSource()]), None)
+    with pytest.raises(OSError, match="unreadable"):
+        running.start()
+    assert cgroup_dirs(cgroup_root), "the agent made its cgroups before the source failed"
+    running.stop(terminate_pods=True)
+    assert not cgroup_dirs(cgroup_root), "stop left the half-started agent's cgroups behind"
