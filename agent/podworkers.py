@@ -295,7 +295,11 @@ class PodWorkers:
                 self._changed.wait(left)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait until `predicate()` (evaluated under the workers' lock after every change) holds."""
+        """Wait until `predicate()` (evaluated under the workers' lock after every change) holds.
+
+        The predicate may call this object's queries (the lock is reentrant) but must take no other
+        lock: the agent takes its own lock first and then this one, so the reverse order deadlocks.
+        """
         deadline = time.monotonic() + timeout
         with self._changed:
             while not predicate():
