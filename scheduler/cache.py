@@ -91,14 +91,16 @@ class SchedulerCache:
             self.by_node.pop(state.node, None)
         return state
 
-    def _state(self, pod: Pod, node: str) -> PodState:
+    def _state(self, pod: Pod, node: str, demand: Demand | None = None) -> PodState:
         start = parse_start_time(pod.start_time)
-        return PodState(pod, node, Demand.of(pod), self._wall_clock() if start is None else start)
+        demand = demand or Demand.of(pod)
+        return PodState(pod, node, demand, self._wall_clock() if start is None else start)
 
-    def assume(self, pod: Pod, node: str) -> PodState:
+    def assume(self, pod: Pod, node: str, demand: Demand | None = None) -> PodState:
+        """Count the pod on node now; demand, if the caller has it, saves computing it again."""
         if pod.key in self.pods:
             raise CacheError(f"pod {pod.key} is already in the cache")
-        state = self._state(pod, node)
+        state = self._state(pod, node, demand)
         state.assumed = True
         self._insert(state)
         return state

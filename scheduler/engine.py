@@ -256,7 +256,7 @@ class Scheduler:
             return self._fail(qp, demand, result)
         node = table.node(slot).name
         bound = replace(pod, node_name=node, nominated_node_name="")
-        self.cache.assume(bound, node)
+        self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)
         self._run_binding(lambda: self._bind(qp, bound, node))
