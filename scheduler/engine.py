@@ -250,10 +250,11 @@ class Scheduler:
         if table.node_count == 0:
             self.queue.add_unschedulable(qp, frozenset())
             return Outcome(pod, None, NO_NODES)
-        result = run_filters(table, pod, demand, self.reserved_for(pod))
+        reserved = self.reserved_for(pod)
+        result = run_filters(table, pod, demand, reserved)
         slot = self._pick(pod, profile, demand, result)
         if slot is None:
-            return self._fail(qp, demand, result)
+            return self._fail(qp, demand, result, reserved)
         node = table.node(slot).name
         bound = replace(pod, node_name=node, nominated_node_name="")
         self.cache.assume(bound, node, demand)
@@ -262,10 +263,10 @@ class Scheduler:
         self._run_binding(lambda: self._bind(qp, bound, node))
         return Outcome(pod, node, f"Successfully assigned {pod.key} to {node}")
 
-    def _fail(self, qp: QueuedPod, demand: Demand, result: FilterResult) -> Outcome:
+    def _fail(self, qp: QueuedPod, demand: Demand, result: FilterResult, reserved: Reserved) -> Outcome:
         pod = qp.pod
         counts = result.histogram()
-        preemption, post_filter = find_preemption(pod, demand, self.cache, result, self.reserved_for(pod))
+        preemption, post_filter = find_preemption(pod, demand, self.cache, result, reserved)
         victims: tuple[Pod, ...] = ()
         nominated = ""
         if preemption is not None:
