@@ -59,6 +59,17 @@ def _check_kind(obj: Fields, kind: str) -> None:
         raise obj.error("apiVersion", f"expected v1, got {api_version!r}")
 
 
+def _named_object(data: Mapping[str, Any], source: str, kind: str) -> tuple[Fields, Fields, str]:
+    """The object of this kind, its metadata and its (validated) name."""
+    obj = Fields(source, "", data, f"V1{kind}")
+    _check_kind(obj, kind)
+    meta = obj.child("metadata", "V1ObjectMeta")
+    name = meta.string("name")
+    if not is_dns1123_subdomain(name):
+        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+    return obj, meta, name
+
+
 def _resource_list(obj: Fields, key: str) -> ResourceList:
     raw = obj.data.get(key)
     if raw is None:
@@ -185,12 +196,7 @@ def _tolerations(spec: Fields) -> tuple[Toleration, ...]:
 
 def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
     """A validated, defaulted Pod; raises ValidationError naming source and field."""
-    obj = Fields(source, "", data, "V1Pod")
-    _check_kind(obj, "Pod")
-    meta = obj.child("metadata", "V1ObjectMeta")
-    name = meta.string("name")
-    if not is_dns1123_subdomain(name):
-        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+    obj, meta, name = _named_object(data, source, "Pod")
     namespace = meta.string("namespace", "default")
     if not is_dns1123_label(namespace):
         raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
@@ -270,12 +276,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
 
 def parse_node(data: Mapping[str, Any], source: str = "") -> Node:
     """A validated Node; allocatable defaults to capacity where absent."""
-    obj = Fields(source, "", data, "V1Node")
-    _check_kind(obj, "Node")
-    meta = obj.child("metadata", "V1ObjectMeta")
-    name = meta.string("name")
-    if not is_dns1123_subdomain(name):
-        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+    obj, meta, name = _named_object(data, source, "Node")
     spec = obj.child("spec", "V1NodeSpec")
     taints = []
     for taint in spec.children("taints", "V1Taint"):
