@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from kubenode.model.errors import ValidationError
+from kubenode.model.fields import Fields
 from kubenode.model.resources import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -91,55 +92,14 @@ class Configuration:
     max_backoff_seconds: float = 10.0
 
 
-class _Reader:
-    """A mapping being read, with its path for errors, that rejects unknown keys."""
-
-    def __init__(self, source: str, path: str, data: object, allowed: tuple[str, ...]) -> None:
-        if not isinstance(data, Mapping):
-            raise ValidationError(source, path, f"must be an object, got {type(data).__name__}")
-        self.source, self.path, self.data = source, path, data
-        for key in data:
-            if key not in allowed:
-                raise self.error(str(key), f"unknown or unsupported field (supported: {', '.join(allowed)})")
-
-    def at(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, key: str, message: str) -> ValidationError:
-        return ValidationError(self.source, self.at(key), message)
-
-    def child(self, key: str, allowed: tuple[str, ...]) -> _Reader:
-        value = self.data.get(key)
-        return _Reader(self.source, self.at(key), {} if value is None else value, allowed)
-
-    def items(self, key: str, allowed: tuple[str, ...]) -> list[_Reader]:
-        value = self.data.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.error(key, "must be a list")
-        return [_Reader(self.source, f"{self.at(key)}[{i}]", v, allowed) for i, v in enumerate(value)]
-
-    def integer(self, key: str, default: int, low: int, high: int) -> int:
-        value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise self.error(key, f"must be an integer in {low}..{high}, got {value!r}")
-        return value
-
-    def string(self, key: str, default: str = "") -> str:
-        value = self.data.get(key, default)
-        if not isinstance(value, str):
-            raise self.error(key, f"must be a string, got {value!r}")
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self.data.get(key) or []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(key, "must be a list of strings")
-        return tuple(value)
+def _bounded(reader: Fields, key: str, default: int, low: int, high: int) -> int:
+    value = reader.data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise reader.error(key, f"must be an integer in {low}..{high}, got {value!r}")
+    return value
 
 
-def _resource_name(reader: _Reader) -> str:
+def _resource_name(reader: Fields) -> str:
     name = reader.string("name")
     scorable = name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_extended_resource_name(name)
     if not scorable and not (is_native_resource(name) and name.startswith("hugepages-")):
@@ -151,13 +111,13 @@ def _resource_name(reader: _Reader) -> str:
     return name
 
 
-def _resource_weights(reader: _Reader, key: str) -> tuple[ResourceWeight, ...] | None:
+def _resource_weights(reader: Fields, key: str) -> tuple[ResourceWeight, ...] | None:
     if key not in reader.data:
         return None
-    items = reader.items(key, ("name", "weight"))
+    items = reader.children(key, allowed=("name", "weight"))
     if not items:
         raise reader.error(key, "must list at least one resource")
-    result = tuple(ResourceWeight(_resource_name(r), r.integer("weight", 1, 1, 100)) for r in items)
+    result = tuple(ResourceWeight(_resource_name(r), _bounded(r, "weight", 1, 1, 100)) for r in items)
     names = [r.name for r in result]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -165,12 +125,12 @@ def _resource_weights(reader: _Reader, key: str) -> tuple[ResourceWeight, ...] |
     return result
 
 
-def _shape(reader: _Reader) -> tuple[ShapePoint, ...]:
-    points = reader.items("shape", ("utilization", "score"))
+def _shape(reader: Fields) -> tuple[ShapePoint, ...]:
+    points = reader.children("shape", allowed=("utilization", "score"))
     if not points:
         raise reader.error("shape", "RequestedToCapacityRatio needs at least one shape point")
     shape = tuple(
-        ShapePoint(p.integer("utilization", 0, 0, 100), p.integer("score", 0, 0, 10)) for p in points
+        ShapePoint(_bounded(p, "utilization", 0, 0, 100), _bounded(p, "score", 0, 0, 10)) for p in points
     )
     for before, after in itertools.pairwise(shape):
         if after.utilization <= before.utilization:
@@ -178,14 +138,14 @@ def _shape(reader: _Reader) -> tuple[ShapePoint, ...]:
     return shape
 
 
-def _scoring_strategy(reader: _Reader) -> ScoringStrategy:
+def _scoring_strategy(reader: Fields) -> ScoringStrategy:
     kind = reader.string("type", LEAST_ALLOCATED)
     if kind not in STRATEGIES:
         raise reader.error("type", f"must be one of {', '.join(STRATEGIES)}, got {kind!r}")
     resources = _resource_weights(reader, "resources") or ScoringStrategy().resources
     shape: tuple[ShapePoint, ...] = ()
     if kind == REQUESTED_TO_CAPACITY_RATIO:
-        shape = _shape(reader.child("requestedToCapacityRatio", ("shape",)))
+        shape = _shape(reader.child("requestedToCapacityRatio", allowed=("shape",)))
     elif "requestedToCapacityRatio" in reader.data:
         raise reader.error(
             "requestedToCapacityRatio", f"only allowed with type {REQUESTED_TO_CAPACITY_RATIO}"
@@ -193,10 +153,10 @@ def _scoring_strategy(reader: _Reader) -> ScoringStrategy:
     return ScoringStrategy(kind, resources, shape)
 
 
-def _weights(plugins: _Reader) -> dict[str, int]:
-    score = plugins.child("score", ("enabled", "disabled"))
+def _weights(plugins: Fields) -> dict[str, int]:
+    score = plugins.child("score", allowed=("enabled", "disabled"))
     weights = dict(DEFAULT_WEIGHTS)
-    for entry in score.items("disabled", ("name",)):
+    for entry in score.children("disabled", allowed=("name",)):
         name = entry.string("name")
         if name == "*":
             weights.clear()
@@ -204,25 +164,29 @@ def _weights(plugins: _Reader) -> dict[str, int]:
             weights.pop(name, None)
         else:
             raise entry.error("name", f"unknown score plugin {name!r}")
-    for entry in score.items("enabled", ("name", "weight")):
+    for entry in score.children("enabled", allowed=("name", "weight")):
         name = entry.string("name")
         if name not in DEFAULT_WEIGHTS:
             raise entry.error(
                 "name", f"unsupported score plugin {name!r} (supported: {', '.join(DEFAULT_WEIGHTS)})"
             )
-        weights[name] = entry.integer("weight", DEFAULT_WEIGHTS[name], 1, 100)
+        weights[name] = _bounded(entry, "weight", DEFAULT_WEIGHTS[name], 1, 100)
     return weights
 
 
-def _profile(reader: _Reader) -> Profile:
+def _profile(reader: Fields) -> Profile:
     name = reader.string("schedulerName", DEFAULT_SCHEDULER_NAME)
-    weights = _weights(reader.child("plugins", ("score",)))
+    weights = _weights(reader.child("plugins", allowed=("score",)))
     profile = Profile(scheduler_name=name, weights=weights)
-    for entry in reader.items("pluginConfig", ("name", "args")):
+    for entry in reader.children("pluginConfig", allowed=("name", "args")):
         plugin = entry.string("name")
         if plugin == FIT:
-            args = entry.child("args", ("scoringStrategy", "ignoredResources", "ignoredResourceGroups"))
-            strategy = args.child("scoringStrategy", ("type", "resources", "requestedToCapacityRatio"))
+            args = entry.child(
+                "args", allowed=("scoringStrategy", "ignoredResources", "ignoredResourceGroups")
+            )
+            strategy = args.child(
+                "scoringStrategy", allowed=("type", "resources", "requestedToCapacityRatio")
+            )
             profile = replace(
                 profile,
                 scoring=_scoring_strategy(strategy),
@@ -230,7 +194,7 @@ def _profile(reader: _Reader) -> Profile:
                 ignored_resource_groups=frozenset(args.strings("ignoredResourceGroups")),
             )
         elif plugin == BALANCED:
-            args = entry.child("args", ("resources",))
+            args = entry.child("args", allowed=("resources",))
             balanced = _resource_weights(args, "resources") or profile.balanced_resources
             profile = replace(profile, balanced_resources=balanced)
         else:
@@ -242,11 +206,11 @@ def _profile(reader: _Reader) -> Profile:
 
 def parse_configuration(data: Any, source: str) -> Configuration:
     """A Configuration from a decoded KubeSchedulerConfiguration; ValidationError names source and field."""
-    top = _Reader(
+    top = Fields(
         source,
         "",
         data,
-        ("apiVersion", "kind", "profiles", "podInitialBackoffSeconds", "podMaxBackoffSeconds"),
+        allowed=("apiVersion", "kind", "profiles", "podInitialBackoffSeconds", "podMaxBackoffSeconds"),
     )
     kind = top.string("kind", "KubeSchedulerConfiguration")
     if kind != "KubeSchedulerConfiguration":
@@ -254,12 +218,12 @@ def parse_configuration(data: Any, source: str) -> Configuration:
     api_version = top.string("apiVersion", "kubescheduler.config.k8s.io/v1")
     if not api_version.startswith("kubescheduler.config.k8s.io/"):
         raise top.error("apiVersion", f"expected kubescheduler.config.k8s.io/v1, got {api_version!r}")
-    initial = top.integer("podInitialBackoffSeconds", 1, 1, 3600)
-    maximum = top.integer("podMaxBackoffSeconds", 10, 1, 3600)
+    initial = _bounded(top, "podInitialBackoffSeconds", 1, 1, 3600)
+    maximum = _bounded(top, "podMaxBackoffSeconds", 10, 1, 3600)
     if maximum < initial:
         raise top.error("podMaxBackoffSeconds", "must be at least podInitialBackoffSeconds")
     profiles: dict[str, Profile] = {}
-    for entry in top.items("profiles", ("schedulerName", "plugins", "pluginConfig")):
+    for entry in top.children("profiles", allowed=("schedulerName", "plugins", "pluginConfig")):
         profile = _profile(entry)
         if profile.scheduler_name in profiles:
             raise entry.error("schedulerName", f"duplicate profile {profile.scheduler_name!r}")

@@ -1,8 +1,9 @@
 """Typed access to decoded JSON/YAML with errors that carry the field path.
 
-Known field names come from the official Kubernetes client's models, so an unknown
-(for example misspelt) field is reported instead of silently ignored, as the API
-server's strict decoding does.
+Known field names come from the official Kubernetes client's models (or, for files
+kubenode reads only in part, such as scheduler profiles, a list of supported keys), so
+an unknown (for example misspelt) field is reported instead of silently ignored, as
+the API server's strict decoding does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ def known_fields(model_name: str) -> frozenset[str]:
 class Fields:
     """One JSON object being read, with its location for error messages."""
 
-    def __init__(self, source: str, path: str, value: object, model: str | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        path: str,
+        value: object,
+        model: str | None = None,
+        *,
+        allowed: tuple[str, ...] | None = None,
+    ) -> None:
         if not isinstance(value, Mapping):
             raise ValidationError(source, path, f"must be an object, got {type(value).__name__}")
         self.source = source
@@ -38,6 +47,12 @@ class Fields:
             unknown = sorted(str(k) for k in value if k not in known_fields(model))
             if unknown:
                 raise ValidationError(source, self.at(unknown[0]), "unknown field")
+        if allowed is not None:
+            for key in value:
+                if key not in allowed:
+                    raise self.error(
+                        str(key), f"unknown or unsupported field (supported: {', '.join(allowed)})"
+                    )
 
     def at(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
@@ -72,19 +87,24 @@ class Fields:
             raise self.error(key, f"must be true or false, got {value!r}")
         return value
 
-    def child(self, key: str, model: str | None = None) -> Fields:
+    def child(self, key: str, model: str | None = None, *, allowed: tuple[str, ...] | None = None) -> Fields:
         """A nested object; a missing one reads as empty."""
         value = self.data.get(key)
-        return Fields(self.source, self.at(key), {} if value is None else value, model)
+        return Fields(self.source, self.at(key), {} if value is None else value, model, allowed=allowed)
 
-    def children(self, key: str, model: str | None = None) -> list[Fields]:
+    def children(
+        self, key: str, model: str | None = None, *, allowed: tuple[str, ...] | None = None
+    ) -> list[Fields]:
         """A list of objects; a missing list reads as empty."""
         value = self.data.get(key)
         if value is None:
             return []
         if not isinstance(value, list):
             raise self.error(key, "must be a list")
-        return [Fields(self.source, f"{self.at(key)}[{i}]", item, model) for i, item in enumerate(value)]
+        return [
+            Fields(self.source, f"{self.at(key)}[{i}]", item, model, allowed=allowed)
+            for i, item in enumerate(value)
+        ]
 
     def strings(self, key: str) -> tuple[str, ...]:
         value = self.data.get(key)
