@@ -187,10 +187,9 @@ def _tolerations(spec: Fields) -> tuple[Toleration, ...]:
         effect = tol.string("effect")
         if effect and effect not in TAINT_EFFECTS:
             raise tol.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
-        seconds = tol.data.get("tolerationSeconds")
-        result.append(
-            Toleration(tol.string("key"), operator, tol.string("value"), effect, seconds if seconds else None)
-        )
+        # 0 means "evict at once", unlike an absent value ("tolerate forever"): keep it.
+        seconds = tol.integer("tolerationSeconds", 0) if tol.has("tolerationSeconds") else None
+        result.append(Toleration(tol.string("key"), operator, tol.string("value"), effect, seconds))
     return tuple(result)
 
 

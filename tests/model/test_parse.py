@@ -71,6 +71,15 @@ def test_non_zero_defaults_fill_only_missing_cpu_and_memory_requests() -> None:
     assert pod_requests(p, non_zero=True) == {"cpu": 100, "memory": 200 * 2**20 + 2**30}
 
 
+def test_toleration_seconds_zero_is_kept_and_a_non_integer_is_rejected() -> None:
+    tolerate = {"key": "k", "operator": "Exists", "effect": "NoExecute"}
+    spec = pod([container()], tolerations=[{**tolerate, "tolerationSeconds": 0}, tolerate])
+    assert [t.toleration_seconds for t in parse_pod(spec).tolerations] == [0, None]
+    spec["spec"]["tolerations"][0]["tolerationSeconds"] = "soon"
+    with pytest.raises(ValidationError, match=r"tolerations\[0\]\.tolerationSeconds"):
+        parse_pod(spec)
+
+
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
