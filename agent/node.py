@@ -205,10 +205,11 @@ class NodeAgent:
 
     def _plugin_may_still_come(self, rejection: Rejection) -> bool:
         resource = rejection.reason[len("OutOf") :]
+        # Registered is not enough: until its plugin's first device list arrives the resource counts 0.
         return (
             "/" in resource
             and self.devices is not None
-            and resource not in self.devices.capacity()
+            and not self.devices.wait_for_resource(resource, 0)
             and self._clock() - self._started_at < self.config.device_plugin_wait
         )
 
