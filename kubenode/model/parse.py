@@ -4,7 +4,8 @@ Defaults: namespace `default`, restartPolicy `Always`, terminationGracePeriodSec
 schedulerName `default-scheduler`, preemptionPolicy `PreemptLowerPriority`, and
 requests defaulted from limits per resource. Validation covers what kubenode acts on:
 names, quantities (well-formed and non-negative), requests <= limits, extended
-resources (integer, requests == limits), enums, and unknown fields in the objects read.
+resources (integer, requests == limits), enums, node selector terms and requirements
+(operators, values, label keys, field selectors), and unknown fields in the objects read.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+NODE_NAME_FIELD = "metadata.name"
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")  # what Go's strconv.ParseInt accepts in base 10
 
 
 def is_valid_uid(uid: str) -> bool:
@@ -164,18 +167,74 @@ def _container(obj: Fields, init: bool) -> Container:
     )
 
 
-def _requirements(term: Fields, key: str) -> tuple[NodeSelectorRequirement, ...]:
-    result = []
-    for req in term.children(key, "V1NodeSelectorRequirement"):
-        operator = req.string("operator")
-        if operator not in SELECTOR_OPERATORS:
-            raise req.error("operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {operator!r}")
-        result.append(NodeSelectorRequirement(req.string("key"), operator, req.strings("values")))
-    return tuple(result)
+def _check_operator_values(req: Fields, operator: str, values: tuple[str, ...]) -> None:
+    """The number (and for Gt/Lt the form) of values each operator takes, as
+    ValidateNodeSelectorRequirement checks them."""
+    if operator in ("In", "NotIn") and not values:
+        raise req.error("values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise req.error(
+            "values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        )
+    if operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise req.error(
+                "values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
+            )
+        # labels.NewRequirement refuses what strconv.ParseInt(v, 10, 64) cannot read; the
+        # scheduler could never match it.
+        if not _INTEGER.match(values[0]) or not -(2**63) <= int(values[0]) < 2**63:
+            raise req.error(
+                "values[0]", f"for 'Gt', 'Lt' operators, the value must be an integer, got {values[0]!r}"
+            )
+
+
+def _label_requirement(req: Fields) -> NodeSelectorRequirement:
+    operator = req.string("operator")
+    if operator not in SELECTOR_OPERATORS:
+        raise req.error("operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {operator!r}")
+    values = req.strings("values")
+    _check_operator_values(req, operator, values)
+    key = req.string("key")
+    problem = qualified_name_problem(key)
+    if problem:
+        raise req.error("key", f"invalid label key {key!r}: {problem}")
+    return NodeSelectorRequirement(key, operator, values)
+
+
+def _field_requirement(req: Fields) -> NodeSelectorRequirement:
+    """ValidateNodeFieldSelectorRequirement: only metadata.name, with In/NotIn and one node name."""
+    operator = req.string("operator")
+    if operator not in ("In", "NotIn"):
+        raise req.error("operator", f"must be In or NotIn for a node field selector, got {operator!r}")
+    values = req.strings("values")
+    if len(values) != 1:
+        raise req.error(
+            "values",
+            "Required value: must be only one value when `operator` is 'In' or 'NotIn' "
+            "for node field selector",
+        )
+    key = req.string("key")
+    if key != NODE_NAME_FIELD:
+        raise req.error("key", f"not a valid field selector key (only {NODE_NAME_FIELD}), got {key!r}")
+    if not is_dns1123_subdomain(values[0]):
+        raise req.error("values[0]", f"must be a lowercase RFC 1123 subdomain, got {values[0]!r}")
+    return NodeSelectorRequirement(key, operator, values)
 
 
 def _term(term: Fields) -> NodeSelectorTerm:
-    return NodeSelectorTerm(_requirements(term, "matchExpressions"), _requirements(term, "matchFields"))
+    return NodeSelectorTerm(
+        tuple(_label_requirement(r) for r in term.children("matchExpressions", "V1NodeSelectorRequirement")),
+        tuple(_field_requirement(r) for r in term.children("matchFields", "V1NodeSelectorRequirement")),
+    )
+
+
+def _required_terms(affinity: Fields) -> tuple[NodeSelectorTerm, ...]:
+    selector = affinity.child("requiredDuringSchedulingIgnoredDuringExecution", "V1NodeSelector")
+    terms = tuple(_term(t) for t in selector.children("nodeSelectorTerms", "V1NodeSelectorTerm"))
+    if not terms:  # the API server refuses it rather than leave the pod unschedulable
+        raise selector.error("nodeSelectorTerms", "Required value: must have at least one node selector term")
+    return terms
 
 
 def _tolerations(spec: Fields) -> tuple[Toleration, ...]:
@@ -227,8 +286,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
     affinity = spec.child("affinity", "V1Affinity").child("nodeAffinity", "V1NodeAffinity")
     required = None
     if affinity.has("requiredDuringSchedulingIgnoredDuringExecution"):
-        selector = affinity.child("requiredDuringSchedulingIgnoredDuringExecution", "V1NodeSelector")
-        required = tuple(_term(t) for t in selector.children("nodeSelectorTerms", "V1NodeSelectorTerm"))
+        required = _required_terms(affinity)
     preferred = []
     for pref in affinity.children(
         "preferredDuringSchedulingIgnoredDuringExecution", "V1PreferredSchedulingTerm"

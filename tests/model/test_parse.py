@@ -171,3 +171,134 @@ def test_documents_flatten_lists_and_multidocs() -> None:
 )
 def test_extended_resource_names(name: str, ok: bool) -> None:
     assert is_extended_resource_name(name) is ok
+
+
+def affinity_pod(*requirements: dict[str, Any], key: str = "matchExpressions") -> dict[str, Any]:
+    """A pod whose required node affinity has one term with these requirements."""
+    term = {key: list(requirements)}
+    required = {"nodeSelectorTerms": [term]}
+    return pod(
+        [container()], affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    )
+
+
+REQUIRED_TERM = (
+    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+)
+
+
+def test_valid_node_selector_requirements_are_read() -> None:
+    parsed = parse_pod(
+        affinity_pod(
+            {"key": "example.com/zone", "operator": "In", "values": ["a", "b"]},
+            {"key": "gen", "operator": "Gt", "values": ["-4"]},
+            {"key": "gpu", "operator": "DoesNotExist"},
+        )
+    )
+    assert parsed.required_node_affinity is not None
+    assert [r.operator for r in parsed.required_node_affinity[0].match_expressions] == [
+        "In",
+        "Gt",
+        "DoesNotExist",
+    ]
+    by_name = parse_pod(
+        affinity_pod({"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}, key="matchFields")
+    )
+    assert by_name.required_node_affinity is not None
+    assert by_name.required_node_affinity[0].match_fields[0].values == ("n1",)
+
+
+def test_empty_node_selector_terms_are_refused_not_left_unschedulable() -> None:
+    data = pod(
+        [container()], affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
+    )
+    with pytest.raises(ValidationError, match="must have at least one node selector term") as err:
+        parse_pod(data, "p.yaml")
+    assert err.value.field == REQUIRED_TERM.removesuffix("[0]")
+    data["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": []
+    }
+    with pytest.raises(ValidationError, match="must have at least one node selector term"):
+        parse_pod(data, "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("requirement", "field", "message"),
+    [
+        ({"key": "zone", "operator": "In"}, "matchExpressions[0].values", "must be specified"),
+        (
+            {"key": "zone", "operator": "NotIn", "values": []},
+            "matchExpressions[0].values",
+            "must be specified",
+        ),
+        ({"key": "zone", "operator": "Exists", "values": ["a"]}, "matchExpressions[0].values", "may not be"),
+        (
+            {"key": "zone", "operator": "DoesNotExist", "values": ["a"]},
+            "matchExpressions[0].values",
+            "may not be",
+        ),
+        ({"key": "gen", "operator": "Gt"}, "matchExpressions[0].values", "single value"),
+        (
+            {"key": "gen", "operator": "Lt", "values": ["1", "2"]},
+            "matchExpressions[0].values",
+            "single value",
+        ),
+        ({"key": "gen", "operator": "Gt", "values": ["four"]}, "matchExpressions[0].values[0]", "integer"),
+        ({"key": "gen", "operator": "Lt", "values": ["1.5"]}, "matchExpressions[0].values[0]", "integer"),
+        (
+            {"key": "gen", "operator": "Lt", "values": [str(2**63)]},
+            "matchExpressions[0].values[0]",
+            "integer",
+        ),
+        (
+            {"key": "gen", "operator": "Above", "values": ["1"]},
+            "matchExpressions[0].operator",
+            "must be one of",
+        ),
+        ({"key": "bad key", "operator": "Exists"}, "matchExpressions[0].key", "invalid label key"),
+        ({"key": "", "operator": "Exists"}, "matchExpressions[0].key", "invalid label key"),
+        ({"key": "Bad_Domain/zone", "operator": "Exists"}, "matchExpressions[0].key", "prefix part"),
+    ],
+)
+def test_bad_node_selector_requirements_name_the_field(
+    requirement: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message) as err:
+        parse_pod(affinity_pod(requirement), "p.yaml")
+    assert err.value.field == f"{REQUIRED_TERM}.{field}"
+
+
+@pytest.mark.parametrize(
+    ("requirement", "field", "message"),
+    [
+        ({"key": "metadata.name", "operator": "Exists"}, "operator", "In or NotIn"),
+        ({"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}, "values", "only one value"),
+        ({"key": "metadata.name", "operator": "In"}, "values", "only one value"),
+        (
+            {"key": "metadata.labels", "operator": "In", "values": ["n1"]},
+            "key",
+            "not a valid field selector key",
+        ),
+        ({"key": "metadata.name", "operator": "In", "values": ["N_1"]}, "values[0]", "RFC 1123 subdomain"),
+    ],
+)
+def test_bad_node_field_selectors_name_the_field(
+    requirement: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message) as err:
+        parse_pod(affinity_pod(requirement, key="matchFields"), "p.yaml")
+    assert err.value.field == f"{REQUIRED_TERM}.matchFields[0].{field}"
+
+
+def test_preferred_terms_are_validated_like_required_ones() -> None:
+    preferred = [{"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In"}]}}]
+    data = pod(
+        [container()],
+        affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}},
+    )
+    with pytest.raises(ValidationError) as err:
+        parse_pod(data)
+    assert err.value.field == (
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+        ".matchExpressions[0].values"
+    )
