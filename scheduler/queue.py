@@ -13,6 +13,7 @@ from an injected clock.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
@@ -22,6 +23,18 @@ from kubenode.model.objects import Pod
 from scheduler.clock import Clock
 
 MAX_UNSCHEDULABLE_SECONDS = 300.0
+
+# What kube's isPodUpdated strips before comparing: the status (phase, nominatedNodeName,
+# startTime), plus where the object was read from and its raw form. (It also strips
+# resourceVersion, generation, managedFields and finalizers, which Pod does not keep.)
+# Every other field, including any added to Pod later, counts as an update.
+_NOT_SCHEDULING_INPUTS = frozenset({"phase", "nominated_node_name", "start_time", "source", "raw"})
+_SCHEDULING_INPUTS = tuple(f.name for f in dataclasses.fields(Pod) if f.name not in _NOT_SCHEDULING_INPUTS)
+
+
+def is_pod_updated(old: Pod, new: Pod) -> bool:
+    """Whether new differs from old in what scheduling may depend on (spec and metadata)."""
+    return any(getattr(old, name) != getattr(new, name) for name in _SCHEDULING_INPUTS)
 
 
 @dataclass
@@ -144,12 +157,13 @@ class SchedulingQueue:
         self._to_active(QueuedPod(pod, timestamp=self._clock.now()))
 
     def update(self, pod: Pod) -> bool:
-        """Replace a queued pod's object; an unschedulable pod whose spec changed is retried.
+        """Replace a queued pod's object; an unschedulable pod whose spec or metadata changed
+        is retried (a status-only change, e.g. its nomination, leaves it parked).
         Returns False if the pod is not queued."""
         qp = self.get(pod.key)
         if qp is None:
             return False
-        changed = qp.pod != pod
+        changed = is_pod_updated(qp.pod, pod)
         qp.pod = pod
         if self._active.get(pod.key) is qp:
             self._to_active(qp)  # its priority may have changed: re-push, the old entry goes stale

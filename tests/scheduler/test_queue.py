@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from scheduler.clock import ManualClock
 from scheduler.queue import SchedulingQueue
 from tests.scheduler.support import pod
@@ -107,3 +109,26 @@ def test_spec_update_retries_an_unschedulable_pod_and_delete_removes_it() -> Non
     assert queue.where(KEY) == "active"
     queue.delete(KEY)
     assert queue.where(KEY) is None and len(queue) == 0
+
+
+def test_status_only_update_leaves_an_unschedulable_pod_parked() -> None:
+    queue, clock = tried_once()
+    clock.advance(2)
+    parked = pod("p", {"cpu": 8000})
+    for status_change in (
+        dataclasses.replace(parked, nominated_node_name="n1"),
+        dataclasses.replace(parked, phase="Pending", start_time="2024-01-01T00:00:00Z"),
+        dataclasses.replace(parked, source="api", raw={"metadata": {"resourceVersion": "7"}}),
+    ):
+        assert queue.update(status_change)
+        assert queue.where(KEY) == "unschedulable", status_change
+        qp = queue.get(KEY)
+        assert qp is not None and qp.pod is status_change  # the newest object is still kept
+
+
+def test_label_or_annotation_update_retries_an_unschedulable_pod() -> None:
+    for change in ({"labels": {"tier": "web"}}, {"annotations": {"note": "x"}}):
+        queue, clock = tried_once()
+        clock.advance(2)
+        assert queue.update(dataclasses.replace(pod("p", {"cpu": 8000}), **change))
+        assert queue.where(KEY) == "active", change
