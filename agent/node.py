@@ -49,14 +49,20 @@ from agent.podworkers import (
 from agent.runtime import ProcessRuntime
 from agent.sources import ManifestError, PodSource, SourceSnapshot
 from deviceplugin.cpuset import format_cpuset, parse_cpuset
-from kubenode.model import Pod
-from kubenode.model.resources import is_native_resource
+from kubenode.model import Container, Pod
+from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)
 
 CPUSET_ENV = "KUBENODE_CPUSET"
 QOS_UPDATE_INTERVAL_S = 60.0  # the kubelet's periodicQOSCgroupUpdateInterval
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
+
+
+def device_plugin_limits(container: Container) -> dict[str, int]:
+    """The container's limits that the device manager allocates: positive extended
+    resources only (cpu, memory, hugepages-* and kubernetes.io/ names stay the kubelet's)."""
+    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
 
 
 @dataclass(frozen=True)
@@ -332,7 +338,7 @@ class NodeAgent:
         cpus: set[int] = set()
         ref = PodRef(pod.uid, pod.namespace, pod.name)
         for c in pod.all_containers:
-            wanted = {r: n for r, n in c.limits.items() if n > 0 and not is_native_resource(r) and "/" in r}
+            wanted = device_plugin_limits(c)
             if not wanted:
                 continue
             if self.devices is None:
