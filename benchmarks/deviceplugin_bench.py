@@ -22,6 +22,7 @@ from benchstats import percentile, report, rss_mib
 
 from agent.devicemanager import DeviceManager
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import KUBELET_DIR_ENV, UNHEALTHY
 
 CONFIG = Path(__file__).resolve().parent.parent / "tests/configs/static.yaml"
 RESOURCES = ("example.com/dongle", "example.com/accel")
@@ -66,7 +67,7 @@ def bench_health(stub: Any, health_file: Path) -> None:
         health_file.write_text("dongle-1\n" if unhealthy else "")
         while True:
             devices = {d.ID: d.health for d in next(stream).devices}
-            if (devices["dongle-1"] == "Unhealthy") == unhealthy:
+            if (devices["dongle-1"] == UNHEALTHY) == unhealthy:
                 break
         samples.append((time.perf_counter() - started) * 1000)
     stream.cancel()
@@ -92,7 +93,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="kn-bench-", dir="/tmp"))
     plugin_dir = root / "plugins"
     kubelet = start_kubelet(plugin_dir, root / "state")
-    env = {**os.environ, "KUBENODE_KUBELET_DIR": str(plugin_dir)}
+    env = {**os.environ, KUBELET_DIR_ENV: str(plugin_dir)}
     plugin = subprocess.Popen(
         [
             sys.executable,

@@ -26,10 +26,14 @@ import yaml
 
 from deviceplugin.cpuset import parse_cpuset
 from deviceplugin.resourcename import extended_resource_name_error
+from kubenode.deviceapi import (
+    DEFAULT_KUBELET_DIR,
+    HEALTH_VALUES,
+    HEALTHY,
+    KUBELET_DIR_ENV,
+    MAX_DEVICE_ID_LENGTH,
+)
 
-DEFAULT_KUBELET_DIR = "/var/lib/kubelet/device-plugins"
-KUBELET_DIR_ENV = "KUBENODE_KUBELET_DIR"
-MAX_DEVICE_ID_LENGTH = 63  # Device.ID in the Device Plugin API
 BACKENDS = ("cpu", "gpu", "static")
 DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # application errors, not GPU faults
 
@@ -250,9 +254,9 @@ def _parse_static(node: _Node, replicas: int) -> StaticOptions:
         if device_id in seen:
             item.fail("id", f"duplicate device ID {device_id!r}")
         seen.add(device_id)
-        health = item.text("health", "Healthy")
-        if health not in ("Healthy", "Unhealthy"):
-            item.fail("health", f"{health!r} must be Healthy or Unhealthy")
+        health = item.text("health", HEALTHY)
+        if health not in HEALTH_VALUES:
+            item.fail("health", f"{health!r} must be {' or '.join(HEALTH_VALUES)}")
         devices.append(
             StaticDevice(
                 id=device_id,
@@ -260,7 +264,7 @@ def _parse_static(node: _Node, replicas: int) -> StaticOptions:
                 device_nodes=tuple(_parse_device_node(n) for n in item.items("deviceNodes", default=[])),
                 mounts=tuple(_parse_mount(m) for m in item.items("mounts", default=[])),
                 env=item.str_map("env"),
-                healthy=health == "Healthy",
+                healthy=health == HEALTHY,
             )
         )
     return StaticOptions(devices=tuple(devices), health_file=node.text("healthFile", None))

@@ -7,6 +7,7 @@ from typing import Any
 
 from deviceplugin.backends import make_backend
 from deviceplugin.config import PluginConfig
+from kubenode.deviceapi import HEALTHY, UNHEALTHY
 
 
 def discover(config: PluginConfig, kubelet_dir: str) -> list[dict[str, Any]]:
@@ -27,7 +28,7 @@ def discover(config: PluginConfig, kubelet_dir: str) -> list[dict[str, Any]]:
                 "devices": [
                     {
                         "id": d.id,
-                        "health": "Healthy" if d.healthy else "Unhealthy",
+                        "health": HEALTHY if d.healthy else UNHEALTHY,
                         "numa": list(d.numa_nodes),
                     }
                     for d in devices

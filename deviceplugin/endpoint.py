@@ -20,11 +20,10 @@ import grpc
 from deviceplugin.devicestate import DeviceState
 from deviceplugin.service import PLUGIN_OPTIONS, DevicePluginService
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import API_VERSION
 
 log = logging.getLogger(__name__)
 
-API_VERSION = "v1beta1"
-KUBELET_SOCKET = "kubelet.sock"
 MAX_WORKERS = 12  # 4 long-lived ListAndWatch streams + 8 concurrent unary calls
 MAX_SOCKET_PATH = 107  # sun_path limit on Linux, without the terminating NUL
 REGISTER_TIMEOUT_S = 5.0

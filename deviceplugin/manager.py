@@ -23,8 +23,9 @@ from deviceplugin.backend import Backend
 from deviceplugin.backends import make_backend
 from deviceplugin.config import PluginConfig, ResourceConfig
 from deviceplugin.devicestate import DeviceState
-from deviceplugin.endpoint import KUBELET_SOCKET, EndpointError, ResourceEndpoint
+from deviceplugin.endpoint import EndpointError, ResourceEndpoint
 from kubenode import sdnotify
+from kubenode.deviceapi import KUBELET_SOCKET
 from kubenode.dirwatch import DirWatcher
 
 log = logging.getLogger(__name__)

@@ -12,13 +12,13 @@ import grpc
 from deviceplugin.backend import ContainerAllocation, Device
 from deviceplugin.devicestate import DeviceState, RequestError
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import HEALTHY, UNHEALTHY
 
 log = logging.getLogger(__name__)
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
 
-HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 
 # What we tell the kubelet, both in GetDevicePluginOptions and in RegisterRequest.options.
 PLUGIN_OPTIONS = api_pb2.DevicePluginOptions(

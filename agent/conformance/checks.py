@@ -13,11 +13,11 @@ import grpc
 
 from agent.conformance.target import Fail, Skip, Target
 from agent.devicemanager.endpoint import rpc_error_text
-from agent.devicemanager.registration import SUPPORTED_VERSION, is_plugin_endpoint
+from agent.devicemanager.registration import is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
+from kubenode.deviceapi import API_VERSION, HEALTH_VALUES, HEALTHY, MAX_DEVICE_ID_LENGTH, SUPPORTED_VERSIONS
 from kubenode.model.resources import is_extended_resource_name, qualified_name_problem
 
-MAX_ID_LENGTH = 63
 UNKNOWN_ID = "kubenode-conformance-no-such-device"
 CONCURRENT_CALLS = 16
 # CDI fully qualified device name: vendor/class=name.
@@ -35,9 +35,9 @@ class Check:
 
 
 def register_version(t: Target) -> str:
-    if t.event.version != SUPPORTED_VERSION:
+    if t.event.version not in SUPPORTED_VERSIONS:
         raise Fail(t.event.error or f"version {t.event.version!r}")
-    return f"version {SUPPORTED_VERSION}"
+    return f"version {t.event.version}"
 
 
 def register_resource_name(t: Target) -> str:
@@ -85,21 +85,23 @@ def law_device_ids(t: Target) -> str:
     ids = [d.ID for d in t.first_list().devices]
     if not ids:
         raise Skip("the plugin advertises no device")
-    bad = [i for i in ids if not i or len(i) > MAX_ID_LENGTH]
+    bad = [i for i in ids if not i or len(i) > MAX_DEVICE_ID_LENGTH]
     if bad:
-        raise Fail(f"device IDs empty or over {MAX_ID_LENGTH} characters: {', '.join(repr(i) for i in bad)}")
+        raise Fail(
+            f"device IDs empty or over {MAX_DEVICE_ID_LENGTH} characters: {', '.join(repr(i) for i in bad)}"
+        )
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise Fail(f"duplicate device IDs: {', '.join(duplicates)}")
-    return f"{len(ids)} unique IDs of at most {MAX_ID_LENGTH} characters"
+    return f"{len(ids)} unique IDs of at most {MAX_DEVICE_ID_LENGTH} characters"
 
 
 def law_health(t: Target) -> str:
     devices = t.first_list().devices
-    bad = [f"{d.ID}={d.health!r}" for d in devices if d.health not in ("Healthy", "Unhealthy")]
+    bad = [f"{d.ID}={d.health!r}" for d in devices if d.health not in HEALTH_VALUES]
     if bad:
         raise Fail(f"health must be exactly Healthy or Unhealthy: {', '.join(bad)}")
-    healthy = sum(d.health == "Healthy" for d in devices)
+    healthy = sum(d.health == HEALTHY for d in devices)
     return f"{healthy} Healthy, {len(devices) - healthy} Unhealthy"
 
 
@@ -294,7 +296,7 @@ def robustness_stream_disconnect(t: Target) -> str:
 
 
 REGISTER = [
-    Check("register.version", register_version, "Register uses version v1beta1"),
+    Check("register.version", register_version, f"Register uses version {API_VERSION}"),
     Check("register.resource_name", register_resource_name, "the resource name is an extended resource name"),
     Check("register.endpoint", register_endpoint, "the endpoint is a socket file name in the dir"),
     Check("register.serving_first", register_serving_first, "the plugin serves before it registers"),
@@ -302,7 +304,11 @@ REGISTER = [
 ]
 LISTANDWATCH = [
     Check("listandwatch.first_message", law_first_message, "the first message comes promptly"),
-    Check("listandwatch.device_ids", law_device_ids, "device IDs unique and at most 63 characters"),
+    Check(
+        "listandwatch.device_ids",
+        law_device_ids,
+        f"device IDs unique and at most {MAX_DEVICE_ID_LENGTH} characters",
+    ),
     Check("listandwatch.health", law_health, "health is exactly Healthy or Unhealthy"),
     Check("listandwatch.topology", law_topology, "topology is well-formed"),
 ]

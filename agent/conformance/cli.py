@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-DEFAULT_KUBELET_DIR = "/var/lib/kubelet/device-plugins"
+from kubenode.deviceapi import DEFAULT_KUBELET_DIR, KUBELET_DIR_ENV, KUBELET_SOCKET
 
 
 def register(subparsers: Any) -> None:
@@ -13,9 +13,9 @@ def register(subparsers: Any) -> None:
         "conformance",
         help="play the kubelet against a device plugin and report what passes",
         description=(
-            "Serve kubelet.sock in DIR like the kubelet, wait for a device plugin to register, and run named "
-            "checks against it. One line per check (PASS/FAIL/SKIP), then a summary; exit 0 only if none "
-            "failed."
+            f"Serve {KUBELET_SOCKET} in DIR like the kubelet, wait for a device plugin to register, and run "
+            "named checks against it. One line per check (PASS/FAIL/SKIP), then a summary; exit 0 only if "
+            "none failed."
         ),
     )
     parser.add_argument(
@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
         "--plugin-cmd",
         metavar="CMD",
         help="start the plugin with this shell command "
-        "(KUBENODE_KUBELET_DIR=DIR in its environment) and stop it afterwards",
+        f"({KUBELET_DIR_ENV}=DIR in its environment) and stop it afterwards",
     )
     parser.add_argument(
         "--resource", metavar="NAME", help="check only this resource (default: all that register)"

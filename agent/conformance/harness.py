@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.devicemanager import DeviceManager, RegistrationEvent
-from agent.devicemanager.registration import KUBELET_SOCKET, is_serving
+from agent.devicemanager.registration import is_serving
+from kubenode.deviceapi import KUBELET_SOCKET
 
 
 class HarnessError(RuntimeError):

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-KUBELET_DIR_ENV = "KUBENODE_KUBELET_DIR"
+from kubenode.deviceapi import KUBELET_DIR_ENV
 
 
 class PluginProcess:

@@ -13,6 +13,7 @@ from agent.devicemanager import RegistrationEvent
 from agent.devicemanager.endpoint import dial, plugin_stub, rpc_error_text
 from agent.devicemanager.registration import is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
+from kubenode.deviceapi import DIAL_TIMEOUT_S, HEALTHY, PRE_START_TIMEOUT_S
 
 
 class Fail(Exception):
@@ -29,10 +30,10 @@ class Limits:
 
     register: float = 30.0
     settle: float = 1.0
-    dial: float = 10.0
+    dial: float = DIAL_TIMEOUT_S
     first_message: float = 5.0
     rpc: float = 10.0
-    pre_start: float = 30.0
+    pre_start: float = PRE_START_TIMEOUT_S
     restart: float = 30.0
     stop_grace: float = 5.0  # SIGTERM to SIGKILL for a plugin started with --plugin-cmd
 
@@ -101,7 +102,7 @@ class Target:
         return FirstList(time.monotonic() - started, list(message.devices))
 
     def healthy_ids(self) -> list[str]:
-        ids = [d.ID for d in self.first_list().devices if d.health == "Healthy"]
+        ids = [d.ID for d in self.first_list().devices if d.health == HEALTHY]
         if not ids:
             raise Skip("the plugin advertises no healthy device")
         return ids

@@ -11,11 +11,10 @@ from typing import Any
 import grpc
 
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import DIAL_TIMEOUT_S, PRE_START_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
-DIAL_TIMEOUT_S = 10.0
-PRE_START_TIMEOUT_S = 30.0
 # The kubelet sets no deadline on Allocate, GetPreferredAllocation and GetDevicePluginOptions; a daemon that
 # must keep serving everything else cannot wait forever, so these get a generous one.
 DEFAULT_RPC_TIMEOUT_S = 60.0

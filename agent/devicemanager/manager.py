@@ -13,9 +13,8 @@ from pathlib import Path
 import grpc
 
 from agent.devicemanager import checkpoint
-from agent.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S, DIAL_TIMEOUT_S, PluginEndpoint, rpc_error_text
+from agent.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S, PluginEndpoint, rpc_error_text
 from agent.devicemanager.records import (
-    HEALTHY,
     AllocationError,
     ContainerAllocation,
     Device,
@@ -25,7 +24,6 @@ from agent.devicemanager.records import (
     ResourceStatus,
 )
 from agent.devicemanager.registration import (
-    KUBELET_SOCKET,
     RegistrationServicer,
     bind_unix,
     is_bare_file_name,
@@ -37,6 +35,7 @@ from agent.devicemanager.runoptions import RunOptions, merge_responses
 from agent.devicemanager.selection import AskPreferred, select_devices
 from deviceplugin.cpuset import parse_cpuset
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import DIAL_TIMEOUT_S, HEALTHY, KUBELET_SOCKET
 from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)

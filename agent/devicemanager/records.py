@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-HEALTHY = "Healthy"
-UNHEALTHY = "Unhealthy"
+from kubenode.deviceapi import HEALTHY, UNHEALTHY
 
 
 class DeviceManagerError(Exception):

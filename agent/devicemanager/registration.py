@@ -14,12 +14,10 @@ from pathlib import Path
 import grpc
 
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import KUBELET_SOCKET, SUPPORTED_VERSIONS
 from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)
-
-SUPPORTED_VERSION = "v1beta1"
-KUBELET_SOCKET = "kubelet.sock"
 
 
 def go_quote(value: str) -> str:
@@ -39,10 +37,10 @@ def is_plugin_endpoint(endpoint: str) -> bool:
 
 def validate_register(request: api_pb2.RegisterRequest) -> str | None:
     """The kubelet's checks on a RegisterRequest, in its order; returns its message, or None when valid."""
-    if request.version != SUPPORTED_VERSION:
+    if request.version not in SUPPORTED_VERSIONS:
         return (
             f"requested API version {go_quote(request.version)} is not supported by kubelet. "
-            f"Supported version is {go_quote(SUPPORTED_VERSION)}"
+            f"Supported version is {', '.join(go_quote(v) for v in SUPPORTED_VERSIONS)}"
         )
     if not is_extended_resource_name(request.resource_name):
         return f"the ResourceName {go_quote(request.resource_name)} is invalid"

@@ -8,14 +8,13 @@ from typing import Any
 import pytest
 
 from deviceplugin.config import (
-    DEFAULT_KUBELET_DIR,
-    KUBELET_DIR_ENV,
     ConfigError,
     load_config,
     parse_config,
     resolve_kubelet_dir,
 )
 from deviceplugin.resourcename import extended_resource_name_error
+from kubenode.deviceapi import DEFAULT_KUBELET_DIR, KUBELET_DIR_ENV
 
 
 def static(*device_ids: str, **extra: Any) -> dict[str, Any]:
