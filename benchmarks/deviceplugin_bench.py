@@ -29,6 +29,7 @@ RESOURCES = ("example.com/dongle", "example.com/accel")
 DONGLE_SOCKET = "kubenode-example.com-dongle.sock"
 ALLOCATE_CALLS = 2000
 HEALTH_FLIPS = 100
+STOP_GRACE_S = 10.0
 RESTARTS = 10
 
 
@@ -89,6 +90,17 @@ def bench_reregistration(kubelet: DeviceManager, plugin_dir: Path, root: Path) -
     return kubelet
 
 
+def stop_plugin(plugin: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within the grace: a hung plugin never outlives the run."""
+    plugin.send_signal(signal.SIGTERM)
+    try:
+        plugin.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        print(f"plugin did not stop within {grace_s:g} s of SIGTERM; killing it", file=sys.stderr)
+        plugin.kill()
+        plugin.wait()
+
+
 def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="kn-bench-", dir="/tmp"))
     plugin_dir = root / "plugins"
@@ -125,10 +137,11 @@ def main() -> int:
         report("plugin CPU while idle", idle, "%", "near 0")
         report("plugin RSS after benchmark", rss_mib(plugin.pid), "MiB", "<= 60 MiB")
     finally:
-        plugin.send_signal(signal.SIGTERM)
-        plugin.wait(timeout=10)
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            stop_plugin(plugin)
+        finally:
+            kubelet.stop()
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
