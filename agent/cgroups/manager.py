@@ -116,14 +116,25 @@ class PodCgroupManager:
         config = self.resource_config(pod, cpuset)
         self._create(dirs[:-1])
         self.backend.validate(dirs, config)
-        created = self._create(dirs)
+        # v1 makes the pod's directory hierarchy by hierarchy: if one mkdir (or the write) fails,
+        # the others already made must not stay until the pod terminates.
+        fresh = not self.backend.exists_anywhere(dirs)
+        created = False
         try:
+            created = self._create(dirs)
             self.backend.write(dirs, config)
-        except CgroupError:
-            if created:  # leave nothing half-made behind
-                self.backend.remove(dirs)
+        except Exception as exc:
+            if fresh or created:
+                self._undo_create(dirs, exc)
             raise
         return PodCgroupInfo(uid=pod.uid, qos=pod.qos_class, name=cgroup_path(dirs))
+
+    def _undo_create(self, dirs: Dirs, cause: Exception) -> None:
+        """Remove a pod cgroup this call made, in every hierarchy; the cause stays the error raised."""
+        try:
+            self.backend.remove(dirs)
+        except CgroupError as cleanup:
+            cause.add_note(f"and removing the half-made cgroup failed: {cleanup}")
 
     def procs_files(self, pod: Pod) -> list[str]:
         return self.backend.procs_files(self._pod_dirs(pod.qos_class, pod.uid))

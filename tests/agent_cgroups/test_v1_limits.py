@@ -6,12 +6,14 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.cgroups.api import CgroupError
 from agent.cgroups.manager import PodCgroupManager
-from tests.agent_cgroups.support import container, guaranteed, pod, read
+from agent.cgroups.sweep import V1_CONTROLLERS
+from tests.agent_cgroups.support import MOUNT, container, guaranteed, pod, read
 
 UNLIMITED_MEMORY = "9223372036854771712"
 
@@ -124,6 +126,49 @@ def test_bad_cpuset_creates_nothing(manager: PodCgroupManager) -> None:
     with pytest.raises(CgroupError, match=r"cpuset\.cpus"):
         manager.ensure(pod_, cpuset="5")
     assert not manager.exists(pod_)
+
+
+def test_a_create_failing_part_way_removes_what_it_made(
+    manager: PodCgroupManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cpu, cpuacct and cpuset are made before memory; an injected mkdir failure there must not
+    # leave the pod's directories in the first hierarchies until the pod terminates.
+    pod_ = guaranteed(100)
+    leaf = manager.name_for(pod_).strip("/")
+    backend: Any = manager.backend
+    real_make = backend._make
+    made: list[str] = []
+
+    def make(controller: str, dirs: tuple[str, ...]) -> bool:
+        if "/".join(dirs) == leaf:
+            if controller == "memory":
+                raise CgroupError("/" + leaf, "(memory mkdir)", "injected failure")
+            made.append(controller)
+        return bool(real_make(controller, dirs))
+
+    monkeypatch.setattr(backend, "_make", make)
+    with pytest.raises(CgroupError, match="injected failure"):
+        manager.ensure(pod_)
+    assert "cpu" in made and "cpuset" in made  # the failure really came part-way
+    assert not [name for name in V1_CONTROLLERS if (MOUNT / name / leaf).exists()]
+    assert pod_.uid not in manager.list_pods()
+    monkeypatch.undo()
+    assert manager.ensure(pod_).name == "/" + leaf  # a retry starts clean
+
+
+def test_a_failed_write_leaves_an_existing_pod_cgroup_alone(
+    manager: PodCgroupManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pod_ = guaranteed(100)
+    manager.ensure(pod_)
+
+    def fail(dirs: tuple[str, ...], config: object) -> None:
+        raise CgroupError(manager.name_for(pod_), "cpu.shares", "injected failure")
+
+    monkeypatch.setattr(manager.backend, "write", fail)
+    with pytest.raises(CgroupError, match="injected failure"):
+        manager.ensure(pod_)
+    assert manager.exists(pod_)  # it may hold the pod's processes: only a fresh one is undone
 
 
 def test_child_quota_above_parent_is_refused(manager: PodCgroupManager) -> None:
