@@ -15,6 +15,8 @@
 - A finished UID (terminated and cleaned up) ignores updates until `sync_known_pods`
   purges it; a create arriving while the pod is terminating marks it for restart so the
   same UID may start again afterwards (common for static pods).
+- `sync_known_pods` marks every orphan (a pod no longer desired) deleted: a running one
+  starts terminating, one whose worker never started is finished at once without a sync.
 
 The syncer (the agent) implements `PodSyncer`; the clock and the random source used for
 jitter are injectable so tests can drive backoff and resync deterministically.
@@ -155,6 +157,7 @@ class PodWorkers:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._statuses: dict[str, _Status] = {}
+        self._pods_synced = False  # sync_known_pods has run at least once
         self._stopped = False
 
     # ----- updates ---------------------------------------------------------------------------------
@@ -231,29 +234,52 @@ class PodWorkers:
         return delivered
 
     def sync_known_pods(self, desired: Iterable[Pod]) -> dict[str, WorkType]:
-        """Purge finished workers that are no longer wanted (or wanted anew); start terminating orphans."""
+        """Purge finished workers that are no longer wanted (or wanted anew); drive orphans to the end.
+
+        As the kubelet's removeTerminatedWorker: every orphan counts as deleted; one whose worker
+        never started is finished at once without any sync (nothing can run for it), one still
+        running starts terminating with the grace of its last spec."""
         wanted = {pod.uid for pod in desired}
         result: dict[str, WorkType] = {}
         with self._lock:
+            self._pods_synced = True
             for uid, status in list(self._statuses.items()):
                 orphan = uid not in wanted
-                if orphan or status.restart_requested:
-                    if status.finished:
-                        del self._statuses[uid]
-                        self.queue.forget(uid)
-                        continue
-                    if orphan and status.terminating_at is None and status.active is not None:
-                        status.terminating_at = self._clock()
-                        status.grace_period = status.grace_period or max(
-                            1, status.active.pod.termination_grace_period_seconds
-                        )
-                        status.cancel.set()
-                        if status.pending is None:
-                            status.pending = replace(status.active, update_type=UpdateType.KILL)
-                        self._ensure_worker(status)
-                        status.doorbell.set()
+                if orphan and not status.finished:
+                    status.deleted = True
+                    if status.active is None:
+                        self._finish_unstarted(status)
+                    elif status.terminating_at is None:
+                        self._terminate_orphan(status, status.active)
+                if (orphan or status.restart_requested) and status.finished:
+                    del self._statuses[uid]
+                    self.queue.forget(uid)
+                    continue
                 result[uid] = status.work_type()
         return result
+
+    def _finish_unstarted(self, status: _Status) -> None:
+        """The kubelet's cleanupUnstartedPod; called under the lock, while the worker holds no update."""
+        now = self._clock()
+        if status.terminating_at is None:
+            status.terminating_at = now
+        status.terminated_at = now
+        status.finished = True
+        status.pending = None
+        for event in status.completed:
+            event.set()
+        status.completed.clear()
+        status.doorbell.set()  # its thread, if one was started, sees `finished` and exits
+        self._changed.notify_all()
+
+    def _terminate_orphan(self, status: _Status, last: UpdatePodOptions) -> None:
+        status.terminating_at = self._clock()
+        status.grace_period = status.grace_period or max(1, last.pod.termination_grace_period_seconds)
+        status.cancel.set()
+        if status.pending is None:
+            status.pending = replace(last, update_type=UpdateType.KILL)
+        self._ensure_worker(status)
+        status.doorbell.set()
 
     # ----- queries ---------------------------------------------------------------------------------
 
@@ -276,6 +302,15 @@ class PodWorkers:
         with self._lock:
             status = self._statuses.get(uid)
             return status.grace_period if status and status.terminating_at is not None else None
+
+    def should_pod_content_be_removed(self, uid: str) -> bool:
+        """The kubelet's ShouldPodContentBeRemoved: evicted, or deleted (orphans count) and
+        terminated; an unknown pod only once sync_known_pods has run."""
+        with self._lock:
+            status = self._statuses.get(uid)
+            if status is None:
+                return self._pods_synced
+            return status.evicted or (status.deleted and status.terminated_at is not None)
 
     def known_uids(self) -> list[str]:
         with self._lock:

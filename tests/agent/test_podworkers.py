@@ -222,3 +222,50 @@ def test_kill_of_a_terminated_pod_completes_at_once(
     assert done.is_set(), "a kill of a terminated pod must not wait for anything"
     cleanup_may_finish.set()
     assert workers.wait_for(lambda: workers.is_finished("uid-1"), 5)
+
+
+def test_an_orphan_that_never_started_is_finished_without_a_sync(
+    setup: tuple[PodWorkers, RecordingSyncer, FakeClock],
+) -> None:
+    workers, syncer, _ = setup
+    done = threading.Event()
+    # Holding the workers' lock keeps the new worker from taking its update before
+    # sync_known_pods runs: the pod is known but not started.
+    with workers._lock:
+        workers.update_pod(UpdatePodOptions(UpdateType.CREATE, make_pod("never")))
+        workers.update_pod(UpdatePodOptions(UpdateType.KILL, make_pod("never"), completed=done))
+        thread = workers._statuses["uid-1"].thread
+        assert workers.sync_known_pods([]) == {}
+    assert done.is_set(), "a kill waiting on the unstarted orphan must be released"
+    assert thread is not None
+    thread.join(5)
+    assert not thread.is_alive(), "the unstarted worker must exit"
+    assert syncer.calls == []
+    assert workers.known_uids() == []
+    assert workers.should_pod_content_be_removed("uid-1")
+    # The same UID may come back later and then runs normally.
+    workers.update_pod(UpdatePodOptions(UpdateType.CREATE, make_pod("again")))
+    wait_idle(workers)
+    assert syncer.calls == [("sync", "again", 0)]
+
+
+def test_orphans_count_as_deleted_unlike_pods_that_merely_finished(
+    setup: tuple[PodWorkers, RecordingSyncer, FakeClock],
+) -> None:
+    workers, syncer, _ = setup
+    assert not workers.should_pod_content_be_removed("uid-x"), "nothing is removed before the first sync"
+    syncer.terminal = True
+    workers.update_pod(UpdatePodOptions(UpdateType.CREATE, make_pod("job", uid="uid-1")))
+    assert workers.wait_for(lambda: workers.is_finished("uid-1"), 5)
+    syncer.terminal = False
+    workers.update_pod(UpdatePodOptions(UpdateType.CREATE, make_pod("svc", uid="uid-2")))
+    wait_idle(workers, "uid-2")
+    job, svc = make_pod("job", uid="uid-1"), make_pod("svc", uid="uid-2")
+    assert workers.sync_known_pods([job, svc]) == {"uid-1": WorkType.TERMINATED, "uid-2": WorkType.SYNC}
+    # uid-1 completed but is still wanted: its content stays.
+    assert not workers.should_pod_content_be_removed("uid-1")
+    assert workers.sync_known_pods([job]) == {"uid-1": WorkType.TERMINATED, "uid-2": WorkType.TERMINATING}
+    assert not workers.should_pod_content_be_removed("uid-2"), "still terminating"
+    assert workers.wait_for(lambda: workers.is_finished("uid-2"), 5)
+    assert workers.should_pod_content_be_removed("uid-2")
+    assert not workers.should_pod_content_be_removed("uid-1")
