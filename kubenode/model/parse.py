@@ -47,7 +47,7 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NODE_NAME_FIELD = "metadata.name"
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")  # what Go's strconv.ParseInt accepts in base 10
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt accepts in base 10
 
 
 def is_valid_uid(uid: str) -> bool:
@@ -183,7 +183,7 @@ def _check_operator_values(req: Fields, operator: str, values: tuple[str, ...]) 
             )
         # labels.NewRequirement refuses what strconv.ParseInt(v, 10, 64) cannot read; the
         # scheduler could never match it.
-        if not _INTEGER.match(values[0]) or not -(2**63) <= int(values[0]) < 2**63:
+        if not _INTEGER.fullmatch(values[0]) or not -(2**63) <= int(values[0]) < 2**63:
             raise req.error(
                 "values[0]", f"for 'Gt', 'Lt' operators, the value must be an integer, got {values[0]!r}"
             )

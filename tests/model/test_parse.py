@@ -245,6 +245,7 @@ def test_empty_node_selector_terms_are_refused_not_left_unschedulable() -> None:
         ),
         ({"key": "gen", "operator": "Gt", "values": ["four"]}, "matchExpressions[0].values[0]", "integer"),
         ({"key": "gen", "operator": "Lt", "values": ["1.5"]}, "matchExpressions[0].values[0]", "integer"),
+        ({"key": "gen", "operator": "Lt", "values": ["5\n"]}, "matchExpressions[0].values[0]", "integer"),
         (
             {"key": "gen", "operator": "Lt", "values": [str(2**63)]},
             "matchExpressions[0].values[0]",
