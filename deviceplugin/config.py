@@ -25,7 +25,6 @@ from typing import Any
 import yaml
 
 from deviceplugin.cpuset import parse_cpuset
-from deviceplugin.resourcename import extended_resource_name_error
 from kubenode.deviceapi import (
     DEFAULT_KUBELET_DIR,
     HEALTH_VALUES,
@@ -33,6 +32,7 @@ from kubenode.deviceapi import (
     KUBELET_DIR_ENV,
     MAX_DEVICE_ID_LENGTH,
 )
+from kubenode.model.resources import extended_resource_name_problem
 
 BACKENDS = ("cpu", "gpu", "static")
 DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # application errors, not GPU faults
@@ -165,8 +165,8 @@ def _check_unique(root: _Node, resources: tuple[ResourceConfig, ...]) -> None:
 def _parse_resource(node: _Node) -> ResourceConfig:
     node.only("name", "backend", "replicas", "socket", *BACKENDS)
     name = node.text("name", required=True)
-    if (problem := extended_resource_name_error(name)) is not None:
-        node.fail("name", problem)
+    if (problem := extended_resource_name_problem(name)) is not None:
+        node.fail("name", f"{name!r} {problem}")
     backend = node.text("backend", required=True)
     if backend not in BACKENDS:
         node.fail("backend", f"unknown backend {backend!r} (expected one of {', '.join(BACKENDS)})")

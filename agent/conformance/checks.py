@@ -16,7 +16,7 @@ from agent.devicemanager.endpoint import rpc_error_text
 from agent.devicemanager.registration import is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import API_VERSION, HEALTH_VALUES, HEALTHY, MAX_DEVICE_ID_LENGTH, SUPPORTED_VERSIONS
-from kubenode.model.resources import is_extended_resource_name, qualified_name_problem
+from kubenode.model.resources import extended_resource_name_problem, qualified_name_problem
 
 UNKNOWN_ID = "kubenode-conformance-no-such-device"
 CONCURRENT_CALLS = 16
@@ -41,8 +41,8 @@ def register_version(t: Target) -> str:
 
 
 def register_resource_name(t: Target) -> str:
-    if not is_extended_resource_name(t.resource):
-        raise Fail(f'the ResourceName "{t.resource}" is invalid (must be an extended resource name)')
+    if (problem := extended_resource_name_problem(t.resource)) is not None:
+        raise Fail(f'the ResourceName "{t.resource}" is invalid: it {problem}')
     return f"{t.resource} is an extended resource name"
 
 

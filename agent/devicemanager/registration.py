@@ -15,7 +15,7 @@ import grpc
 
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.deviceapi import KUBELET_SOCKET, SUPPORTED_VERSIONS
-from kubenode.model.resources import is_extended_resource_name
+from kubenode.model.resources import extended_resource_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,9 @@ def validate_register(request: api_pb2.RegisterRequest) -> str | None:
             f"requested API version {go_quote(request.version)} is not supported by kubelet. "
             f"Supported version is {', '.join(go_quote(v) for v in SUPPORTED_VERSIONS)}"
         )
-    if not is_extended_resource_name(request.resource_name):
+    if (problem := extended_resource_name_problem(request.resource_name)) is not None:
+        # The kubelet's message gives no reason; the log does.
+        log.info("ResourceName %r %s", request.resource_name, problem)
         return f"the ResourceName {go_quote(request.resource_name)} is invalid"
     if not is_plugin_endpoint(request.endpoint):
         return (

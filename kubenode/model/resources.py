@@ -19,16 +19,19 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 HUGEPAGES_PREFIX = "hugepages-"
 NATIVE_RESOURCES = frozenset({CPU, MEMORY, PODS, EPHEMERAL_STORAGE})
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_LABEL_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(_DNS1123_LABEL_PATTERN)
+_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL_PATTERN}(\.{_DNS1123_LABEL_PATTERN})*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= 63 and bool(_DNS1123_LABEL.match(value))
+    return len(value) <= 63 and bool(_DNS1123_LABEL.fullmatch(value))
 
 
 def is_dns1123_subdomain(value: str) -> bool:
-    return 0 < len(value) <= 253 and all(is_dns1123_label(part) for part in value.split("."))
+    """Kubernetes' IsDNS1123Subdomain: at most 253 characters in all (no limit of its own on each label)."""
+    return len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
 
 
 def qualified_name_problem(value: str) -> str | None:
@@ -42,7 +45,7 @@ def qualified_name_problem(value: str) -> str | None:
         return "name part must be non-empty"
     if len(name) > 63:
         return "name part must be no more than 63 characters"
-    if not _QUALIFIED_NAME_PART.match(name):
+    if not _QUALIFIED_NAME_PART.fullmatch(name):
         return (
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"
@@ -66,12 +69,23 @@ def is_integer_resource(name: str) -> bool:
     return name == PODS or is_extended_resource_name(name)
 
 
+def extended_resource_name_problem(name: str) -> str | None:
+    """Why `name` is not an extended resource name (the kubelet's IsExtendedResourceName), or None if it is:
+    it must be fully qualified, outside kubernetes.io, and valid as a quota name (`requests.<name>` is a
+    qualified name)."""
+    if "/" not in name:
+        return f"must have a domain prefix, e.g. example.com/{name or 'device'}"
+    if "kubernetes.io/" in name:
+        return "is in the reserved kubernetes.io namespace"
+    if name.startswith("requests."):
+        return "must not start with 'requests.'"
+    if (problem := qualified_name_problem("requests." + name)) is not None:
+        return f"is not valid as the quota name 'requests.{name}': {problem}"
+    return None
+
+
 def is_extended_resource_name(name: str) -> bool:
-    """The kubelet's IsExtendedResourceName: fully qualified, outside kubernetes.io, and
-    valid as a quota name (`requests.<name>` is a qualified name)."""
-    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
-        return False
-    return qualified_name_problem("requests." + name) is None
+    return extended_resource_name_problem(name) is None
 
 
 def add_into(total: ResourceList, more: Mapping[str, int]) -> ResourceList:

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from agent.devicemanager import DeviceManager, RegistrationEvent
+from deviceplugin.config import parse_config
 from tests.conformance.fake_device_plugin import FakePlugin
 
 
@@ -47,6 +48,19 @@ def test_non_extended_resource_names_are_rejected(
 ) -> None:
     make_manager()
     assert rejection(make_plugin(), resource=name).details() == f'the ResourceName "{name}" is invalid'
+
+
+def test_a_label_over_63_characters_is_accepted_by_register_and_the_plugin_config(
+    make_manager: Callable[..., DeviceManager], make_plugin: Callable[..., FakePlugin]
+) -> None:
+    # Kubernetes limits a DNS subdomain to 253 characters in all, not each label to 63.
+    name = f"{'a' * 70}.example.com/gpu"
+    config = parse_config({"resources": [{"name": name, "backend": "static", "static": {"devices": []}}]})
+    assert [r.name for r in config.resources] == [name]
+    manager = make_manager()
+    make_plugin(resource=name, endpoint="long-label.sock").register()
+    assert manager.wait_for_resource(name, timeout=5)
+    assert manager.capacity() == {name: 4}
 
 
 def test_endpoint_must_be_a_bare_file_name(

@@ -13,8 +13,8 @@ from deviceplugin.config import (
     parse_config,
     resolve_kubelet_dir,
 )
-from deviceplugin.resourcename import extended_resource_name_error
 from kubenode.deviceapi import DEFAULT_KUBELET_DIR, KUBELET_DIR_ENV
+from kubenode.model.resources import extended_resource_name_problem
 
 
 def static(*device_ids: str, **extra: Any) -> dict[str, Any]:
@@ -32,8 +32,8 @@ def static(*device_ids: str, **extra: Any) -> dict[str, Any]:
         ([{"name": "example.com/x", "backend": "fpga"}], "resources[0].backend", "unknown backend 'fpga'"),
         ([static("a"), {"name": "gpu", "backend": "gpu"}], "resources[1].name", "domain prefix"),
         ([{"name": "kubernetes.io/gpu", "backend": "gpu"}], "resources[0].name", "reserved"),
-        ([{"name": "Example.com/gpu", "backend": "gpu"}], "resources[0].name", "DNS subdomain"),
-        ([{"name": "example.com/-gpu", "backend": "gpu"}], "resources[0].name", "after '/'"),
+        ([{"name": "Example.com/gpu", "backend": "gpu"}], "resources[0].name", "RFC 1123 subdomain"),
+        ([{"name": "example.com/-gpu", "backend": "gpu"}], "resources[0].name", "name part must consist"),
         ([static("a", "b", "a")], "resources[0].static.devices[2].id", "duplicate device ID 'a'"),
         ([static("x" * 64)], "resources[0].static.devices[0].id", "longer than 63"),
         ([static("x" * 62, replicas=2)], "resources[0].static.devices[0].id", "with replicas"),
@@ -106,8 +106,8 @@ def test_kubelet_dir_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_extended_resource_names() -> None:
-    assert extended_resource_name_error("nvidia.com/gpu") is None
-    assert extended_resource_name_error("kubenode.io/cpu") is None
-    assert extended_resource_name_error("requests.example.com/x") is not None
-    assert extended_resource_name_error("example.com/a/b") is not None
-    assert extended_resource_name_error("example.com/" + "a" * 64) is not None
+    assert extended_resource_name_problem("nvidia.com/gpu") is None
+    assert extended_resource_name_problem("kubenode.io/cpu") is None
+    assert extended_resource_name_problem("requests.example.com/x") is not None
+    assert extended_resource_name_problem("example.com/a/b") is not None
+    assert extended_resource_name_problem("example.com/" + "a" * 64) is not None
