@@ -7,6 +7,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from kubenode.table import table_lines
+
 COLUMNS = ("POD", "QOS", "PHASE", "CGROUP", "CPU QUOTA", "CPUSET", "DEVICES", "RESTARTS")
 
 
@@ -52,9 +54,7 @@ def rows(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
 
 
 def render(document: Mapping[str, Any]) -> str:
-    table = [COLUMNS, *rows(document)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
+    lines = table_lines(COLUMNS, rows(document))
     for error in document.get("errors", []):
         where = ": ".join(p for p in (error.get("source", ""), error.get("field", "")) if p)
         lines.append(f"manifest error: {where}: {error.get('message', '')}")

@@ -8,6 +8,7 @@ from typing import Any
 from deviceplugin.backends import make_backend
 from deviceplugin.config import PluginConfig
 from kubenode.deviceapi import HEALTHY, UNHEALTHY
+from kubenode.table import table_lines
 
 
 def discover(config: PluginConfig, kubelet_dir: str) -> list[dict[str, Any]]:
@@ -43,14 +44,11 @@ def render_json(resources: list[dict[str, Any]]) -> str:
 
 
 def render_table(resources: list[dict[str, Any]]) -> str:
-    rows = [("RESOURCE", "BACKEND", "DEVICE", "HEALTH", "NUMA")]
+    rows: list[tuple[str, ...]] = []
     for resource in resources:
         if not resource["devices"]:
             rows.append((resource["name"], resource["backend"], "(none)", "-", "-"))
         for device in resource["devices"]:
             numa = ",".join(str(n) for n in device["numa"]) or "-"
             rows.append((resource["name"], resource["backend"], device["id"], device["health"], numa))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
+    return "\n".join(table_lines(("RESOURCE", "BACKEND", "DEVICE", "HEALTH", "NUMA"), rows))

@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 
 from kubenode.model.quantity import format_amount
+from kubenode.table import table_lines
 from scheduler.simulate import SimulationResult
-
-
-def _columns(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def _utilisation(requested: int, allocatable: int) -> str:
@@ -18,10 +14,10 @@ def _utilisation(requested: int, allocatable: int) -> str:
 
 
 def render_table(result: SimulationResult) -> str:
-    lines = _columns([["POD", "NODE", "RESULT"]] + [[p.pod, p.node or "-", p.message] for p in result.pods])
+    lines = table_lines(("POD", "NODE", "RESULT"), [(p.pod, p.node or "-", p.message) for p in result.pods])
     if result.preemptions:
         lines += ["", "PREEMPTED", *result.preemptions]
-    rows = [["NODE", "RESOURCE", "REQUESTED", "ALLOCATABLE", "USED"]]
+    rows: list[list[str]] = []
     for name, usage in result.nodes.items():
         for resource in sorted(set(usage.allocatable) | set(usage.requested)):
             have = usage.allocatable.get(resource, 0)
@@ -35,8 +31,8 @@ def render_table(result: SimulationResult) -> str:
                     _utilisation(used, have),
                 ]
             )
-    if len(rows) > 1:
-        lines += ["", *_columns(rows)]
+    if rows:
+        lines += ["", *table_lines(("NODE", "RESOURCE", "REQUESTED", "ALLOCATABLE", "USED"), rows)]
     return "\n".join(lines)
 
 
