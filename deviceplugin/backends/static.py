@@ -18,6 +18,8 @@ from kubenode.dirwatch import DirWatcher
 
 log = logging.getLogger(__name__)
 
+WATCH_RETRY_S = 1.0  # pause after a failed round, so a persistent error cannot spin the thread
+
 
 class StaticBackend(Backend):
     def __init__(self, options: StaticOptions, kubelet_dir: str) -> None:
@@ -78,9 +80,14 @@ class StaticBackend(Backend):
         assert self._watcher is not None and self.health_file is not None
         name = self.health_file.name
         while not self._stopping.is_set():
-            events = self._watcher.read()
-            if any(e.name in (name, "") for e in events) and self._read_health_file():
-                self._on_change()
+            # One bad round (a callback that raises, an undecodable file) must not end health reporting.
+            try:
+                events = self._watcher.read()
+                if any(e.name in (name, "") for e in events) and self._read_health_file():
+                    self._on_change()
+            except Exception:
+                log.exception("static health watcher for %s failed; still watching", self.health_file)
+                self._stopping.wait(WATCH_RETRY_S)
 
     def _read_health_file(self) -> bool:
         """Reload the control file; returns whether the unhealthy set changed."""

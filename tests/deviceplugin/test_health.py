@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from agent.devicemanager import DeviceManager
 from deviceplugin.backends.static import StaticBackend
+from deviceplugin.config import StaticDevice, StaticOptions
 from deviceplugin.manager import PluginManager
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from tests.deviceplugin.conftest import Kubelet
@@ -60,3 +64,32 @@ def test_listandwatch_sends_full_list_on_each_change(
         third = next(stream)
         assert all(d.health == "Healthy" for d in third.devices) and len(third.devices) == 2
         stream.cancel()
+
+
+def test_health_watcher_survives_an_exception_and_keeps_watching(
+    kubelet_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    health_file = kubelet_dir / "static-health"
+    options = StaticOptions(
+        devices=(StaticDevice(id="dongle-0"), StaticDevice(id="dongle-1")), health_file=health_file.name
+    )
+    backend = StaticBackend(options, str(kubelet_dir))
+    changes: list[bool] = []
+    changed = threading.Event()
+
+    def on_change() -> None:
+        changes.append(True)
+        if len(changes) == 1:
+            raise RuntimeError("first notification fails")
+        changed.set()
+
+    backend.start(on_change)
+    try:
+        health_file.write_text("dongle-1\n")
+        assert wait_until(lambda: len(changes) == 1, 2.0)
+        health_file.write_text("dongle-0\n")
+        assert changed.wait(5.0), "the watcher stopped after the exception"
+        assert {d.id: d.healthy for d in backend.devices()} == {"dongle-0": False, "dongle-1": True}
+        assert "static health watcher" in caplog.text and "first notification fails" in caplog.text
+    finally:
+        backend.stop()
