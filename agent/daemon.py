@@ -8,6 +8,7 @@ KillMode=process): a restarted agent adopts them. `run_agent` is `kubenode agent
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from agent.config import AgentConfig, parse_listen
-from agent.devicemanager import DeviceManager
+from agent.devicemanager import DeviceManager, PodInfo
 from agent.httpapi import StatusServer
 from agent.node import NodeAgent
 from agent.sources import ManifestSource
@@ -59,6 +60,22 @@ class RunningAgent:
         self._started.clear()
 
 
+def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
+    """The agent's active pods (admitted, not terminated) for PodResources, containers in the kubelet's order:
+    sidecars (restartable init containers), then the regular containers."""
+    # NodeAgent has no public accessor yet; _active_pods is the set admission and the QoS tiers count.
+    return [
+        PodInfo(
+            pod.uid,
+            pod.namespace,
+            pod.name,
+            tuple(c.name for c in pod.init_containers if c.is_sidecar)
+            + tuple(c.name for c in pod.containers),
+        )
+        for pod in agent._active_pods()
+    ]
+
+
 def build_agent(config: AgentConfig) -> RunningAgent:
     from agent.cgroups import make_pod_cgroups
     from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf
@@ -84,6 +101,8 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         config.manifests, config.node_name, rescan_interval=config.manifest_rescan_interval
     )
     agent = NodeAgent(config, cgroups, [source], devices=devices)
+    if devices is not None:
+        devices.active_pods = functools.partial(active_pod_infos, agent)
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,7 @@ from agent.devicemanager.records import (
     AllocationError,
     ContainerAllocation,
     Device,
+    PodInfo,
     PodRef,
     PreStartError,
     RegistrationEvent,
@@ -84,6 +85,7 @@ class DeviceManager:
         on_register: Callable[[RegistrationEvent], None] | None = None,
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S,
         dial_timeout: float = DIAL_TIMEOUT_S,
+        active_pods: Callable[[], Iterable[PodInfo]] | None = None,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
         self.state_dir = Path(state_dir)
@@ -93,6 +95,9 @@ class DeviceManager:
         self._on_register = on_register
         self._rpc_timeout = rpc_timeout
         self._dial_timeout = dial_timeout
+        # The agent's active pods, for PodResources List/Get; it may be set after construction, as the agent
+        # that provides it is made after its device manager.
+        self.active_pods = active_pods
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._alloc_lock = threading.Lock()

@@ -1,27 +1,31 @@
 """The PodResources v1 service (List, GetAllocatableResources, Get) over the device manager's state.
 
-Tools written for the kubelet's pod-resources socket work against it. Device entries follow the kubelet's
-shapes: in List/Get one ContainerDevices per resource and NUMA node (devices without topology in one entry
-without topology), in GetAllocatableResources one entry per healthy device and NUMA node. Container
-`cpu_ids` come from the `KUBENODE_CPUSET` env our CPU plugin returns.
+Tools written for the kubelet's pod-resources socket work against it. Like the kubelet, List and Get cover
+every active pod when the agent tells the manager which pods are active (`active_pods`): a pod without
+devices is listed with its containers and no devices. Without that, the pods holding devices are listed.
+Device entries follow the kubelet's shapes: in List/Get one ContainerDevices per resource and NUMA node
+(devices without topology in one entry without topology), in GetAllocatableResources one entry per healthy
+device and NUMA node. Container `cpu_ids` come from the `KUBENODE_CPUSET` env our CPU plugin returns.
 Not served: memory, dynamic resources, the rate limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
 import grpc
 
-from agent.devicemanager.records import ContainerAllocation, ResourceStatus
+from agent.devicemanager.records import ContainerAllocation, PodInfo, ResourceStatus
 from agent.devicemanager.registration import bind_unix
 from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
 
 
 class PodResourcesSource(Protocol):
+    active_pods: Callable[[], Iterable[PodInfo]] | None
+
     def allocations(self) -> list[ContainerAllocation]: ...
 
     def resources(self) -> list[ResourceStatus]: ...
@@ -34,14 +38,12 @@ class PodResourcesServicer(api_pb2_grpc.PodResourcesListerServicer):
     def List(
         self, request: api_pb2.ListPodResourcesRequest, context: grpc.ServicerContext
     ) -> api_pb2.ListPodResourcesResponse:
-        return api_pb2.ListPodResourcesResponse(
-            pod_resources=list(_pods(self._source.allocations()).values())
-        )
+        return api_pb2.ListPodResourcesResponse(pod_resources=self._pods())
 
     def Get(
         self, request: api_pb2.GetPodResourcesRequest, context: grpc.ServicerContext
     ) -> api_pb2.GetPodResourcesResponse:
-        for pod in _pods(self._source.allocations()).values():
+        for pod in self._pods():
             if pod.name == request.pod_name and pod.namespace == request.pod_namespace:
                 return api_pb2.GetPodResourcesResponse(pod_resources=pod)
         context.abort(
@@ -62,8 +64,39 @@ class PodResourcesServicer(api_pb2_grpc.PodResourcesListerServicer):
         ]
         return api_pb2.AllocatableResourcesResponse(devices=devices)
 
+    def _pods(self) -> list[api_pb2.PodResources]:
+        # The agent's pods are read before the allocations, never under the device manager's lock.
+        active = self._source.active_pods
+        if active is None:
+            return list(_allocated_pods(self._source.allocations()).values())
+        return _active_pods(active(), self._source.allocations())
 
-def _pods(allocations: Iterable[ContainerAllocation]) -> dict[str, api_pb2.PodResources]:
+
+def _active_pods(
+    pods: Iterable[PodInfo], allocations: Iterable[ContainerAllocation]
+) -> list[api_pb2.PodResources]:
+    """Every active pod with each of its containers, devices or not (the kubelet's List)."""
+    held = {(alloc.pod.uid, alloc.container): alloc for alloc in allocations}
+    result = []
+    for pod in pods:
+        entry = api_pb2.PodResources(name=pod.name, namespace=pod.namespace)
+        for container in pod.containers:
+            alloc = held.get((pod.uid, container))
+            if alloc is None:
+                entry.containers.append(api_pb2.ContainerResources(name=container))
+            else:
+                entry.containers.append(_container_resources(alloc))
+        result.append(entry)
+    return result
+
+
+def _container_resources(alloc: ContainerAllocation) -> api_pb2.ContainerResources:
+    return api_pb2.ContainerResources(
+        name=alloc.container, devices=_container_devices(alloc), cpu_ids=list(alloc.cpu_ids)
+    )
+
+
+def _allocated_pods(allocations: Iterable[ContainerAllocation]) -> dict[str, api_pb2.PodResources]:
     pods: dict[str, api_pb2.PodResources] = {}
     for alloc in allocations:
         pod = pods.get(alloc.pod.uid)
@@ -71,11 +104,7 @@ def _pods(allocations: Iterable[ContainerAllocation]) -> dict[str, api_pb2.PodRe
             pod = pods[alloc.pod.uid] = api_pb2.PodResources(
                 name=alloc.pod.name, namespace=alloc.pod.namespace
             )
-        pod.containers.append(
-            api_pb2.ContainerResources(
-                name=alloc.container, devices=_container_devices(alloc), cpu_ids=list(alloc.cpu_ids)
-            )
-        )
+        pod.containers.append(_container_resources(alloc))
     return pods
 
 

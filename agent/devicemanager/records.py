@@ -27,6 +27,16 @@ class PodRef:
 
 
 @dataclass(frozen=True)
+class PodInfo:
+    """An active pod as PodResources lists it; containers in the kubelet's order (sidecars, then the rest)."""
+
+    uid: str
+    namespace: str
+    name: str
+    containers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Device:
     """One device as last advertised by its plugin."""
 
