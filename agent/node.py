@@ -429,7 +429,9 @@ class NodeAgent:
             admitted = [
                 p for uid, p in self._desired.items() if uid not in self._rejected and uid not in self._held
             ]
-        self.workers.sync_known_pods(admitted)
+            # Still under the agent's lock (order agent -> workers): a pod a source adds meanwhile
+            # would reach the workers without being in `admitted`, be taken for an orphan and killed.
+            self.workers.sync_known_pods(admitted)
         with self._lock:
             for uid in list(self._held):
                 pod = self._held[uid]

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -261,3 +262,32 @@ def test_a_pod_added_during_housekeeping_is_not_taken_for_an_orphan(
     item = h.wait_phase("late", "Running")
     assert item["kubenode"]["restarts"] == 0, "the new pod was stopped as an orphan"
     assert len(pod_cgroup_dirs(cgroup_root)) == len(V1_CONTROLLERS)
+
+
+def test_no_pod_is_added_while_the_workers_learn_the_admitted_pods(
+    make_harness: Callable[..., Harness], manifests: Path
+) -> None:
+    """sync_known_pods runs under the agent's lock: a source's add (which takes that lock) waits,
+    so a pod cannot reach the workers after `admitted` was read and be killed as an orphan."""
+    h = make_harness().start()
+    real_sync_known_pods = h.agent.workers.sync_known_pods
+    called = threading.Event()
+    another_thread_got_the_lock: list[bool] = []
+
+    def try_the_lock() -> None:
+        got = h.agent._lock.acquire(timeout=0)
+        if got:
+            h.agent._lock.release()
+        another_thread_got_the_lock.append(got)
+
+    def sync_known_pods(desired: Any) -> Any:
+        if not called.is_set():
+            probe = threading.Thread(target=try_the_lock)
+            probe.start()
+            probe.join(5)
+            called.set()
+        return real_sync_known_pods(desired)
+
+    h.agent.workers.sync_known_pods = sync_known_pods  # type: ignore[method-assign]  # observe the call
+    assert called.wait(10), "housekeeping did not run"
+    assert another_thread_got_the_lock == [False]
