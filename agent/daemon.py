@@ -63,7 +63,6 @@ class RunningAgent:
 def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
     """The agent's active pods (admitted, not terminated) for PodResources, containers in the kubelet's order:
     sidecars (restartable init containers), then the regular containers."""
-    # NodeAgent has no public accessor yet; _active_pods is the set admission and the QoS tiers count.
     return [
         PodInfo(
             pod.uid,
@@ -72,7 +71,7 @@ def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
             tuple(c.name for c in pod.init_containers if c.is_sidecar)
             + tuple(c.name for c in pod.containers),
         )
-        for pod in agent._active_pods()
+        for pod in agent.active_pods()
     ]
 
 

@@ -243,7 +243,7 @@ class NodeAgent:
                 return True
         return False
 
-    def _active_pods(self) -> list[Pod]:
+    def active_pods(self) -> list[Pod]:
         """Admitted pods not yet terminated (what admission and the QoS tiers count)."""
         with self._lock:
             return [
@@ -262,7 +262,7 @@ class NodeAgent:
         return result
 
     def _admission(self, pod: Pod) -> Rejection | None:
-        others = [p for p in self._active_pods() if p.uid != pod.uid]
+        others = [p for p in self.active_pods() if p.uid != pod.uid]
         return admit(pod, others, self.allocatable())
 
     def _pod_for(self, uid: str) -> Pod | None:
@@ -307,7 +307,7 @@ class NodeAgent:
                 self.runtime.kill_pod(pod.uid, record, self.cgroups, lambda: 1)
                 if pod.restart_policy == "Never":
                     return SyncResult(terminal=True)
-            self._update_qos([p for p in self._active_pods() if p.uid != pod.uid] + [pod])
+            self._update_qos([p for p in self.active_pods() if p.uid != pod.uid] + [pod])
         info = self.cgroups.ensure(pod, cpuset)
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
@@ -328,7 +328,7 @@ class NodeAgent:
 
     def _resync_others(self, uid: str) -> None:
         """The shared CPU pool changed: every other running pod gets its cpuset rewritten now."""
-        for other in self._active_pods():
+        for other in self.active_pods():
             if other.uid != uid:
                 self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, other))
 
@@ -387,7 +387,7 @@ class NodeAgent:
             self.store.save(self._record(pod))
         else:
             self.store.delete(pod.uid)
-        self._update_qos(self._active_pods())
+        self._update_qos(self.active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
 
@@ -450,7 +450,7 @@ class NodeAgent:
         now = self._clock()
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
-            self._update_qos(self._active_pods())
+            self._update_qos(self.active_pods())
 
     def _update_qos(self, active: list[Pod]) -> None:
         # Serialized: workers of different pods would otherwise race on the tier files.
