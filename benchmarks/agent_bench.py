@@ -183,7 +183,7 @@ def bench_agent_rss(work: Path) -> float:
                     items = json.loads(response.read())["items"]
                 if len(items) == PODS and all(i["status"]["phase"] == "Running" for i in items):
                     time.sleep(1.0)  # let the agent settle into its steady state
-                    return rss_mib(proc.pid)
+                    return float(rss_mib(proc.pid))
             time.sleep(0.2)
         raise SystemExit("the agent did not run 110 pods within 60 s")
     finally:

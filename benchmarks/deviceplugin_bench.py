@@ -124,7 +124,7 @@ def main() -> int:
             raise SystemExit("plugin did not register")
         report("plugin RSS after start", rss_mib(plugin.pid), "MiB")
         with grpc.insecure_channel(f"unix://{plugin_dir / DONGLE_SOCKET}") as channel:
-            stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]  # untyped gencode
+            stub = api_pb2_grpc.DevicePluginStub(channel)
             bench_allocate(stub)
             bench_health(stub, plugin_dir / "static-health")
         kubelet = bench_reregistration(kubelet, plugin_dir, root)

@@ -56,7 +56,7 @@ class ResourceEndpoint:
         server = grpc.server(ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix=self.socket_name))
         service = DevicePluginService(self.resource_name, self.state)
         # The generated *_pb2_grpc module has no type stubs.
-        api_pb2_grpc.add_DevicePluginServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        api_pb2_grpc.add_DevicePluginServicer_to_server(service, server)
         try:
             server.add_insecure_port(f"unix://{self.socket_path}")
         except RuntimeError as exc:
@@ -100,7 +100,7 @@ class ResourceEndpoint:
             options=PLUGIN_OPTIONS,
         )
         with grpc.insecure_channel(f"unix://{kubelet_socket}") as channel:
-            stub = api_pb2_grpc.RegistrationStub(channel)  # type: ignore[no-untyped-call]  # untyped gencode
+            stub = api_pb2_grpc.RegistrationStub(channel)
             stub.Register(request, timeout=REGISTER_TIMEOUT_S)
         log.info("%s: registered with %s", self.resource_name, kubelet_socket)
 

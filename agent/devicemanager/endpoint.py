@@ -22,7 +22,7 @@ DEFAULT_RPC_TIMEOUT_S = 60.0
 
 def plugin_stub(channel: grpc.Channel) -> Any:
     """A DevicePlugin client stub (the generated module has no annotations, hence Any)."""
-    return api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+    return api_pb2_grpc.DevicePluginStub(channel)
 
 
 def dial(socket_path: Path, timeout: float = DIAL_TIMEOUT_S) -> grpc.Channel:

@@ -126,7 +126,7 @@ class DeviceManager:
         server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="dm-registration"))
         servicer = RegistrationServicer(self._handle_register)
         # The generated gRPC module has no annotations.
-        api_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+        api_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)
         bind_unix(server, self.kubelet_socket)
         server.start()
         self._servers.append(server)

@@ -139,7 +139,7 @@ def serve_podresources(source: PodResourcesSource, socket_path: Path) -> grpc.Se
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="podresources"))
     # The generated gRPC module has no annotations.
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(source), server)  # type: ignore[no-untyped-call]
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(source), server)
     bind_unix(server, socket_path)
     server.start()
     return server

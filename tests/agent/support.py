@@ -31,7 +31,7 @@ def require_cgroup_v1() -> None:
 
 
 def cgroup_dirs(root: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for controller in V1_CONTROLLERS:
         top = MOUNT / controller / root.strip("/")
         if top.exists():

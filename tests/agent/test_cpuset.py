@@ -47,7 +47,7 @@ def environ(pid: int) -> dict[str, str]:
 def test_cpu_devices_pin_the_pod_cgroup_and_process(
     make_harness: Callable[..., Harness], manifests: Path, cpu_plugin: DeviceManager
 ) -> None:
-    all_cpus = set(range(psutil.cpu_count()))
+    all_cpus = set(range(psutil.cpu_count() or 1))
     h = make_harness(devices=cpu_plugin).start()
     try:
         path = write_manifest(
@@ -122,10 +122,10 @@ def test_pod_waits_for_a_late_device_plugin_then_gets_its_devices(
 def test_exclusive_cpus_leave_the_shared_pool_and_come_back(
     make_harness: Callable[..., Harness], manifests: Path, cpu_plugin: DeviceManager
 ) -> None:
-    all_cpus = set(range(psutil.cpu_count()))
+    all_cpus = set(range(psutil.cpu_count() or 1))
     assert len(all_cpus) >= 2, "this test needs at least two CPUs"
 
-    def cpus_of(name: str) -> tuple[set[int], set[int]]:
+    def cpus_of(name: str) -> tuple[frozenset[int] | set[int], set[int]]:
         item = h.pod(name)
         assert item is not None
         cgroup = MOUNT / "cpuset" / item["kubenode"]["cgroup"].lstrip("/")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -67,7 +68,7 @@ def make_pod(command: str = "v1", uid: str = "uid-1", grace: int = 30) -> Pod:
 
 
 @pytest.fixture
-def setup() -> tuple[PodWorkers, RecordingSyncer, FakeClock]:
+def setup() -> Iterator[tuple[PodWorkers, RecordingSyncer, FakeClock]]:
     clock = FakeClock()
     syncer = RecordingSyncer()
     workers = PodWorkers(syncer, clock=clock, rand=lambda: 0.0, resync_interval=60, backoff_period=10)

@@ -16,9 +16,9 @@ from typing import Any
 import psutil
 import pytest
 
+from agent.cgroups.sweep import V1_CONTROLLERS
 from tests.agent.support import (
     MOUNT,
-    V1_CONTROLLERS,
     pod_cgroup_dirs,
     pod_manifest,
     wait_until,

@@ -83,7 +83,7 @@ def first_fit(available: list[str], must_include: list[str], size: int) -> list[
     return answer
 
 
-class FakePlugin(api_pb2_grpc.DevicePluginServicer):  # type: ignore[misc]
+class FakePlugin(api_pb2_grpc.DevicePluginServicer):
     def __init__(
         self,
         plugin_dir: Path,
@@ -190,7 +190,7 @@ class FakePlugin(api_pb2_grpc.DevicePluginServicer):  # type: ignore[misc]
                 devices = list(self._devices)
             yield api_pb2.ListAndWatchResponse(devices=[self._wire(d) for d in devices])
 
-    def _wire(self, device: FakeDevice) -> object:
+    def _wire(self, device: FakeDevice) -> api_pb2.Device:
         health = "Healthy" if device.healthy else "Unhealthy"
         if "bad-health" in self.faults:
             health = health.lower()

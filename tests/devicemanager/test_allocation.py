@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -196,9 +197,12 @@ def test_retain_pods_writes_the_checkpoint_once_for_all_dead_pods(
         manager.allocate(PodRef(f"uid-{n}", "default", f"pod-{n}"), "main", {RES: 1})
     saves: list[int] = []
     real_save = checkpoint.save
-    monkeypatch.setattr(
-        checkpoint, "save", lambda path, data: (saves.append(len(data.entries)), real_save(path, data))
-    )
+
+    def counting_save(path: Any, data: Any) -> None:
+        saves.append(len(data.entries))
+        real_save(path, data)
+
+    monkeypatch.setattr(checkpoint, "save", counting_save)
     manager.retain_pods([])
     assert saves == [0]
     assert checkpoint.load(manager.checkpoint_path).entries == []

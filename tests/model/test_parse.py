@@ -19,7 +19,9 @@ def pod(containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     }
 
 
-def container(name: str = "c", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None):
+def container(
+    name: str = "c", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None
+) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if requests is not None:
         resources["requests"] = requests

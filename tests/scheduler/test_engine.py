@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from kubenode.model.objects import Taint, Toleration
@@ -51,7 +53,7 @@ def test_no_nodes_message() -> None:
 
 
 def test_assumed_pod_is_counted_before_binding_completes() -> None:
-    deferred = []
+    deferred: list[Callable[[], None]] = []
     scheduler, _, binder = engine()
     scheduler._run_binding = deferred.append  # hold the bind
     scheduler.add_node(node("a", {GPU: 1, "cpu": 4000}))

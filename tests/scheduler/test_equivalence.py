@@ -107,7 +107,7 @@ def random_pod(rng: random.Random, i: int) -> Pod:
         tolerations.append(Toleration("dedicated", "Equal", "gpu"))
     if rng.random() < 0.3:
         tolerations.append(Toleration("spot", "Exists", effect="PreferNoSchedule"))
-    preferred = ()
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
     if rng.random() < 0.4:
         preferred = (
             PreferredSchedulingTerm(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubenode.model.objects import Pod
 from tests.scheduler.support import RecordingBinder, engine, node, pod
 
 CPU4 = {"cpu": 4000}
 
 
-def preempt(existing: list[tuple[str, int, int, str, str]], cpu: int = 2000, priority: int = 1000) -> tuple:
+def preempt(
+    existing: list[tuple[str, int, int, str, str]], cpu: int = 2000, priority: int = 1000
+) -> tuple[Any, ...]:
     """existing: (name, cpu, priority, node, start time). Returns (outcome, scheduler, clock, binder)."""
     scheduler, clock, binder = engine()
     for name in sorted({e[3] for e in existing}):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from scheduler.clock import ManualClock
 from scheduler.queue import SchedulingQueue
@@ -127,7 +128,8 @@ def test_status_only_update_leaves_an_unschedulable_pod_parked() -> None:
 
 
 def test_label_or_annotation_update_retries_an_unschedulable_pod() -> None:
-    for change in ({"labels": {"tier": "web"}}, {"annotations": {"note": "x"}}):
+    changes: list[dict[str, Any]] = [{"labels": {"tier": "web"}}, {"annotations": {"note": "x"}}]
+    for change in changes:
         queue, clock = tried_once()
         clock.advance(2)
         assert queue.update(dataclasses.replace(pod("p", {"cpu": 8000}), **change))
