@@ -10,6 +10,8 @@
 - `matching`: node selectors, node affinity terms, taints and tolerations.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from kubenode.model.errors import ValidationError
 from kubenode.model.objects import (
     Container,
@@ -23,8 +25,10 @@ from kubenode.model.objects import (
     Taint,
     Toleration,
 )
-from kubenode.model.parse import parse_node, parse_pod
 from kubenode.model.requests import pod_limits, pod_requests, qos_class
+
+if TYPE_CHECKING:
+    from kubenode.model.parse import parse_node, parse_pod
 
 __all__ = [
     "Container",
@@ -44,3 +48,13 @@ __all__ = [
     "pod_requests",
     "qos_class",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The parsers pull in the kubernetes client (for its quantity parsing), about 12 MiB: load
+    # them on first use so code that only needs names and dataclasses (the device plugin) stays small.
+    if name in ("parse_node", "parse_pod"):
+        from kubenode.model import parse
+
+        return getattr(parse, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
