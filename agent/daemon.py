@@ -75,7 +75,8 @@ def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
     ]
 
 
-def build_agent(config: AgentConfig) -> RunningAgent:
+def build_node_agent(config: AgentConfig, devices: DeviceManager | None) -> NodeAgent:
+    """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
     from agent.cgroups import make_pod_cgroups
     from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf
     from agent.cgroups.detect import CGROUP_MOUNT, detect_version
@@ -89,6 +90,16 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         "systemd" if config.cgroup_driver == "systemd" else "cgroupfs",
         pids_limit=config.pod_pids_limit,
     )
+    source = ManifestSource(
+        config.manifests, config.node_name, rescan_interval=config.manifest_rescan_interval
+    )
+    agent = NodeAgent(config, cgroups, [source], devices=devices)
+    if devices is not None:
+        devices.active_pods = functools.partial(active_pod_infos, agent)
+    return agent
+
+
+def build_agent(config: AgentConfig) -> RunningAgent:
     devices = None
     if config.device_plugin_dir is not None:
         devices = DeviceManager(
@@ -96,12 +107,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
             config.state_dir,
             podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
         )
-    source = ManifestSource(
-        config.manifests, config.node_name, rescan_interval=config.manifest_rescan_interval
-    )
-    agent = NodeAgent(config, cgroups, [source], devices=devices)
-    if devices is not None:
-        devices.active_pods = functools.partial(active_pod_infos, agent)
+    agent = build_node_agent(config, devices)
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)

@@ -117,12 +117,9 @@ def _start_agent(
     devices: DeviceManager,
     stack: contextlib.ExitStack,
 ) -> RunningAgent:
-    from agent.cgroups import make_pod_cgroups
     from agent.config import AgentConfig, parse_listen
-    from agent.daemon import RunningAgent
+    from agent.daemon import RunningAgent, build_node_agent
     from agent.httpapi import StatusServer
-    from agent.node import NodeAgent
-    from agent.sources import ManifestSource
 
     config = AgentConfig(
         manifests=manifests,
@@ -132,9 +129,7 @@ def _start_agent(
         listen=args.listen,
     )
     config.validate("kubenode up")
-    cgroups = make_pod_cgroups(config.cgroup_root)
-    source = ManifestSource(manifests, config.node_name, rescan_interval=config.manifest_rescan_interval)
-    agent = NodeAgent(config, cgroups, [source], devices=devices)
+    agent = build_node_agent(config, devices)
     host, port = parse_listen(config.listen)
     try:
         server = StatusServer(host, port, agent.status_json)
