@@ -117,14 +117,28 @@ def read_cluster(path: Path) -> ClusterObjects:
     objects = load_objects(path)
     classes = _priority_classes(objects)
     cluster = ClusterObjects()
+    # Where each node and pod was first defined: a second object of the same name is
+    # refused, as the API server refuses the second create (AlreadyExists).
+    node_sources: dict[str, str] = {}
+    pod_sources: dict[str, str] = {}
     for where, obj in objects:
         source = f"{path} ({where})" if where else str(path)
         kind = obj.get("kind")
         try:
             if kind == "Node":
-                cluster.nodes.append(parse_node(obj, source))
+                node = parse_node(obj, source)
+                if node.name in node_sources:
+                    cluster.errors.append(_duplicate("Node", node.name, node_sources[node.name], source))
+                else:
+                    node_sources[node.name] = source
+                    cluster.nodes.append(node)
             elif kind == "Pod":
-                cluster.pods.append(_with_priority_class(parse_pod(obj, source), classes))
+                pod = _with_priority_class(parse_pod(obj, source), classes)
+                if pod.key in pod_sources:
+                    cluster.errors.append(_duplicate("Pod", pod.key, pod_sources[pod.key], source))
+                else:
+                    pod_sources[pod.key] = source
+                    cluster.pods.append(pod)
             elif kind != "PriorityClass":
                 cluster.errors.append(f"{source}: kind {kind!r} ignored (only Node, Pod and PriorityClass)")
         except ValidationError as exc:
@@ -132,7 +146,13 @@ def read_cluster(path: Path) -> ClusterObjects:
                 cluster.invalid_pods.append(PodResult(_pod_key(obj, where), None, f"invalid pod: {exc}"))
             else:
                 cluster.errors.append(f"invalid {kind}: {exc}")
+    if not cluster.nodes and not cluster.pods and not cluster.invalid_pods:
+        cluster.errors.append(f"warning: {path}: no nodes, no pods")
     return cluster
+
+
+def _duplicate(kind: str, name: str, first: str, second: str) -> str:
+    return f"duplicate {kind} {name!r}: {second} repeats {first}; the first is kept"
 
 
 def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed: int = 0) -> SimulationResult:
@@ -154,7 +174,13 @@ def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed:
     for node in cluster.nodes:
         engine.add_node(node)
     pending: list[Pod] = []
+    node_names = {node.name for node in cluster.nodes}
     for pod in cluster.pods:
+        if pod.node_name and pod.node_name not in node_names:
+            message = f"bound to node {pod.node_name!r}, which is not in the cluster"
+            result.errors.append(f"{pod.source or pod.key}: pod {pod.key} is {message}")
+            result.pods.append(PodResult(pod.key, pod.node_name, message))
+            continue
         if pod.node_name or pod.phase in ("Succeeded", "Failed"):
             engine.add_pod(pod)
         elif engine.add_pod(pod):

@@ -122,3 +122,48 @@ spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
         "spec.containers[0].resources.requests.memory: must be greater than or equal to 0"
         in (placed["default/negative"][1])
     )
+
+
+def test_an_empty_cluster_file_warns_no_nodes_no_pods(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    run = simulate_cli("--cluster", str(empty))
+    assert run.returncode == 0, run.stderr
+    assert f"kubenode scheduler: warning: {empty}: no nodes, no pods" in run.stderr
+
+
+def test_duplicates_and_a_pod_on_a_missing_node_are_reported(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        """
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "2", pods: "10"}}
+---
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "64", pods: "10"}}
+---
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}
+---
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec: {containers: [{name: c, resources: {requests: {cpu: "9"}}}]}
+---
+kind: Pod
+metadata: {name: ghost, namespace: ns}
+spec: {nodeName: nowhere, containers: [{name: c}]}
+"""
+    )
+    objects = read_cluster(cluster)
+    assert objects.errors == [
+        f"duplicate Node 'n1': {cluster} (document 2) repeats {cluster} (document 1); the first is kept",
+        f"duplicate Pod 'ns/p': {cluster} (document 4) repeats {cluster} (document 3); the first is kept",
+    ]
+    result = simulate(objects)
+    placed = {p.pod: (p.node, p.message) for p in result.pods}
+    assert placed["ns/p"][0] == "n1"  # the first pod (1 cpu) on the first node (2 cpu)
+    assert placed["ns/ghost"] == ("nowhere", "bound to node 'nowhere', which is not in the cluster")
+    assert any("pod ns/ghost is bound to node 'nowhere'" in error for error in result.errors)
