@@ -1,0 +1,183 @@
+"""Authorization: kube's `--authorization-mode=Node,RBAC` reduced to the bootstrap policy this server needs.
+
+A request is allowed when any authorizer in the chain allows it (kube's union authorizer):
+- `system:masters` may do everything (kube's privileged-group short cut).
+- RBAC with the bootstrap ClusterRoleBindings: system:kube-scheduler -> the `system:kube-scheduler` rules,
+  every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
+  non-resource URLs: discovery, /version, /openapi, health).
+- Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
+  `NodeRules()`), and leases only for `kube-node-lease/<n>`. Which objects it may write (its own Node, pods
+  bound to it, mirror pods) is admission's job: see noderestriction.py.
+Denied requests get kube's forbidden message, e.g. `pods "x" is forbidden: User "u" cannot update resource
+"pods" in API group "" in the namespace "default"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from apiserver.auth import MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
+from apiserver.request import RequestInfo
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    message: str  # kube's 403 text when denied
+
+
+ALLOW = Decision(True, "")
+
+
+class Authorizer(Protocol):
+    def authorize(self, user: UserInfo, info: RequestInfo) -> Decision: ...
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One RBAC PolicyRule: resources are `plural` or `plural/sub`; "*" matches anything."""
+
+    verbs: frozenset[str]
+    groups: frozenset[str] = frozenset()
+    resources: frozenset[str] = frozenset()
+    urls: tuple[str, ...] = ()  # non-resource URLs; a trailing "*" is a prefix
+
+    def matches(self, info: RequestInfo) -> bool:
+        if not ("*" in self.verbs or info.verb in self.verbs):
+            return False
+        if not info.is_resource_request:
+            return any(
+                info.path == u or (u.endswith("*") and info.path.startswith(u[:-1])) for u in self.urls
+            )
+        resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+        return ("*" in self.groups or info.api_group in self.groups) and (
+            "*" in self.resources or resource in self.resources
+        )
+
+
+def rule(
+    verbs: str, groups: Sequence[str] = ("",), resources: Sequence[str] = (), urls: Sequence[str] = ()
+) -> Rule:
+    return Rule(frozenset(verbs.split()), frozenset(groups), frozenset(resources), tuple(urls))
+
+
+# system:public-info-viewer + system:discovery + system:basic-user (kube's bootstrap roles for everyone
+# authenticated); the health and version paths are also open to system:unauthenticated in kube.
+DISCOVERY_RULES = (
+    rule(
+        "get",
+        urls=(
+            "/healthz",
+            "/healthz/*",
+            "/livez",
+            "/livez/*",
+            "/readyz",
+            "/readyz/*",
+            "/version",
+            "/version/",
+        ),
+    ),
+    rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
+)
+
+# bootstrappolicy's system:kube-scheduler, limited to the kinds served here.
+SCHEDULER_RULES = (
+    rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
+    rule("create", groups=("coordination.k8s.io",), resources=("leases",)),
+    rule("get update", groups=("coordination.k8s.io",), resources=("leases",)),
+    rule("get list watch", resources=("nodes",)),
+    rule("delete get list watch", resources=("pods",)),
+    rule("create", resources=("bindings", "pods/binding")),
+    rule("patch update", resources=("pods/status",)),
+    rule("get list watch", resources=("namespaces",)),
+)
+
+# The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
+NODE_RULES = (
+    rule("create get list watch", resources=("nodes",)),
+    rule("update patch", resources=("nodes/status",)),
+    rule("update patch delete", resources=("nodes",)),
+    rule("create update patch", groups=("", "events.k8s.io"), resources=("events",)),
+    rule("get list watch", resources=("pods",)),
+    rule("create delete", resources=("pods",)),  # mirror pods only: admission checks
+    rule("update patch", resources=("pods/status",)),
+    rule("create", resources=("pods/eviction",)),
+    rule("get list watch", resources=("namespaces",)),
+)
+NODE_LEASE_VERBS = frozenset({"get", "create", "update", "patch", "delete"})
+
+
+def forbidden_message(user: UserInfo, info: RequestInfo, reason: str = "") -> str:
+    """kube's responsewriters.forbiddenMessage plus the authorizer's reason."""
+    if not info.is_resource_request:
+        text = f'forbidden: User "{user.name}" cannot {info.verb} path "{info.path}"'
+    else:
+        resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+        scope = f'in the namespace "{info.namespace}"' if info.namespace else "at the cluster scope"
+        qualified = f"{info.resource}.{info.api_group}" if info.api_group else info.resource
+        subject = f'{qualified} "{info.name}"' if info.name else qualified
+        text = (
+            f'{subject} is forbidden: User "{user.name}" cannot {info.verb} resource "{resource}"'
+            f' in API group "{info.api_group}" {scope}'
+        )
+    return f"{text}: {reason}" if reason else text
+
+
+class AlwaysAllow:
+    def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        return ALLOW
+
+
+class NodeRBACAuthorizer:
+    """`Node,RBAC`: the union of the Node authorizer and RBAC with kube's bootstrap bindings."""
+
+    def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        if MASTERS_GROUP in user.groups:
+            return ALLOW
+        if any(r.matches(info) for r in DISCOVERY_RULES):
+            return ALLOW
+        if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
+            return ALLOW
+        node = node_name_of(user)
+        if node is not None:
+            decision = self._node(node, user, info)
+            if decision is not None:
+                return decision
+        return Decision(False, forbidden_message(user, info))
+
+    def _node(self, node: str, user: UserInfo, info: RequestInfo) -> Decision | None:
+        if info.is_resource_request and info.api_group == "coordination.k8s.io" and info.resource == "leases":
+            # kube's authorizeLease: only the node's own Lease in kube-node-lease (create: name in body).
+            if info.verb not in NODE_LEASE_VERBS or info.subresource:
+                return None
+            if info.namespace != NODE_LEASE_NAMESPACE:
+                return Decision(
+                    False,
+                    forbidden_message(user, info, "can only access leases in the kube-node-lease namespace"),
+                )
+            if info.name and info.name != node:
+                return Decision(
+                    False,
+                    forbidden_message(
+                        user, info, "can only access node lease with the same name as the requesting node"
+                    ),
+                )
+            return ALLOW
+        return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
+
+
+def new_authorizer(mode: str) -> Authorizer:
+    """`Node,RBAC` (the default; either name alone means the same chain here) or `AlwaysAllow`."""
+    modes = {m.strip() for m in mode.split(",") if m.strip()}
+    if modes == {"AlwaysAllow"}:
+        return AlwaysAllow()
+    unknown = modes - {"Node", "RBAC"}
+    if unknown or not modes:
+        raise ValueError(
+            f"--authorization-mode: unknown mode(s) {sorted(unknown) or [mode]}; use Node,RBAC or AlwaysAllow"
+        )
+    return NodeRBACAuthorizer()

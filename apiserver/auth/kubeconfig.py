@@ -1,0 +1,37 @@
+"""kubeconfig files (client-go's clientcmd v1 Config) that kubectl and the Python client load unchanged."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from apiserver.auth.files import write_private
+
+CLUSTER_NAME = "kubenode"
+
+
+def kubeconfig_document(server: str, token: str, ca_pem: bytes | None, user: str = "admin") -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": server}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    context = f"{user}@{CLUSTER_NAME}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CLUSTER_NAME, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [
+            {"name": context, "context": {"cluster": CLUSTER_NAME, "user": user, "namespace": "default"}}
+        ],
+        "current-context": context,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None, user: str = "admin") -> None:
+    """Write atomically with mode 0600 (it holds a bearer token)."""
+    text = yaml.safe_dump(kubeconfig_document(server, token, ca_pem, user), sort_keys=False)
+    write_private(path, text.encode())

@@ -1,0 +1,146 @@
+"""The API server's CA and serving certificate, made with `cryptography` on first start, kept in the data dir.
+
+Layout (as kubeadm names them): `<data_dir>/pki/ca.crt`, `ca.key`, `apiserver.crt`, `apiserver.key`. The CA
+lives 10 years, the serving certificate 1 year; the serving certificate is re-issued from the same CA when it
+expires within 30 days or lacks one of the requested hosts, so existing kubeconfigs (which pin the CA)
+keep working.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from apiserver.auth.files import write_private
+
+CA_DAYS = 3650
+SERVING_DAYS = 365
+RENEW_BEFORE = dt.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    ca_path: Path
+    cert_path: Path
+    key_path: Path
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca_path.read_bytes()
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def _ensure_ca(pki: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca_crt, ca_key = pki / "ca.crt", pki / "ca.key"
+    if ca_crt.exists() and ca_key.exists():
+        key = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{ca_key}: expected an EC private key")
+        return x509.load_pem_x509_certificate(ca_crt.read_bytes()), key
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubenode-ca")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    write_private(ca_key, _key_pem(key))
+    write_private(ca_crt, cert.public_bytes(serialization.Encoding.PEM))
+    return cert, key
+
+
+def _serving_is_fresh(path: Path, hosts: set[str]) -> bool:
+    if not path.exists():
+        return False
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    if cert.not_valid_after_utc - dt.datetime.now(dt.UTC) < RENEW_BEFORE:
+        return False
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    have = {str(v) for v in san.get_values_for_type(x509.IPAddress)} | set(
+        san.get_values_for_type(x509.DNSName)
+    )
+    return hosts <= have
+
+
+def ensure_serving_cert(data_dir: Path, hosts: Sequence[str]) -> ServingCert:
+    """CA + serving certificate for `hosts` (IPs or DNS names) plus localhost, 127.0.0.1 and ::1."""
+    pki = data_dir / "pki"
+    pki.mkdir(parents=True, exist_ok=True, mode=0o700)
+    wanted = {
+        str(ipaddress.ip_address(h)) if _is_ip(h) else h for h in hosts if h and h not in ("0.0.0.0", "::")
+    }
+    wanted |= {"localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default"}
+    result = ServingCert(pki / "ca.crt", pki / "apiserver.crt", pki / "apiserver.key")
+    ca_cert, ca_key = _ensure_ca(pki)
+    if _serving_is_fresh(result.cert_path, wanted) and result.key_path.exists():
+        return result
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=SERVING_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_san(h) for h in sorted(wanted)]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    write_private(result.key_path, _key_pem(key))
+    write_private(result.cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return result
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(address: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and `localhost`: the only addresses plain HTTP may serve on."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
