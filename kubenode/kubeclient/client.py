@@ -1,0 +1,388 @@
+"""KubeClient: REST verbs on raw JSON over urllib3, with the loaded config's TLS and auth.
+
+Objects go in and come out as plain dicts (orjson), so a consumer decodes straight into its
+own model; nothing passes through the official client's generated models, which cost
+milliseconds per pod. A non-2xx answer raises the typed `ApiError` for its code with the
+Status reason and message; no answer at all raises `TransportError`.
+
+Paths are built from a `Resource` (plural, group, version, namespaced), so one client
+serves core/v1 and coordination.k8s.io/v1 alike, against `kubenode apiserver` or a real
+kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import logging
+import ssl
+import threading
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import urllib3
+
+from kubenode.kubeclient.config import ClientConfig
+from kubenode.kubeclient.errors import ApiError, TransportError, api_error
+
+log = logging.getLogger(__name__)
+
+PATCH_TYPES = {
+    "strategic": "application/strategic-merge-patch+json",
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+}
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+WATCH_READ_MARGIN_S = 30.0  # a watch's socket may be quiet this much longer than its timeoutSeconds
+
+Query = Mapping[str, str | int | bool | None]
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str
+    kind: str
+    group: str = ""
+    version: str = "v1"
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str = "") -> str:
+        """/api/v1/namespaces/ns/pods/name/status; a namespaced resource without namespace means all."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [base]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{_quote(namespace)}")
+        parts.append(self.plural)
+        if name:
+            parts.append(_quote(name))
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS = Resource("pods", "Pod")
+NODES = Resource("nodes", "Node", namespaced=False)
+NAMESPACES = Resource("namespaces", "Namespace", namespaced=False)
+EVENTS = Resource("events", "Event")
+LEASES = Resource("leases", "Lease", group="coordination.k8s.io")
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _encode_query(query: Query | None) -> str:
+    if not query:
+        return ""
+    items = []
+    for key, value in query.items():
+        if value is None:
+            continue
+        items.append((key, ("true" if value else "false") if isinstance(value, bool) else str(value)))
+    return "?" + urllib.parse.urlencode(items) if items else ""
+
+
+class KubeClient:
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        user_agent: str = "kubenode",
+        timeout: float = READ_TIMEOUT_S,
+        pool_size: int = 8,
+    ) -> None:
+        self.config = config
+        self.user_agent = user_agent
+        self.timeout = timeout
+        kwargs: dict[str, Any] = {"maxsize": pool_size, "block": False, "retries": False}
+        if config.host.startswith("https"):
+            kwargs["cert_reqs"] = ssl.CERT_REQUIRED if config.verify_ssl else ssl.CERT_NONE
+            if config.ca_file:
+                kwargs["ca_certs"] = config.ca_file
+            if config.cert_file:
+                kwargs["cert_file"] = config.cert_file
+                kwargs["key_file"] = config.key_file
+            if config.tls_server_name:
+                kwargs["server_hostname"] = config.tls_server_name
+            if not config.verify_ssl:
+                kwargs["assert_hostname"] = False
+        self._pool = urllib3.PoolManager(num_pools=4, **kwargs)
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    # ----- raw requests ------------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        auth = self.config.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        return headers
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        query: Query | None,
+        body: Any,
+        content_type: str | None,
+        timeout: urllib3.Timeout,
+        stream: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        url = self.config.host + path + _encode_query(query)
+        data = None if body is None else orjson.dumps(body)
+        try:
+            return self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type if data is not None else None),
+                timeout=timeout,
+                preload_content=not stream,
+                redirect=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"{method} {path}: {exc}") from None
+        except OSError as exc:
+            raise TransportError(f"{method} {path}: {exc}") from None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One request; the decoded JSON answer, or a typed error."""
+        t = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout or self.timeout)
+        resp = self._open(method, path, query, body, content_type, t, stream=False)
+        data = resp.data
+        if resp.status >= 300:
+            raise _error(resp.status, data, f"{method} {path}")
+        if not data:
+            return {}
+        try:
+            decoded = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(resp.status, "BadResponse", f"{method} {path}: not JSON: {exc}") from None
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    # ----- verbs ------------------------------------------------------------------------------
+
+    def get(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        subresource: str = "",
+        query: Query | None = None,
+    ) -> dict[str, Any]:
+        return self.request("GET", resource.path(namespace, name, subresource), query=query)
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of a list (the List object, with metadata.resourceVersion and .continue)."""
+        query = {
+            "fieldSelector": field_selector or None,
+            "labelSelector": label_selector or None,
+            "limit": limit,
+            "continue": continue_token or None,
+            "resourceVersion": resource_version,
+        }
+        return self.request("GET", resource.path(namespace), query=query)
+
+    def list_all(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        page_size: int = 500,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Every item (following `continue`), and the list's resourceVersion (of the first page)."""
+        items: builtins.list[dict[str, Any]] = []
+        token: str | None = None
+        version = ""
+        while True:
+            page = self.list(
+                resource,
+                namespace,
+                field_selector=field_selector,
+                label_selector=label_selector,
+                limit=page_size,
+                continue_token=token,
+            )
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def create(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        """POST; with `name` and `subresource`, POST to a subresource (pods/<p>/binding, .../eviction)."""
+        return self.request("POST", resource.path(namespace, name, subresource), body=body)
+
+    def update(self, resource: Resource, body: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+        """PUT the whole object (its metadata names it; its resourceVersion is the precondition)."""
+        meta = body.get("metadata") or {}
+        path = resource.path(meta.get("namespace"), meta["name"], subresource)
+        return self.request("PUT", path, body=body)
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str = "",
+        patch_type: str = "strategic",
+    ) -> dict[str, Any]:
+        """PATCH with `patch_type` strategic (default), merge or json."""
+        return self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type=PATCH_TYPES[patch_type],
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any]:
+        """DELETE with DeleteOptions; `uid`/`resource_version` become preconditions (409 on mismatch)."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v is not None
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        return self.request("DELETE", resource.path(namespace, name), body=options)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        allow_bookmarks: bool = True,
+    ) -> WatchStream:
+        """Open a watch; iterate the returned stream for event dicts ({"type", "object"}).
+
+        An expired resourceVersion arrives either as HTTP 410 (raised here as `Gone`) or in-band
+        as an ERROR event whose object is a Status with code 410; the consumer handles both."""
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version or None,
+            "timeoutSeconds": timeout_seconds,
+            "allowWatchBookmarks": allow_bookmarks,
+            "fieldSelector": field_selector or None,
+            "labelSelector": label_selector or None,
+        }
+        path = resource.path(namespace)
+        t = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout_seconds + WATCH_READ_MARGIN_S)
+        resp = self._open("GET", path, query, None, None, t, stream=True)
+        if resp.status >= 300:
+            data = resp.read()
+            resp.release_conn()
+            raise _error(resp.status, data, f"WATCH {path}")
+        return WatchStream(resp, path)
+
+
+def _error(code: int, data: bytes, what: str) -> ApiError:
+    status: Any = None
+    with contextlib.suppress(orjson.JSONDecodeError):
+        status = orjson.loads(data) if data else None
+    text = data[:200].decode("utf-8", "replace").strip() if data else ""
+    return api_error(code, status, f"{what}: {text or 'HTTP ' + str(code)}")
+
+
+class WatchStream:
+    """The events of one open watch, one JSON object per line; `close()` from any thread ends it."""
+
+    def __init__(self, resp: urllib3.BaseHTTPResponse, path: str) -> None:
+        self._resp = resp
+        self._path = path
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            shutdown = getattr(self._resp, "shutdown", None)
+            if shutdown is not None:
+                shutdown()  # unblocks a read in progress in another thread
+            self._resp.release_conn()
+        except Exception:  # closing races with the reader; either way the stream ends
+            log.debug("closing watch %s", self._path, exc_info=True)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            while not self._closed.is_set():
+                try:
+                    chunk = self._resp.read1(65536)
+                except Exception as exc:
+                    if self._closed.is_set():
+                        return
+                    raise TransportError(f"watch {self._path}: {exc}") from None
+                if not chunk:
+                    return  # the server ended the watch (timeoutSeconds) or closed the connection
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        try:
+                            event = orjson.loads(line)
+                        except orjson.JSONDecodeError as exc:
+                            raise TransportError(f"watch {self._path}: bad event: {exc}") from None
+                        yield event
+        finally:
+            self.close()
