@@ -1,10 +1,18 @@
-"""Command-line entry for `kubenode agent` (run the node agent) and `kubenode agent status`."""
+"""Command-line entry for `kubenode agent` (run the node agent), `agent status` and `agent drain`.
+
+Errors are one line: a bad flag or config file names the flag or the file and key (exit 2); a failure
+to start names the port, file or privilege at fault (agent/starterrors.py, exit 1). One agent per cgroup
+root (kubenode/runlock.py): a second one would kill the first one's pods as orphans.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
+
+from kubenode.ports import AGENT_STATUS_PORT
 
 
 def register(subparsers: Any) -> None:
@@ -29,14 +37,28 @@ def register(subparsers: Any) -> None:
         "--device-plugin-dir",
         help="where device plugins register (default /var/lib/kubenode/device-plugins; 'none' disables)",
     )
-    parser.add_argument("--listen", help="status endpoint HOST:PORT (default 127.0.0.1:10256; '' disables)")
+    parser.add_argument(
+        "--listen", help=f"status endpoint HOST:PORT (default 127.0.0.1:{AGENT_STATUS_PORT}; '' disables)"
+    )
     parser.add_argument(
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
-    actions = parser.add_subparsers(dest="action", metavar="[status]")
+    actions = parser.add_subparsers(dest="action", metavar="[status|drain]")
     status = actions.add_parser("status", help="print the agent's pods as a table")
     status.add_argument("--listen", dest="status_listen", default=None, help="agent endpoint HOST:PORT")
     status.add_argument("--json", action="store_true", help="print the raw /pods JSON")
+    drain = actions.add_parser(
+        "drain",
+        help="stop every pod the agent started and remove their cgroups, records and logs"
+        " (the agent must be stopped)",
+    )
+    # The settings that say what the agent made; SUPPRESS keeps values given before `drain`.
+    drain.add_argument("--config", type=Path, default=argparse.SUPPRESS, help="the agent's settings file")
+    drain.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS, help="the agent's --state-dir")
+    drain.add_argument("--cgroup-root", default=argparse.SUPPRESS, help="the agent's --cgroup-root")
+    drain.add_argument(
+        "--cgroup-driver", choices=["cgroupfs", "systemd"], default=argparse.SUPPRESS, help="its driver"
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,11 +67,43 @@ def run(args: argparse.Namespace) -> int:
         return _status(args)
     import os
 
+    from agent.config import describe_config_error
+    from kubenode.model import ValidationError
+
+    try:
+        config = _config(args)
+    except ValidationError as exc:
+        print(f"kubenode agent: {describe_config_error(exc)}", file=sys.stderr)
+        return 2
     # Pods are started with fork+exec while gRPC threads run; gRPC's fork handlers only add noise then.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     from agent.daemon import run_agent
+    from agent.drain import drain
+    from agent.starterrors import describe_start_error
+    from kubenode import runlock
 
-    return run_agent(_config(args))
+    command = "kubenode agent drain" if args.action == "drain" else "kubenode agent"
+    try:
+        with runlock.hold(runlock.cgroup_root_lock_name(_lock_root(config)), command):
+            return drain(config) if args.action == "drain" else run_agent(config)
+    except runlock.LockHeld as exc:
+        print(
+            f"{command}: another kubenode agent, {exc.holder}, already uses {exc.name}:"
+            " stop it first, or choose another --cgroup-root",
+            file=sys.stderr,
+        )
+        return 1
+    except Exception as exc:
+        message = describe_start_error(exc, config.listen)
+        if message is None:
+            raise
+        print(f"{command}: {message}", file=sys.stderr)
+        return 1
+
+
+def _lock_root(config: Any) -> str:
+    """The cgroup root the agent will use; "" (automatic) is / with cgroupfs, the own cgroup with systemd."""
+    return str(config.cgroup_root or ("/" if config.cgroup_driver == "cgroupfs" else "(systemd, own cgroup)"))
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -78,13 +132,17 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _status(args: argparse.Namespace) -> int:
     import json
-    import sys
     import urllib.error
 
     from agent.config import load_config
     from agent.statustable import fetch, render
+    from kubenode.model import ValidationError
 
-    listen = args.status_listen or args.listen or load_config(args.config).listen
+    try:
+        listen = args.status_listen or args.listen or load_config(args.config).listen
+    except ValidationError as exc:
+        print(f"kubenode agent status: {exc}", file=sys.stderr)
+        return 2
     try:
         document = fetch(listen)
     except (urllib.error.URLError, OSError) as exc:

@@ -19,12 +19,14 @@ import yaml
 
 from kubenode.model import ValidationError
 from kubenode.model.resources import is_dns1123_subdomain
+from kubenode.ports import AGENT_STATUS_PORT
 
 DEFAULT_MANIFESTS = Path("/etc/kubenode/manifests")
 DEFAULT_STATE_DIR = Path("/var/lib/kubenode")
 # Not the kubelet's /var/lib/kubelet/device-plugins, so the agent never fights a real kubelet.
 DEFAULT_DEVICE_PLUGIN_DIR = Path("/var/lib/kubenode/device-plugins")
-DEFAULT_LISTEN = "127.0.0.1:10256"
+# Not 10256 (kube-proxy's health port): see kubenode/ports.py.
+DEFAULT_LISTEN = f"127.0.0.1:{AGENT_STATUS_PORT}"
 
 
 def default_node_name() -> str:
@@ -68,6 +70,14 @@ class AgentConfig:
             parse_listen(self.listen, source)
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
+
+
+def describe_config_error(exc: ValidationError) -> str:
+    """A settings error as the user wrote it: the flag for the command line, else the file and key."""
+    if exc.source == "command line" and exc.field:
+        flag = "--" + "".join(f"-{c.lower()}" if c.isupper() else c for c in exc.field)
+        return f"{flag}: {exc.message}"
+    return str(exc)
 
 
 def _camel(name: str) -> str:

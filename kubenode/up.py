@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubenode.ports import AGENT_STATUS_PORT
+
 if TYPE_CHECKING:
     from agent.daemon import RunningAgent
     from agent.devicemanager import DeviceManager
@@ -45,8 +47,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--listen",
-        default="127.0.0.1:10256",
-        help="agent status endpoint (default 127.0.0.1:10256; busy: any port)",
+        default=f"127.0.0.1:{AGENT_STATUS_PORT}",
+        help=f"agent status endpoint (default 127.0.0.1:{AGENT_STATUS_PORT}; busy: any port)",
     )
     parser.add_argument(
         "--dir", metavar="DIR", help="working directory (default: a private temporary one, removed at exit)"
@@ -55,11 +57,50 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """`kubenode up`, with its errors as one line: 2 for a bad flag or file, 1 for a failure to run."""
     import os
-    import signal
+    import sys
 
     # Pods are started with fork+exec while gRPC threads run; gRPC's fork handlers only add noise then.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+    from agent.config import describe_config_error
+    from agent.starterrors import describe_start_error
+    from deviceplugin.backend import BackendError
+    from deviceplugin.config import ConfigError
+    from kubenode import runlock
+    from kubenode.model import ValidationError
+
+    try:
+        # Two runs on one cgroup root would each kill the other's pods as orphans.
+        with runlock.hold(runlock.cgroup_root_lock_name(args.cgroup_root), "kubenode up"):
+            return _run(args)
+    except runlock.LockHeld as exc:
+        print(
+            f"kubenode up: another run, {exc.holder}, already uses {exc.name}; stop it first,"
+            " or give this one its own --cgroup-root",
+            file=sys.stderr,
+        )
+        return 1
+    except ValidationError as exc:
+        print(f"kubenode up: {describe_config_error(exc)}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"kubenode up: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        message = describe_start_error(exc, args.listen)
+        if message is None and isinstance(exc, BackendError):
+            message = str(exc)
+        if message is None:
+            raise
+        print(f"kubenode up: {message}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    import signal
+    import sys
 
     from agent.devicemanager.listing import describe_resources
 
@@ -72,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
         devices = _start_device_manager(plugin_dir, workdir / "state", stack)
         names = [r.config.name for r in plugins.resources]
         if not all(devices.wait_for_resource(name, READY_TIMEOUT_S) for name in names):
-            print(f"kubenode up: device plugins did not register within {READY_TIMEOUT_S:.0f} s")
+            print(
+                f"kubenode up: device plugins did not register within {READY_TIMEOUT_S:.0f} s",
+                file=sys.stderr,
+            )
             return 1
         print(f"kubenode up: device plugins registered in {devices.plugin_dir}")
         print(describe_resources(devices.resources()), flush=True)
@@ -128,7 +172,7 @@ def _start_agent(
         device_plugin_dir=devices.plugin_dir,
         listen=args.listen,
     )
-    config.validate("kubenode up")
+    config.validate("command line")
     agent = build_node_agent(config, devices)
     host, port = parse_listen(config.listen)
     try:
