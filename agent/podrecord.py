@@ -1,9 +1,16 @@
 """What the agent knows about one pod's runtime: container states, pids, devices; saved in the state dir.
 
-The record is the agent's only memory across restarts (the kubelet asks the container
-runtime instead): `<state dir>/pods/<uid>.json` is rewritten atomically whenever a
-container starts or stops, so a restarted agent can find each container's pid (checked
-against its start time and the pod cgroup) and adopt it instead of starting it again.
+`<state dir>/pods/<uid>.json` keeps what the processes cannot tell: exit codes, restart
+counts, reasons, start times. It is not the authority on what runs: like the kubelet, which
+asks the container runtime, the agent reads the processes in the pod cgroup on start and on
+every sync (see `agent.runtime`), so a lost or stale record never leads to a second copy.
+
+Writes are atomic and durable: a temporary file in the same directory, fsync, rename over
+the record, fsync of the directory. A failed write (ENOSPC, EIO) removes its temporary file,
+leaves the previous record as it was and raises `RecordWriteError`, which the sync reports
+in the pod's status. On load, a record that cannot be used (not JSON, truncated, the wrong
+JSON type such as `[]` or `"x"`, fields of the wrong type) is moved aside to
+`<uid>.json.bad` with a warning, never a crash; leftover temporary files are removed.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubenode.atomicfile import TEMP_PREFIX, write_atomically
 from kubenode.model.parse import is_valid_uid
 
 WAITING = "waiting"
@@ -85,26 +93,77 @@ class PodRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PodRecord:
-        containers = {name: ContainerRecord(**c) for name, c in (data.get("containers") or {}).items()}
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "containers"}
+    def from_json(cls, data: object) -> PodRecord:
+        """A record from its decoded JSON; raises ValueError naming the first field that is unusable."""
+        if not isinstance(data, dict):
+            raise ValueError(f"must be a JSON object, got {type(data).__name__}")
+        raw_containers = data.get("containers") or {}
+        if not isinstance(raw_containers, dict):
+            raise ValueError("containers: must be an object")
+        containers = {}
+        for name, c in raw_containers.items():
+            if not isinstance(c, dict):
+                raise ValueError(f"containers.{name}: must be an object")
+            record = ContainerRecord(**_known(ContainerRecord, c, f"containers.{name}"))
+            if record.name != name:
+                raise ValueError(f"containers.{name}.name: does not match its key")
+            containers[name] = record
+        fields = _known(cls, {k: v for k, v in data.items() if k != "containers"}, "")
         return cls(**fields, containers=containers)
 
 
+# Expected JSON types of the saved fields (dataclass annotations are strings under `from __future__`).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "bool": (bool,),
+    "int": (int,),
+    "int | None": (int, type(None)),
+    "float | None": (float, int, type(None)),
+    "dict[str, dict[str, list[str]]]": (dict,),
+    "dict[str, list[str]]": (dict,),
+}
+
+
+def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The saved fields of `cls` in `data`, each checked against its declared type."""
+    result = {}
+    for name, f in cls.__dataclass_fields__.items():  # type: ignore[attr-defined]
+        if name not in data or name == "containers":
+            continue
+        value = data[name]
+        expected = _TYPES.get(str(f.type))
+        wrong_bool = isinstance(value, bool) and bool not in (expected or ())
+        if expected is not None and (wrong_bool or not isinstance(value, expected)):
+            raise ValueError(f"{where + '.' if where else ''}{name}: must be {f.type}")
+        result[name] = value
+    return result
+
+
+class RecordWriteError(OSError):
+    """A record could not be written; the previous one is unchanged."""
+
+
 class RecordStore:
-    """`<state dir>/pods/<uid>.json`, written atomically (temp file + rename)."""
+    """`<state dir>/pods/<uid>.json`, written atomically and durably (temp file, fsync, rename, dir fsync)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.directory = Path(state_dir) / "pods"
 
+    def path(self, uid: str) -> Path:
+        if not is_valid_uid(uid):
+            raise ValueError(f"invalid pod UID {uid[:128]!r}")
+        return self.directory / f"{uid}.json"
+
     def save(self, record: PodRecord) -> None:
-        if not is_valid_uid(record.uid):
-            raise ValueError(f"invalid pod UID {record.uid!r}")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"{record.uid}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record.to_json(), sort_keys=True))
-        os.replace(tmp, path)
+        path = self.path(record.uid)
+        data = json.dumps(record.to_json(), sort_keys=True).encode()
+        try:
+            private_dir(self.directory)
+            write_atomically(path, data)
+        except OSError as exc:
+            raise RecordWriteError(
+                exc.errno, f"cannot save the pod record {path}: {exc.strerror or exc}"
+            ) from None
 
     def delete(self, uid: str) -> None:
         if is_valid_uid(uid):
@@ -112,18 +171,35 @@ class RecordStore:
                 (self.directory / f"{uid}.json").unlink()
 
     def load_all(self) -> tuple[dict[str, PodRecord], list[str]]:
-        """Saved records by UID, and a message for each unreadable file (which is then removed)."""
+        """Saved records by UID, and a message for each unusable file (which is moved aside to `.bad`)."""
         records: dict[str, PodRecord] = {}
         problems: list[str] = []
-        if not self.directory.is_dir():
-            return records, problems
+        private_dir(self.directory.parent)  # the state dir: pod records, logs, device checkpoint
+        private_dir(self.directory)
+        for leftover in self.directory.glob(f"{TEMP_PREFIX}*"):
+            leftover.unlink(missing_ok=True)  # a write interrupted by a crash or a full disk
         for path in sorted(self.directory.glob("*.json")):
             try:
-                record = PodRecord.from_json(json.loads(path.read_text()))
+                if path.stat().st_size > MAX_RECORD_BYTES:
+                    raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
+                record = PodRecord.from_json(json.loads(path.read_bytes()))
                 if record.uid != path.stem or not is_valid_uid(record.uid):
                     raise ValueError("uid does not match the file name")
                 records[record.uid] = record
             except (OSError, ValueError, TypeError) as exc:
-                problems.append(f"{path}: {exc}")
-                path.unlink(missing_ok=True)
+                # json's messages give a position, never the file's text.
+                problems.append(f"{path}: {exc}; moved to {path.name}.bad")
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(path.name + ".bad"))
         return records, problems
+
+
+def private_dir(path: Path) -> None:
+    """Create `path` as 0750, or take group write and all access by others from an existing one."""
+    path.mkdir(mode=0o750, parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777
+    if mode & ~0o750:
+        os.chmod(path, mode & 0o750)
+
+
+MAX_RECORD_BYTES = 64 * 2**20  # far above any real record (2,000 containers take ~1 MiB)

@@ -6,18 +6,28 @@ writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy u
 os.open/os.write; the command is therefore never executed outside its limits or cpuset.
 Output goes to the container's log file (appended).
 
+Every container process is stamped at spawn with an identity, the first entry of its
+environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`. It is what the agent
+trusts instead of its own bookkeeping (the kubelet asks the runtime what runs):
+`stamped_processes` lists the session leaders in a pod cgroup with their identity, read
+back from the first bytes of /proc/<pid>/environ. A container's descendants share its
+session (and identity), so each spawn is one `StampedProcess`, whatever it forks.
+
 A spawned process is the agent's child, so its exit code is known. An adopted process
-(found again after an agent restart) is identified by pid plus its start time, which
-guards against pid reuse; its exit code cannot be known, so it is reported as unknown.
+(found again after an agent restart, or found running although the record lost it) is
+identified by pid plus its start time, which guards against pid reuse; its exit code
+cannot be known, so it is reported as unknown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +36,11 @@ import psutil
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
 UNKNOWN_EXIT_CODE = 137
+
+IDENTITY_ENV = "KUBENODE_CONTAINER"
+# The identity is the first entry of the environment we pass to execve, so it lies within the first
+# bytes of /proc/<pid>/environ; a bounded read keeps a scan cheap whatever the environment's size.
+_ENVIRON_READ_BYTES = 4096
 
 
 class ProcessStartError(Exception):
@@ -93,22 +108,92 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.close(fd)
 
 
+@dataclass(frozen=True)
+class Identity:
+    pod_uid: str
+    container: str
+    spawn_id: str
+
+    def __str__(self) -> str:
+        return f"{self.pod_uid}/{self.container}/{self.spawn_id}"
+
+    @classmethod
+    def new(cls, pod_uid: str, container: str) -> Identity:
+        return cls(pod_uid, container, secrets.token_hex(6))
+
+    @classmethod
+    def parse(cls, text: str) -> Identity | None:
+        parts = text.split("/")
+        return cls(*parts) if len(parts) == 3 and all(parts) else None
+
+
+@dataclass(frozen=True)
+class StampedProcess:
+    """A container process found in a pod cgroup: a session leader carrying an identity."""
+
+    pid: int
+    create_time: float
+    identity: Identity
+
+
+def read_identity(pid: int) -> Identity | None:
+    """The identity stamped on a process, or None (not ours, gone, a zombie, unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            head = f.read(_ENVIRON_READ_BYTES)
+    except OSError:
+        return None
+    first = head.split(b"\0", 1)[0].decode("utf-8", "replace")
+    name, sep, value = first.partition("=")
+    return Identity.parse(value) if sep and name == IDENTITY_ENV else None
+
+
+def stamped_processes(pids: Iterable[int]) -> list[StampedProcess]:
+    """The session leaders among `pids` that carry an identity, oldest first."""
+    found = []
+    for pid in pids:
+        try:
+            if os.getsid(pid) != pid:
+                continue  # a descendant: it belongs to its session leader's container
+        except OSError:
+            continue
+        identity = read_identity(pid)
+        create_time = process_create_time(pid)
+        if identity is not None and create_time is not None and is_same_process_alive(pid, create_time):
+            found.append(StampedProcess(pid, create_time, identity))
+    return sorted(found, key=lambda p: (p.create_time, p.pid))
+
+
+def kill_session(pid: int) -> None:
+    """SIGKILL a container process and the process group it leads (its descendants)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    signal_process(pid, signal.SIGKILL)
+
+
 def spawn(
     argv: Sequence[str],
     env: Mapping[str, str],
     working_dir: str,
     log_path: Path,
     procs_files: Sequence[str],
+    identity: Identity | None = None,
 ) -> SpawnedProcess:
     if working_dir and not os.path.isdir(working_dir):
         raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
     files = list(procs_files)
-    with open(log_path, "ab", buffering=0) as log:
+    # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
+    stamped = {IDENTITY_ENV: str(identity)} if identity is not None else {}
+    stamped.update((k, v) for k, v in env.items() if k != IDENTITY_ENV)
+    # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    os.fchmod(fd, 0o640)
+    with open(fd, "ab", buffering=0) as log:
         try:
             popen = subprocess.Popen(
                 list(argv),
-                env=dict(env),
+                env=stamped,
                 cwd=working_dir or "/",
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -10,6 +10,15 @@ container that exited with 128 and reason StartError (as containerd reports it).
 container with an image but no command is not run: kubenode pulls no images; its status
 says so (reason ImageNotSupported). The pod phase follows the kubelet's getPhase.
 
+The processes in the pod cgroup are the truth, not the record (the kubelet asks its runtime
+what runs): `reconcile` runs when a saved record is restored and at the start of every sync.
+Each container process carries the identity stamped at spawn (see `agent.processes`); a
+running one the record does not know (the agent died before saving it, or the record was
+lost) is adopted, and any further copy of the same container is killed and logged, so a
+container never runs twice. Because of that the record need not be written before each
+start: a sync writes it once, after all its starts (a 2,000-container pod is not rewritten
+2,000 times), and a sync stops starting containers as soon as termination is requested.
+
 `kill_pod` sends SIGTERM to every process in the pod cgroup, waits for the (possibly
 shrinking) grace period, at least 2 s as the kubelet's runtime does, then SIGKILLs what
 is left.
@@ -27,15 +36,28 @@ from typing import Protocol
 
 from agent.backoff import CrashLoopBackoff
 from agent.envvars import ContainerConfigError, HostInfo, container_argv, container_env
-from agent.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord, RecordStore, rfc3339
+from agent.podrecord import (
+    RUNNING,
+    TERMINATED,
+    WAITING,
+    ContainerRecord,
+    PodRecord,
+    RecordStore,
+    RecordWriteError,
+    rfc3339,
+)
 from agent.processes import (
     UNKNOWN_EXIT_CODE,
     AdoptedProcess,
     ContainerProcess,
+    Identity,
     ProcessStartError,
+    StampedProcess,
     is_same_process_alive,
+    kill_session,
     signal_process,
     spawn,
+    stamped_processes,
 )
 from kubenode.model import Container, Pod
 
@@ -44,6 +66,7 @@ log = logging.getLogger(__name__)
 MIN_KILL_GRACE_S = 2  # the kubelet runtime's minimumGracePeriodInSeconds
 START_ERROR_EXIT_CODE = 128
 CONFIG_ERROR_RETRY_S = 10.0
+NAME_MAX = 255  # bytes in one path component on Linux
 
 
 class PodKillTarget(Protocol):
@@ -64,11 +87,14 @@ class ProcessRuntime:
         backoff: CrashLoopBackoff | None = None,
         clock: Callable[[], float] = time.monotonic,
         pre_start: Callable[[str, str], None] | None = None,
+        cgroup_pids: Callable[[str], set[int]] | None = None,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
         # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
         # manager's PreStartContainer; it raises ContainerConfigError to hold the container back.
         self._pre_start = pre_start
+        # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
+        self._cgroup_pids = cgroup_pids
         self.store = store
         self.host = host
         self._clock = clock
@@ -79,12 +105,15 @@ class ProcessRuntime:
     # ----- watching ----------------------------------------------------------------------------
 
     def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
-        """Take over the still-running processes of a saved record; returns the adopted container names."""
-        adopted = []
+        """On start: take over the pod's running container processes; returns the adopted container names.
+
+        A container the record says runs, but whose process is gone, is marked exited (status unknown)."""
+        adopted = self.reconcile(record, pids_in_cgroup, kill_unknown=False)
         for c in record.containers.values():
-            if c.state != RUNNING:
+            if c.state != RUNNING or c.name in adopted:
                 continue
             if (
+                # A process started by an agent that did not stamp identities: pid and start time.
                 c.pid is not None
                 and c.create_time is not None
                 and c.pid in pids_in_cgroup
@@ -98,8 +127,65 @@ class ProcessRuntime:
                 self._mark_exited(
                     c, UNKNOWN_EXIT_CODE, "ContainerStatusUnknown", "gone while the agent was down"
                 )
-        self.store.save(record)
+        try:
+            self.store.save(record)
+        except RecordWriteError as exc:  # the agent must start anyway; the next sync writes again
+            log.warning("pod %s: %s", record.key, exc)
         return adopted
+
+    def reconcile(self, record: PodRecord, pids_in_cgroup: set[int], *, kill_unknown: bool) -> list[str]:
+        """Match the stamped processes in the pod cgroup to the record's containers.
+
+        Per container, one process is kept: the one the agent tracks, else the one the record names,
+        else the oldest. It is adopted when the agent did not track it; every other copy is killed.
+        With `kill_unknown`, processes of containers the record does not have are killed too.
+        Returns the names of the containers adopted."""
+        by_container: dict[str, list[StampedProcess]] = {}
+        for p in stamped_processes(pids_in_cgroup):
+            if p.identity.pod_uid == record.uid:
+                by_container.setdefault(p.identity.container, []).append(p)
+        adopted = []
+        for name, copies in by_container.items():
+            c = record.containers.get(name)
+            if c is None:
+                if kill_unknown:
+                    for p in copies:
+                        log.warning("pod %s: killing pid %d of unknown container %s", record.key, p.pid, name)
+                        kill_session(p.pid)
+                continue
+            with self._lock:
+                tracked = self._procs.get((record.uid, name))
+            keep = self._copy_to_keep(c, copies, tracked)
+            for p in copies:
+                if keep is not None and p.identity == keep.identity:
+                    continue  # the kept spawn, or a descendant of it that started its own session
+                log.warning(
+                    "pod %s container %s: killing extra copy pid %d (keeping %s)",
+                    record.key,
+                    name,
+                    p.pid,
+                    f"pid {keep.pid}" if keep else f"pid {tracked.pid if tracked else '?'}",
+                )
+                kill_session(p.pid)
+            if keep is not None and (tracked is None or tracked.pid != keep.pid):
+                with self._lock:
+                    self._procs[(record.uid, name)] = AdoptedProcess(keep.pid, keep.create_time)
+                c.state, c.reason, c.message, c.exit_code = RUNNING, "", "", None
+                c.pid, c.create_time, c.started_clock = keep.pid, keep.create_time, self._clock()
+                c.started_at = c.started_at or rfc3339(keep.create_time)
+                log.info("pod %s container %s: adopted running pid %d", record.key, name, keep.pid)
+                adopted.append(name)
+        return adopted
+
+    @staticmethod
+    def _copy_to_keep(
+        c: ContainerRecord, copies: list[StampedProcess], tracked: ContainerProcess | None
+    ) -> StampedProcess | None:
+        if tracked is not None and tracked.poll() is None:
+            # The agent's own live process wins; if it is not among the copies (not stamped), none is kept.
+            return next((p for p in copies if p.pid == tracked.pid), None)
+        named = [p for p in copies if p.pid == c.pid and c.create_time is not None]
+        return named[0] if named else copies[0]
 
     def relist(self, record: PodRecord) -> bool:
         """Poll the pod's processes (reaping exited children); returns whether any container stopped."""
@@ -153,12 +239,36 @@ class ProcessRuntime:
         record: PodRecord,
         procs_files: Sequence[str],
         device_env: Mapping[str, Mapping[str, str]],
+        cancelled: threading.Event | None = None,
     ) -> float | None:
-        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint)."""
+        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint).
+
+        Stops starting containers once `cancelled` is set (termination was requested)."""
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
         self.relist(record)
+        if self._cgroup_pids is not None:
+            self.reconcile(record, self._cgroup_pids(pod.uid), kill_unknown=True)
         hints: list[float] = []
+        try:
+            self._start_due(pod, record, procs_files, device_env, hints, cancelled)
+        finally:
+            # One write for all of this sync's starts; the stamped processes are found again without it.
+            record.phase = pod_phase(pod, record)
+            if record.phase != "Pending" and not record.start_time:
+                record.start_time = rfc3339()
+            self.store.save(record)
+        return min(hints) if hints else None
+
+    def _start_due(
+        self,
+        pod: Pod,
+        record: PodRecord,
+        procs_files: Sequence[str],
+        device_env: Mapping[str, Mapping[str, str]],
+        hints: list[float],
+        cancelled: threading.Event | None,
+    ) -> None:
         for c in pod.init_containers:
             rec = record.containers[c.name]
             env = device_env.get(c.name, {})
@@ -175,15 +285,12 @@ class ProcessRuntime:
             break  # wait for this init container to complete
         else:
             for c in pod.containers:
+                if cancelled is not None and cancelled.is_set():
+                    return  # termination preempts the remaining starts
                 rec = record.containers[c.name]
                 if rec.state != RUNNING:
                     env = device_env.get(c.name, {})
                     self._start_or_wait(pod, c, record, procs_files, env, hints, init=False)
-        record.phase = pod_phase(pod, record)
-        if record.phase != "Pending" and not record.start_time:
-            record.start_time = rfc3339()
-        self.store.save(record)
-        return min(hints) if hints else None
 
     def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
         code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
@@ -240,7 +347,7 @@ class ProcessRuntime:
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
         try:
-            proc = spawn(argv, env, c.working_dir, log_path, procs_files)
+            proc = spawn(argv, env, c.working_dir, log_path, procs_files, Identity.new(pod.uid, c.name))
         except ProcessStartError as exc:
             self._mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc))
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
@@ -251,11 +358,14 @@ class ProcessRuntime:
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = proc.pid, proc.create_time
         rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
-        self.store.save(record)  # at once: an agent killed now must find this pid when it comes back
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
-        return self.logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}" / container / f"{restart}.log"
+        """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
+        directory = f"{pod.namespace}_{pod.name}_{pod.uid}"
+        if len(directory.encode()) > NAME_MAX:
+            directory = pod.uid  # a 253-character name would not fit in one path component
+        return self.logs_dir / directory / container / f"{restart}.log"
 
     # ----- killing -----------------------------------------------------------------------------
 

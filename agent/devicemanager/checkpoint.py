@@ -2,7 +2,9 @@
 
 The file is JSON named `kubenode_device_checkpoint.json` in the manager's state dir (never the kubelet's
 `kubelet_internal_checkpoint`). It carries a SHA-256 of its data so a torn or edited file is detected; it is
-written atomically (temporary file, fsync, rename).
+written atomically and durably (`kubenode.atomicfile`). A file that cannot be used, even one whose checksum
+matches but whose data does not decode (an `allocResp` that is not a ContainerAllocateResponse), raises
+`CheckpointError`; the manager then moves it aside (`quarantine`) and starts without it.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import base64
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
+from kubenode.atomicfile import write_atomically
 
 CHECKPOINT_NAME = "kubenode_device_checkpoint.json"
 FORMAT_VERSION = 1
@@ -65,16 +69,7 @@ def save(path: Path, checkpoint: Checkpoint) -> None:
     }
     document = {"version": FORMAT_VERSION, "data": data, "checksum": _checksum(data)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(document, out, indent=1, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(document, indent=1, sort_keys=True).encode())
 
 
 def load(path: Path) -> Checkpoint:
@@ -93,14 +88,25 @@ def load(path: Path) -> Checkpoint:
     try:
         entries = [_entry(raw) for raw in data["entries"]]
         registered = {str(k): [str(i) for i in v] for k, v in data["registeredDevices"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise CheckpointError(f"{path}: data: malformed ({err!r})") from None
+    except (KeyError, TypeError, ValueError, AttributeError, DecodeError) as err:
+        # The exception's class and message only: they name the field, never echo the file's contents.
+        raise CheckpointError(f"{path}: data: malformed ({type(err).__name__}: {str(err)[:200]})") from None
     return Checkpoint(entries, registered)
+
+
+def quarantine(path: Path) -> Path | None:
+    """Move an unusable checkpoint aside (`<name>.bad`) so the next save does not destroy the evidence."""
+    target = path.with_name(path.name + ".bad")
+    try:
+        os.replace(path, target)
+    except OSError:
+        return None
+    return target
 
 
 def _entry(raw: dict[str, Any]) -> Entry:
     response = api_pb2.ContainerAllocateResponse()
-    response.ParseFromString(base64.b64decode(raw["allocResp"]))
+    response.ParseFromString(base64.b64decode(raw["allocResp"], validate=True))
     return Entry(
         pod_uid=str(raw["podUID"]),
         namespace=str(raw["namespace"]),
