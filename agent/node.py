@@ -94,7 +94,12 @@ class NodeAgent:
         self.store = RecordStore(config.state_dir)
         self.host = HostInfo(config.node_name, allocatable=self._base_allocatable)
         self.runtime = ProcessRuntime(
-            config.state_dir, self.store, self.host, clock=clock, pre_start=self._pre_start_devices
+            config.state_dir,
+            self.store,
+            self.host,
+            clock=clock,
+            pre_start=self._pre_start_devices,
+            cgroup_pids=cgroups.pids,
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self.cpu_pool = CPUPool()
@@ -312,7 +317,9 @@ class NodeAgent:
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
             return SyncResult()
-        hint = self.runtime.sync_containers(pod, record, self.cgroups.procs_files(pod), device_env)
+        hint = self.runtime.sync_containers(
+            pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled
+        )
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         return SyncResult(requeue_after=hint)

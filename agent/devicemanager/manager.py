@@ -476,7 +476,10 @@ class DeviceManager:
         try:
             saved = checkpoint.load(self.checkpoint_path)
         except checkpoint.CheckpointError as err:
-            log.error("%s; continuing without it, device allocations may be out of date", err)
+            moved = checkpoint.quarantine(self.checkpoint_path)
+            log.error(
+                "%s; moved to %s, continuing without it, device allocations may be out of date", err, moved
+            )
             return
         now = self._clock()
         with self._lock:
