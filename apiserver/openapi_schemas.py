@@ -1,0 +1,194 @@
+"""OpenAPI schemas of the served kinds, generated from the official `kubernetes` client's model classes.
+
+The client's models carry each field's JSON name (`attribute_map`), type (`openapi_types`: `str`, `int`,
+`List[V1Container]`, `Dict[str, str]`, `datetime`, `object`), description and requiredness (pydantic
+`model_fields`). Walking them from the top-level kinds gives the same definitions kube-apiserver publishes
+(`io.k8s.api.core.v1.Pod`, ...). What the models lack is added from kube's API types: the top-level
+`x-kubernetes-group-version-kind`, and the strategic-merge-patch struct tags (`patchStrategy`,
+`patchMergeKey`) that client-side `kubectl apply` reads to merge lists (containers by name, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+import kubernetes.client.models as models
+
+META_PACKAGE = "io.k8s.apimachinery.pkg.apis.meta.v1"
+META_TYPES = frozenset(
+    {
+        "ObjectMeta", "ListMeta", "Status", "StatusDetails", "StatusCause", "DeleteOptions",
+        "Preconditions", "OwnerReference", "ManagedFieldsEntry", "WatchEvent", "APIResourceList",
+        "APIResource", "APIGroupList", "APIGroup", "APIVersions", "GroupVersionForDiscovery",
+        "ServerAddressByClientCIDR", "Patch", "LabelSelector", "LabelSelectorRequirement",
+    }
+)  # fmt: skip
+GROUP_PACKAGES = {"coordination.k8s.io": "io.k8s.api.coordination.v1", "policy": "io.k8s.api.policy.v1"}
+
+# The kinds served, as (group, version, kind, client model class); lists come with their items' kinds.
+KINDS: tuple[tuple[str, str, str, str], ...] = (
+    ("", "v1", "Pod", "V1Pod"),
+    ("", "v1", "PodList", "V1PodList"),
+    ("", "v1", "Node", "V1Node"),
+    ("", "v1", "NodeList", "V1NodeList"),
+    ("", "v1", "Namespace", "V1Namespace"),
+    ("", "v1", "NamespaceList", "V1NamespaceList"),
+    ("", "v1", "Event", "CoreV1Event"),
+    ("", "v1", "EventList", "CoreV1EventList"),
+    ("", "v1", "Binding", "V1Binding"),
+    ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
+    ("coordination.k8s.io", "v1", "LeaseList", "V1LeaseList"),
+    ("policy", "v1", "Eviction", "V1Eviction"),
+    # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
+    ("", "v1", "Status", "V1Status"),
+    ("", "v1", "DeleteOptions", "V1DeleteOptions"),
+    ("", "v1", "WatchEvent", "V1WatchEvent"),
+)
+
+# patchStrategy/patchMergeKey struct tags of k8s.io/api (core/v1 and meta/v1 types.go) for the fields of the
+# served kinds: (type, JSON field) -> (strategy, merge key or ""). A list not named here is replaced whole.
+PATCH_META: dict[tuple[str, str], tuple[str, str]] = {
+    ("ObjectMeta", "finalizers"): ("merge", ""),
+    ("ObjectMeta", "ownerReferences"): ("merge", "uid"),
+    ("PodSpec", "volumes"): ("merge,retainKeys", "name"),
+    ("PodSpec", "initContainers"): ("merge", "name"),
+    ("PodSpec", "containers"): ("merge", "name"),
+    ("PodSpec", "ephemeralContainers"): ("merge", "name"),
+    ("PodSpec", "imagePullSecrets"): ("merge", "name"),
+    ("PodSpec", "hostAliases"): ("merge", "ip"),
+    ("PodSpec", "topologySpreadConstraints"): ("merge", "topologyKey"),
+    ("PodSpec", "schedulingGates"): ("merge", "name"),
+    ("PodSpec", "resourceClaims"): ("merge,retainKeys", "name"),
+    ("Container", "ports"): ("merge", "containerPort"),
+    ("Container", "env"): ("merge", "name"),
+    ("Container", "volumeMounts"): ("merge", "mountPath"),
+    ("Container", "volumeDevices"): ("merge", "devicePath"),
+    ("EphemeralContainer", "env"): ("merge", "name"),
+    ("EphemeralContainer", "volumeMounts"): ("merge", "mountPath"),
+    ("EphemeralContainer", "volumeDevices"): ("merge", "devicePath"),
+    ("PodStatus", "conditions"): ("merge", "type"),
+    ("PodStatus", "podIPs"): ("merge", "ip"),
+    ("PodStatus", "hostIPs"): ("merge", "ip"),
+    ("PodStatus", "resourceClaimStatuses"): ("merge,retainKeys", "name"),
+    ("NodeSpec", "podCIDRs"): ("merge", ""),
+    ("NodeStatus", "conditions"): ("merge", "type"),
+    ("NodeStatus", "addresses"): ("merge", "type"),
+    ("NamespaceStatus", "conditions"): ("merge", "type"),
+}
+
+PRIMITIVES: dict[str, dict[str, Any]] = {
+    "str": {"type": "string"},
+    "int": {"type": "integer", "format": "int64"},
+    "float": {"type": "number", "format": "double"},
+    "bool": {"type": "boolean"},
+    "datetime": {"type": "string", "format": "date-time"},
+    "date": {"type": "string", "format": "date"},
+    "object": {},  # IntOrString, RawExtension, FieldsV1: any JSON value
+}
+
+_VERSION_PREFIX = re.compile(r"^(?:Core|Policy|Coordination)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
+
+
+def type_name(class_name: str) -> str:
+    """`V1Pod` -> `Pod`, `CoreV1Event` -> `Event`."""
+    return _VERSION_PREFIX.sub("", class_name, count=1)
+
+
+def definition_name(class_name: str) -> str:
+    """The name kube-apiserver gives the definition, e.g. `io.k8s.api.core.v1.Pod`."""
+    name = type_name(class_name)
+    if name in META_TYPES:
+        return f"{META_PACKAGE}.{name}"
+    if name == "Eviction":
+        return f"{GROUP_PACKAGES['policy']}.{name}"
+    if name.startswith("Lease"):
+        return f"{GROUP_PACKAGES['coordination.k8s.io']}.{name}"
+    return f"io.k8s.api.core.v1.{name}"
+
+
+def _description(cls: Any) -> str:
+    doc = (cls.__doc__ or "").split("Attributes:", 1)[0]
+    return " ".join(doc.split())
+
+
+class SchemaSet:
+    """Definitions reachable from some model classes; `ref_prefix` is `#/components/schemas/` (v3) or
+    `#/definitions/` (v2)."""
+
+    def __init__(self, ref_prefix: str) -> None:
+        self.ref_prefix = ref_prefix
+        self.schemas: dict[str, dict[str, Any]] = {}
+
+    def ref(self, class_name: str) -> dict[str, Any]:
+        self.add(class_name)
+        return {"$ref": self.ref_prefix + definition_name(class_name)}
+
+    def add(self, class_name: str) -> None:
+        name = definition_name(class_name)
+        if name in self.schemas:
+            return
+        cls = getattr(models, class_name)
+        schema: dict[str, Any] = {"description": _description(cls), "type": "object", "properties": {}}
+        self.schemas[name] = schema  # before the fields, so recursive types terminate
+        owner = type_name(class_name)
+        required: list[str] = []
+        for attr, json_name in cls.attribute_map.items():
+            field = cls.model_fields.get(attr) or cls.model_fields.get("var_" + attr.lstrip("_"))
+            prop = self.type_schema(cls.openapi_types[attr])
+            if field is not None and field.description:
+                prop = {**prop, "description": field.description} if "$ref" not in prop else {
+                    "allOf": [prop], "description": field.description,
+                }  # fmt: skip
+            if (owner, json_name) in PATCH_META:
+                strategy, key = PATCH_META[(owner, json_name)]
+                prop["x-kubernetes-patch-strategy"] = strategy
+                if key:
+                    prop["x-kubernetes-patch-merge-key"] = key
+            schema["properties"][json_name] = prop
+            if field is not None and field.is_required():
+                required.append(json_name)
+        if required:
+            schema["required"] = sorted(required)
+        gvks = [{"group": g, "version": v, "kind": k} for g, v, k, c in KINDS if c == class_name]
+        if gvks:
+            schema["x-kubernetes-group-version-kind"] = gvks
+
+    def type_schema(self, spec: str) -> dict[str, Any]:
+        spec = spec.strip()
+        if spec in PRIMITIVES:
+            return dict(PRIMITIVES[spec])
+        if spec.startswith(("List[", "list[")):
+            return {"type": "array", "items": self.type_schema(spec[5:-1])}
+        if spec.startswith(("Dict[", "dict(")):
+            inner = spec[5:-1]
+            return {"type": "object", "additionalProperties": self.type_schema(inner.split(",", 1)[1])}
+        return self.ref(spec)
+
+
+def add_patch_schema(schemas: SchemaSet) -> str:
+    """meta/v1 Patch: the one definition with no client model (a PATCH body is any JSON object)."""
+    name = f"{META_PACKAGE}.Patch"
+    schemas.schemas[name] = {
+        "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request "
+        "body.",
+        "type": "object",
+    }
+    return schemas.ref_prefix + name
+
+
+@cache
+def kind_class(group: str, kind: str) -> str:
+    for g, _, k, cls in KINDS:
+        if (g, k) == (group, kind):
+            return cls
+    raise KeyError(f"no client model for {group or 'core'}/{kind}")
+
+
+def schema_set(ref_prefix: str, classes: Iterable[str]) -> SchemaSet:
+    result = SchemaSet(ref_prefix)
+    for cls in classes:
+        result.add(cls)
+    return result
