@@ -20,7 +20,7 @@ from agent.devicemanager import DeviceManager, PodInfo
 from agent.httpapi import StatusServer
 from agent.node import NodeAgent
 from agent.sources import ManifestSource
-from kubenode import sdnotify
+from kubenode import __version__, sdnotify
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,8 @@ def run_agent(config: AgentConfig) -> int:
     running.start()
     where = running.server.address if running.server else "no status endpoint"
     log.info(
-        "kubenode agent on node %s: manifests %s, state %s, status %s",
+        "kubenode %s agent on node %s: manifests %s, state %s, status %s",
+        __version__,
         config.node_name,
         config.manifests,
         config.state_dir,

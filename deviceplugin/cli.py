@@ -34,6 +34,12 @@ def register(subparsers: Any) -> None:
         "deviceplugin", help="serve device plugins (CPU cores, GPUs, static devices) to the kubelet"
     )
     _add_config_options(parser, None)
+    parser.add_argument(
+        "--create-dirs",
+        action="store_true",
+        help="make the kubelet dir if it is missing (by default a missing dir is an error: a typo would"
+        " otherwise wait forever for a kubelet that never comes)",
+    )
     parser.set_defaults(func=run)
     commands = parser.add_subparsers(dest="deviceplugin_command", metavar="[discover]")
     discover = commands.add_parser("discover", help="print what would be advertised and exit")
@@ -71,19 +77,32 @@ def run_discover(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
     import signal
 
     from deviceplugin.backend import BackendError
     from deviceplugin.config import ConfigError
     from deviceplugin.endpoint import EndpointError
     from deviceplugin.manager import PluginManager
+    from kubenode import __version__
 
     try:
         config, kubelet_dir = _load(args)
+        if not args.create_dirs and not os.path.isdir(kubelet_dir):
+            raise ConfigError(
+                f"kubelet dir {kubelet_dir} does not exist (a typo? is the kubelet installed?);"
+                " --create-dirs makes it"
+            )
         manager = PluginManager(config, kubelet_dir)
     except (ConfigError, BackendError, EndpointError, OSError) as exc:
         print(f"kubenode deviceplugin: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("deviceplugin").info(
+        "kubenode %s deviceplugin: %s for the kubelet in %s",
+        __version__,
+        ", ".join(r.config.name for r in manager.resources),
+        kubelet_dir,
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: manager.stop())
     try:

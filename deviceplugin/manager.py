@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 FIRST_RETRY_S = 0.05
 MAX_RETRY_S = 5.0
+# While kubelet.sock is missing the plugin only waits; say so now and then, so a wrong dir is noticed.
+WAIT_REMINDER_S = 30.0
 
 
 @dataclass
@@ -53,8 +55,13 @@ class Resource:
 
 
 class PluginManager:
-    def __init__(self, config: PluginConfig, kubelet_dir: str) -> None:
+    def __init__(
+        self, config: PluginConfig, kubelet_dir: str, *, wait_reminder_s: float = WAIT_REMINDER_S
+    ) -> None:
         self.kubelet_dir = Path(kubelet_dir)
+        self.wait_reminder_s = wait_reminder_s
+        self._waiting_since: float | None = None  # monotonic time kubelet.sock was first seen missing
+        self._next_reminder = 0.0
         self.kubelet_socket = self.kubelet_dir / KUBELET_SOCKET
         self.resources: list[Resource] = []
         try:
@@ -119,7 +126,7 @@ class PluginManager:
     def _reconcile(self) -> float | None:
         """Bring every resource to served + registered; returns seconds until a retry is due (or None)."""
         kubelet_id = self._kubelet_id()
-        next_retry: float | None = None
+        next_retry = self._note_waiting(kubelet_id)
         for resource in self.resources:
             if self._stopping.is_set():
                 return None
@@ -137,6 +144,27 @@ class PluginManager:
                 next_retry = delay if next_retry is None else min(next_retry, delay)
         self._report(kubelet_id)
         return next_retry
+
+    def _note_waiting(self, kubelet_id: tuple[int, int] | None) -> float | None:
+        """Log when kubelet.sock goes missing, then a reminder every wait_reminder_s (at INFO: waiting
+        for a kubelet is normal at boot); returns the seconds until the next reminder is due."""
+        if kubelet_id is not None:
+            self._waiting_since = None
+            return None
+        now = time.monotonic()
+        if self._waiting_since is None:
+            self._waiting_since = now
+            self._next_reminder = now + self.wait_reminder_s
+            log.info("waiting for %s in %s", KUBELET_SOCKET, self.kubelet_dir)
+        elif now >= self._next_reminder:
+            self._next_reminder = now + self.wait_reminder_s
+            log.info(
+                "still waiting for %s in %s (%.0f s so far)",
+                KUBELET_SOCKET,
+                self.kubelet_dir,
+                now - self._waiting_since,
+            )
+        return self._next_reminder - now
 
     def _register(self, resource: Resource, kubelet_id: tuple[int, int] | None) -> float | None:
         reg = resource.registration

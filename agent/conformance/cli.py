@@ -24,6 +24,11 @@ def register(subparsers: Any) -> None:
         help=f"device-plugin dir (default {DEFAULT_KUBELET_DIR}, or a fresh temp dir with --plugin-cmd)",
     )
     parser.add_argument(
+        "--create-dirs",
+        action="store_true",
+        help="make --kubelet-dir if it is missing (by default a missing dir is an error)",
+    )
+    parser.add_argument(
         "--plugin-cmd",
         metavar="CMD",
         help="start the plugin with this shell command "
@@ -92,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
         kubelet_dir = temp_dir = Path(tempfile.mkdtemp(prefix="kn-conf-", dir="/tmp"))
     else:
         kubelet_dir = Path(DEFAULT_KUBELET_DIR)
+    if temp_dir is None and not args.create_dirs and not kubelet_dir.is_dir():
+        # A typo would otherwise make a stray directory and wait out --register-timeout for nothing.
+        print(
+            f"kubenode conformance: --kubelet-dir {kubelet_dir} does not exist; --create-dirs makes it",
+            file=sys.stderr,
+        )
+        return 2
     limits = Limits(register=args.register_timeout, restart=args.restart_timeout)
     config = SuiteConfig(kubelet_dir, args.plugin_cmd, args.resource, only, limits)
     emit = (lambda r: None) if args.json else (lambda r: print(text_line(r), flush=True))
