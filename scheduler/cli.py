@@ -19,7 +19,23 @@ def register(subparsers: Any) -> None:
     simulate.add_argument("--profile", help="KubeSchedulerConfiguration file (profiles, weights, strategies)")
     simulate.add_argument("--output", choices=("table", "json"), default="table")
     simulate.add_argument("--seed", type=int, default=0, help="random seed for ties between equal nodes")
-    parser.set_defaults(func=run)
+    simulate.set_defaults(func=run)
+    live = commands.add_parser("run", help="schedule the pending pods of an API server, as kube-scheduler")
+    live.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    live.add_argument("--profile", help="KubeSchedulerConfiguration file (the one simulate reads)")
+    live.add_argument("--leader-elect", action="store_true", help="only the holder of a Lease schedules")
+    live.add_argument("--lock-object-namespace", default="kube-system", help="the Lease's namespace")
+    live.add_argument("--lock-object-name", default="kubenode-scheduler", help="the Lease's name")
+    live.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    live.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    live.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    live.add_argument(
+        "--metrics-bind-address", metavar="HOST:PORT", help="serve /metrics and /healthz here (port 0: any)"
+    )
+    live.add_argument(
+        "--binding-workers", type=int, default=16, help="binds in flight at once (the bounded pool)"
+    )
+    live.set_defaults(func=run_live)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,3 +57,44 @@ def run(args: argparse.Namespace) -> int:
         print(f"kubenode scheduler: {error}", file=sys.stderr)
     print(render_json(result) if args.output == "json" else render_table(result))
     return 0
+
+
+def run_live(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kubenode.kubeclient import KubeConfigError, load
+    from kubenode.kubeclient.leaderelection import ElectionConfig
+    from kubenode.model.errors import ValidationError
+    from scheduler.metrics import parse_bind_address
+    from scheduler.profile import Configuration, load_configuration
+    from scheduler.runner import RunOptions, run_scheduler
+
+    try:
+        config = load_configuration(Path(args.profile)) if args.profile else Configuration()
+        client_config = load(args.kubeconfig)
+        address = parse_bind_address(args.metrics_bind_address) if args.metrics_bind_address else None
+    except (ValidationError, KubeConfigError, ValueError) as exc:
+        print(f"kubenode scheduler: {exc}", file=sys.stderr)
+        return 2
+    if args.binding_workers < 1:
+        print("kubenode scheduler: --binding-workers must be at least 1", file=sys.stderr)
+        return 2
+    election = ElectionConfig(
+        name=args.lock_object_name,
+        namespace=args.lock_object_namespace,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+    )
+    problem = election.problem()
+    if args.leader_elect and problem:
+        print(f"kubenode scheduler: --leader-elect: {problem}", file=sys.stderr)
+        return 2
+    options = RunOptions(
+        config,
+        leader_elect=args.leader_elect,
+        election=election,
+        metrics_address=address,
+        binding_workers=args.binding_workers,
+    )
+    return run_scheduler(client_config, options)

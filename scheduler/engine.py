@@ -66,6 +66,7 @@ class Outcome:
     nominated_node: str = ""
     victims: tuple[Pod, ...] = ()
     bind_failed: bool = False
+    error: bool = False  # the attempt failed with an error (not a plain "does not fit")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ class Scheduler:
         seed: int | None = None,
         run_binding: Callable[[Callable[[], None]], None] | None = None,
         observer: Callable[[Outcome], None] | None = None,
+        on_binding_done: Callable[[QueuedPod, Pod, str, Exception | None], None] | None = None,
+        victims_leave_on_eviction: bool = True,
+        binding_workers: int = 4,
     ) -> None:
         self.config = config or Configuration()
         self.binder = binder
@@ -101,6 +105,12 @@ class Scheduler:
         self._pool: ThreadPoolExecutor | None = None
         self._run_binding = run_binding or self._submit_to_pool
         self._observer = observer
+        self._on_binding_done = on_binding_done
+        # In memory an evicted victim is gone at once. Through an API server it is only asked
+        # to leave (graceful deletion): it stays counted on its node until the pod informer
+        # reports it deleted, and the nominated preemptor waits for that, as in kube.
+        self._victims_leave_on_eviction = victims_leave_on_eviction
+        self._binding_workers = binding_workers
         self._last_leftover_flush = self.clock.now()
 
     def profile_for(self, pod: Pod) -> Profile | None:
@@ -274,7 +284,7 @@ class Scheduler:
             victims, error = self._evict(pod, preemption)
             if error:
                 self.queue.add_error(qp)
-                return Outcome(pod, None, error, victims=victims)
+                return Outcome(pod, None, error, victims=victims, error=True)
             for key, nomination in list(self.nominations.items()):
                 if nomination.node == nominated and nomination.priority < pod.priority:
                     del self.nominations[key]  # lower-priority nominations there are void now
@@ -297,9 +307,10 @@ class Scheduler:
             except Exception as exc:  # any binder failure: report it for this pod, keep scheduling
                 error = f"preemption: evicting {state.pod.key} from {preemption.node} failed: {exc}"
                 break
-            self.cache.remove_pod(state.pod.key)
+            if self._victims_leave_on_eviction:
+                self.cache.remove_pod(state.pod.key)
             evicted.append(state.pod)
-        if evicted:
+        if evicted and self._victims_leave_on_eviction:
             self._assigned_pod_gone()
         return tuple(evicted), error
 
@@ -313,14 +324,22 @@ class Scheduler:
                     self.queue.add_error(qp)
                     self._assigned_pod_gone()
             if self._observer is not None:
-                self._observer(Outcome(qp.pod, None, f"binding to {node} failed: {exc}", bind_failed=True))
+                self._observer(
+                    Outcome(qp.pod, None, f"binding to {node} failed: {exc}", bind_failed=True, error=True)
+                )
+            if self._on_binding_done is not None:
+                self._on_binding_done(qp, bound, node, exc)
             return
         with self.lock:
             self.cache.finish_binding(bound.key)
+        if self._on_binding_done is not None:
+            self._on_binding_done(qp, bound, node, None)
 
     def _submit_to_pool(self, task: Callable[[], None]) -> None:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kubenode-bind")
+            self._pool = ThreadPoolExecutor(
+                max_workers=self._binding_workers, thread_name_prefix="kubenode-bind"
+            )
         self._pool.submit(task)
 
     def close(self) -> None:

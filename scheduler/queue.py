@@ -47,6 +47,9 @@ class QueuedPod:
     # Filter plugins that rejected the pod on some node in its last attempt.
     rejected_by: frozenset[str] = frozenset()
     cycle: int = 0  # the scheduling cycle of its last pop
+    # When it first entered the queue (never reset): the start of the scheduling SLI.
+    added: float = 0.0
+    popped: float = 0.0  # when its current attempt began
     seq: int = field(default=0)  # bumps on every move; stale heap entries are skipped
 
     @property
@@ -91,6 +94,14 @@ class SchedulingQueue:
             if key in table:
                 return name
         return None
+
+    def counts(self) -> dict[str, int]:
+        """Pods per queue, as kube-scheduler's scheduler_pending_pods{queue} reports them."""
+        return {
+            "active": len(self._active),
+            "backoff": len(self._backoff),
+            "unschedulable": len(self._unschedulable),
+        }
 
     def get(self, key: str) -> QueuedPod | None:
         for table in (self._active, self._backoff, self._unschedulable, self._in_flight):
@@ -154,7 +165,8 @@ class SchedulingQueue:
         """A new pending pod goes straight to activeQ; a known one is updated in place."""
         if self.update(pod):
             return
-        self._to_active(QueuedPod(pod, timestamp=self._clock.now()))
+        now = self._clock.now()
+        self._to_active(QueuedPod(pod, timestamp=now, added=now))
 
     def update(self, pod: Pod) -> bool:
         """Replace a queued pod's object; an unschedulable pod whose spec or metadata changed
@@ -187,6 +199,7 @@ class SchedulingQueue:
             self.scheduling_cycle += 1
             qp.attempts += 1
             qp.cycle = self.scheduling_cycle
+            qp.popped = self._clock.now()
             self._in_flight[key] = qp
             return qp
         return None

@@ -1,0 +1,118 @@
+"""The engine's Binder through the API server: bind by pods/binding, preempt by status + delete.
+
+bind (on the engine's bounded binding pool, never in the scheduling cycle):
+  POST /api/v1/namespaces/{ns}/pods/{name}/binding with kube's DefaultBinder body (pod uid,
+  target Node). The answer is a Status (201), which the raw client does not try to read as
+  a Binding (the official client does, and fails: kubernetes-client/python #547).
+  409 "already assigned to node X" is not an error: the pod is bound, and the pod informer
+  will report where; only a bind to our node records the event. Any other failure raises,
+  so the engine forgets the pod and requeues it with backoff. Success records Normal
+  `Scheduled` "Successfully assigned ns/pod to node".
+evict (in the cycle that chose the victims, as kube-scheduler before async preemption):
+  PATCH the victim's status with DisruptionTarget=True reason PreemptionByScheduler, then
+  DELETE it with its own terminationGracePeriodSeconds and a uid precondition, and record
+  Normal `Preempted` on it. A victim already gone counts as evicted.
+Both refuse to act unless `may_act()` (leadership) holds, so a scheduler that lost its
+Lease writes nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from kubenode.kubeclient import PODS, Conflict, KubeClient, NotFound
+from kubenode.kubeclient.events import NORMAL, EventRecorder, ObjectReference
+from kubenode.kubeclient.timefmt import rfc3339
+from kubenode.model.objects import Pod
+
+_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+
+
+class NotLeading(RuntimeError):
+    """This scheduler lost (or never had) leadership and must not write."""
+
+
+def pod_reference(pod: Pod) -> ObjectReference:
+    return ObjectReference(kind="Pod", name=pod.name, namespace=pod.namespace, uid=pod.uid)
+
+
+def binding_body(pod: Pod, node: str) -> dict[str, Any]:
+    """kube's DefaultBinder: v1.Binding naming the pod (with its uid) and the target Node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def disruption_target_patch(pod: Pod, scheduler_name: str, now: float) -> dict[str, Any]:
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": rfc3339(now),
+    }
+    return {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+
+
+class ApiBinder:
+    def __init__(
+        self,
+        client: KubeClient,
+        recorder: EventRecorder,
+        *,
+        may_act: Callable[[], bool] = lambda: True,
+        wall: Callable[[], float] | None = None,
+    ) -> None:
+        import time
+
+        self.client = client
+        self.recorder = recorder
+        self.may_act = may_act
+        self._wall = wall or time.time
+        self.already_bound = 0  # 409s answered "already assigned" (for tests and logs)
+
+    def _check(self) -> None:
+        if not self.may_act():
+            raise NotLeading("not the leader: not writing")
+
+    def bind(self, pod: Pod, node: str) -> None:
+        self._check()
+        try:
+            body = binding_body(pod, node)
+            self.client.create(PODS, body, pod.namespace, name=pod.name, subresource="binding")
+        except Conflict as exc:
+            match = _ALREADY_ASSIGNED.search(exc.message)
+            if match is None:
+                raise  # e.g. being deleted: a real failure, retried with backoff
+            self.already_bound += 1
+            if match.group(1) != node:
+                return  # someone else placed it; the informer's view wins
+        self.recorder.event(
+            pod_reference(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}"
+        )
+
+    def evict(self, victim: Pod, preemptor: Pod, node: str) -> None:
+        self._check()
+        patch = disruption_target_patch(victim, preemptor.scheduler_name, self._wall())
+        try:
+            self.client.patch(PODS, victim.name, patch, victim.namespace, subresource="status")
+            self.client.delete(
+                PODS,
+                victim.name,
+                victim.namespace,
+                grace_period_seconds=victim.termination_grace_period_seconds,
+                uid=victim.uid or None,
+            )
+        except NotFound:
+            return  # already gone: nothing left to evict
+        self.recorder.event(
+            pod_reference(victim),
+            NORMAL,
+            "Preempted",
+            f"Preempted by pod {preemptor.uid or preemptor.key} on node {node}",
+        )

@@ -1,0 +1,167 @@
+"""Node and pod informers that feed the engine, decoding watch events straight into the model.
+
+The shared client's Informer lists then watches; its `decode` here turns each API object
+(a dict from orjson) into `kubenode.model` Node/Pod with the same validating parsers the
+simulator uses, never through the official client's models. An object that does not parse
+becomes a `BadObject` carrying the field-naming message, so the informer keeps going.
+
+Routing, as kube-scheduler's event handlers:
+- nodes: add/update -> engine.update_node (which moves the unschedulable pods the change may
+  help), delete -> engine.remove_node;
+- pods (terminal phases excluded by field selector): an assigned pod goes to the cache, an
+  unassigned pod of one of our profiles to the queue, any other pod is ignored (so this
+  scheduler can run beside kube-scheduler); delete -> engine.remove_pod, which drops a pod
+  that was queued or in flight and frees what an assigned one held;
+- a pod of ours that fails to parse gets one Warning FailedScheduling event naming the field
+  (again only if its object changes) and never enters the queue, so it is not retried in a
+  loop; an update that fixes it lets it in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubenode.kubeclient import NODES, PODS, KubeClient
+from kubenode.kubeclient.informer import Informer
+from kubenode.model.errors import ValidationError
+from kubenode.model.objects import Node, Pod
+from kubenode.model.parse import parse_node, parse_pod
+from scheduler.engine import Scheduler
+
+log = logging.getLogger(__name__)
+
+# kube-scheduler's pod informer: every pod but the finished ones.
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+SOURCE = "api"
+
+
+@dataclass(frozen=True)
+class BadObject:
+    """An API object that failed to parse: enough of it to route it and report why."""
+
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+    message: str
+    scheduler_name: str = ""
+    node_name: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def _bad(kind: str, obj: Mapping[str, Any], message: str) -> BadObject:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    assert isinstance(meta, Mapping) and isinstance(spec, Mapping)
+    return BadObject(
+        kind=kind,
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        uid=str(meta.get("uid") or ""),
+        message=message,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        raw=obj,
+    )
+
+
+def decode_pod(obj: dict[str, Any]) -> Pod | BadObject:
+    try:
+        return parse_pod(obj, SOURCE)
+    except ValidationError as exc:
+        return _bad("Pod", obj, str(exc))
+    except Exception as exc:  # a parser bug must not stop the informer; report it as bad input
+        return _bad("Pod", obj, f"cannot decode: {exc}")
+
+
+def decode_node(obj: dict[str, Any]) -> Node | BadObject:
+    try:
+        return parse_node(obj, SOURCE)
+    except ValidationError as exc:
+        return _bad("Node", obj, str(exc))
+    except Exception as exc:
+        return _bad("Node", obj, f"cannot decode: {exc}")
+
+
+class EventRouter:
+    """The informers' handlers: each event becomes an engine call."""
+
+    def __init__(self, engine: Scheduler, report_bad_pod: Callable[[BadObject], None]) -> None:
+        self.engine = engine
+        self._report_bad_pod = report_bad_pod
+        self._reported: dict[str, tuple[str, str]] = {}  # key -> (uid, message) already reported
+
+    # --- nodes ------------------------------------------------------------------------
+    def node_added(self, node: Node | BadObject) -> None:
+        if isinstance(node, BadObject):
+            log.warning("node %s ignored: %s", node.name, node.message)
+            self.engine.remove_node(node.name)
+            return
+        self.engine.update_node(node)
+
+    def node_updated(self, old: Node | BadObject, new: Node | BadObject) -> None:
+        self.node_added(new)
+
+    def node_deleted(self, node: Node | BadObject) -> None:
+        self.engine.remove_node(node.name)
+
+    # --- pods -------------------------------------------------------------------------
+    def pod_added(self, pod: Pod | BadObject) -> None:
+        if isinstance(pod, BadObject):
+            self._bad_pod(pod)
+            return
+        self._reported.pop(pod.key, None)
+        self.engine.add_pod(pod)
+
+    def pod_updated(self, old: Pod | BadObject, new: Pod | BadObject) -> None:
+        self.pod_added(new)
+
+    def pod_deleted(self, pod: Pod | BadObject) -> None:
+        self._reported.pop(pod.key, None)
+        if isinstance(pod, BadObject):
+            self.engine.remove_pod(Pod(name=pod.name, namespace=pod.namespace, uid=pod.uid))
+        else:
+            self.engine.remove_pod(pod)
+
+    def _bad_pod(self, bad: BadObject) -> None:
+        # Whatever was known of it before is void; it is not scheduled until it parses again.
+        self.engine.remove_pod(Pod(name=bad.name, namespace=bad.namespace, uid=bad.uid))
+        if bad.node_name or bad.scheduler_name not in self.engine.config.profiles:
+            return
+        if self._reported.get(bad.key) == (bad.uid, bad.message):
+            return
+        self._reported[bad.key] = (bad.uid, bad.message)
+        log.warning("pod %s not scheduled: %s", bad.key, bad.message)
+        self._report_bad_pod(bad)
+
+
+def pod_informer(client: KubeClient, router: EventRouter) -> Informer[Pod | BadObject]:
+    return Informer(
+        client,
+        PODS,
+        field_selector=POD_FIELD_SELECTOR,
+        decode=decode_pod,
+        on_add=router.pod_added,
+        on_update=router.pod_updated,
+        on_delete=router.pod_deleted,
+        name="pods",
+    )
+
+
+def node_informer(client: KubeClient, router: EventRouter) -> Informer[Node | BadObject]:
+    return Informer(
+        client,
+        NODES,
+        decode=decode_node,
+        on_add=router.node_added,
+        on_update=router.node_updated,
+        on_delete=router.node_deleted,
+        name="nodes",
+    )

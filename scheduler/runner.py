@@ -1,0 +1,244 @@
+"""`kubenode scheduler run`: the engine connected to an API server.
+
+Flow, as kube-scheduler's Run:
+1. Informers for nodes and pods start at once (also on a follower, so a new leader starts
+   with a warm cache) and feed the engine (`scheduler.informers`).
+2. With leader election, a LeaderElector on a Lease decides who schedules; without it this
+   process always does.
+3. The scheduling loop waits until both informers have synced and this process leads, then
+   runs the engine's cycle: pop, filter, score, assume, hand the bind to the bounded pool
+   (`scheduler.apibinder`), and go on to the next pod at once. A failed attempt is
+   reported by `scheduler.statuswriter` (FailedScheduling event + PodScheduled=False).
+4. Metrics (`scheduler.metrics`) count every attempt; /healthz fails when the leader's
+   lease renewal is overdue.
+5. Losing the Lease stops scheduling at once (the binder and status writer refuse to write
+   from that moment) and `run` returns 1, so the process exits non-zero and its
+   supervisor restarts it as a follower. SIGTERM/SIGINT stop it cleanly (the Lease is
+   released) with 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient.config import ClientConfig
+from kubenode.kubeclient.events import WARNING, EventRecorder
+from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig, LeaderElector
+from kubenode.model.objects import Pod
+from scheduler.apibinder import ApiBinder, pod_reference
+from scheduler.clock import MonotonicClock
+from scheduler.engine import Outcome, Scheduler
+from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer
+from scheduler.metrics import MetricsServer, SchedulerMetrics
+from scheduler.profile import Configuration
+from scheduler.queue import QueuedPod
+from scheduler.statuswriter import StatusWriter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_NAME = "kubenode-scheduler"
+BINDING_WORKERS = 16  # concurrent binds; kube's client allows 100 in a burst
+EVENT_QUEUE = 20000  # Scheduled events of a burst of pods are queued, not dropped
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    config: Configuration
+    leader_elect: bool = False
+    election: ElectionConfig = field(default_factory=lambda: ElectionConfig(name=DEFAULT_LOCK_NAME))
+    metrics_address: tuple[str, int] | None = None
+    binding_workers: int = BINDING_WORKERS
+
+
+class LiveScheduler:
+    def __init__(self, client_config: ClientConfig, options: RunOptions) -> None:
+        self.options = options
+        self.clock = MonotonicClock()
+        self.client = KubeClient(
+            client_config, user_agent="kubenode-scheduler", pool_size=options.binding_workers + 8
+        )
+        self._stop = threading.Event()
+        self._leading = threading.Event()
+        self.lost_leadership = False
+        component = next(iter(options.config.profiles), "default-scheduler")
+        self.recorder = EventRecorder(self.client, component, queue_size=EVENT_QUEUE)
+        self.elector: LeaderElector | None = None
+        if options.leader_elect:
+            # Lease calls get their own client with a short timeout: a hung request must not
+            # outlast the renew deadline.
+            lease_client = KubeClient(
+                client_config,
+                user_agent="kubenode-scheduler/leader-election",
+                timeout=max(1.0, options.election.retry_period),
+            )
+            self.elector = LeaderElector(
+                ClientLeaseStore(lease_client),
+                options.election,
+                on_started_leading=self._started_leading,
+                on_stopped_leading=self._stopped_leading,
+                on_new_leader=lambda who: log.info("new leader: %s", who),
+            )
+        else:
+            self._leading.set()
+        self.binder = ApiBinder(self.client, self.recorder, may_act=self.may_act)
+        self.status = StatusWriter(self.client, self.recorder, may_act=self.may_act)
+        self.engine = Scheduler(
+            self.binder,
+            options.config,
+            clock=self.clock,
+            on_binding_done=self._binding_done,
+            victims_leave_on_eviction=False,
+            binding_workers=options.binding_workers,
+        )
+        self.metrics = SchedulerMetrics(self._pending_counts)
+        self.metrics_server: MetricsServer | None = None
+        if options.metrics_address is not None:
+            self.metrics_server = MetricsServer(self.metrics, *options.metrics_address)
+            if self.elector is not None:
+                self.metrics_server.checks["leaderElection"] = self.elector.health_problem
+        self.router = EventRouter(self.engine, self._report_bad_pod)
+        self.nodes = node_informer(self.client, self.router)
+        self.pods = pod_informer(self.client, self.router)
+        self._threads: list[threading.Thread] = []
+
+    # --- leadership -------------------------------------------------------------------
+    def may_act(self) -> bool:
+        """Whether this process may write: it leads (the elector's own flag drops the moment a
+        renewal deadline passes, before any callback runs) and is not stopping."""
+        if self.elector is not None and not self.elector.is_leader():
+            return False
+        return self._leading.is_set() and not self._stop.is_set()
+
+    def _started_leading(self) -> None:
+        log.info("started leading")
+        self._leading.set()
+        with self.engine.wakeup:
+            self.engine.wakeup.notify_all()
+
+    def _stopped_leading(self) -> None:
+        self._leading.clear()
+        if not self._stop.is_set():
+            self.lost_leadership = True
+            log.error("leader election lost: stopping")
+            self._stop.set()
+        with self.engine.wakeup:
+            self.engine.wakeup.notify_all()
+
+    # --- reporting --------------------------------------------------------------------
+    def _pending_counts(self) -> dict[str, int]:
+        with self.engine.lock:
+            return self.engine.queue.counts()
+
+    def _report_bad_pod(self, bad: BadObject) -> None:
+        if self.may_act():
+            ref = pod_reference(Pod(name=bad.name, namespace=bad.namespace, uid=bad.uid))
+            self.recorder.event(ref, WARNING, "FailedScheduling", f"invalid pod: {bad.message}")
+            self.metrics.attempt("error", bad.scheduler_name, 0.0)
+
+    def _handle(self, outcome: Outcome, seconds: float) -> None:
+        """After one cycle. A placed pod is counted once its binding is done."""
+        if outcome.node is not None:
+            return
+        profile = outcome.pod.scheduler_name
+        self.metrics.attempt("error" if outcome.error else "unschedulable", profile, seconds)
+        if outcome.victims or outcome.nominated_node:
+            self.metrics.preempted(len(outcome.victims))
+        self.status.failed(outcome.pod, outcome.message, outcome.nominated_node, error=outcome.error)
+
+    def _binding_done(self, qp: QueuedPod, pod: Pod, node: str, error: Exception | None) -> None:
+        now = self.clock.now()
+        if error is None:
+            self.metrics.attempt("scheduled", pod.scheduler_name, now - qp.popped)
+            self.metrics.scheduled(qp.attempts, now - qp.added)
+            self.status.forget(pod.key)
+            return
+        self.metrics.attempt("error", pod.scheduler_name, now - qp.popped)
+        log.warning("binding %s to %s failed: %s", pod.key, node, error)
+        if self.may_act():
+            self.recorder.event(pod_reference(pod), WARNING, "FailedScheduling", f"Binding rejected: {error}")
+
+    # --- the loop ---------------------------------------------------------------------
+    def synced(self) -> bool:
+        return self.nodes.has_synced.is_set() and self.pods.has_synced.is_set()
+
+    def _schedule_loop(self) -> None:
+        engine = self.engine
+        while not self._stop.is_set():
+            if not self.may_act() or not self.synced():
+                self._stop.wait(0.05)
+                continue
+            started = time.perf_counter()
+            try:
+                outcome = engine.schedule_one()
+            except Exception:  # an engine bug: log it, keep scheduling the others
+                log.exception("scheduling cycle failed")
+                continue
+            if outcome is not None:
+                self._handle(outcome, time.perf_counter() - started)
+                continue
+            with engine.wakeup:
+                expiry = engine.queue.next_backoff_expiry()
+                wait = 1.0 if expiry is None else min(1.0, max(0.0, expiry - self.clock.now()))
+                engine.wakeup.wait(wait)
+
+    def _spawn(self, target: Callable[[], object], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def start(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.start()
+        self.recorder.start()
+        self.nodes.start()
+        self.pods.start()
+        if self.elector is not None:
+            elector = self.elector
+            self._spawn(lambda: elector.run(self._stop), "leader-election")
+        self._spawn(self._schedule_loop, "schedule")
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.engine.wakeup:
+            self.engine.wakeup.notify_all()
+        for thread in self._threads:
+            thread.join(15)
+        self.nodes.stop()
+        self.pods.stop()
+        self.engine.close()
+        self.status.close()
+        self.recorder.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        self.client.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped (a signal, or lost leadership); True if it stopped."""
+        return self._stop.wait(timeout)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        with self.engine.wakeup:
+            self.engine.wakeup.notify_all()
+
+
+def run_scheduler(client_config: ClientConfig, options: RunOptions) -> int:
+    """Run until SIGTERM/SIGINT (0) or lost leadership (1)."""
+    import signal
+
+    scheduler = LiveScheduler(client_config, options)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: scheduler.request_stop())
+    scheduler.start()
+    if scheduler.metrics_server is not None:
+        host, _ = options.metrics_address or ("", 0)
+        log.info("serving /metrics and /healthz on %s:%d", host, scheduler.metrics_server.port)
+    while not scheduler.wait(1.0):
+        pass
+    scheduler.stop()
+    return 1 if scheduler.lost_leadership else 0
