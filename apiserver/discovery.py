@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from apiserver.resources import ResourceInfo
+from apiserver.status import api_error
 
 # The Kubernetes release whose API this server follows; kubectl warns when it is more than one minor away.
 KUBE_MAJOR = "1"
@@ -104,16 +105,7 @@ def _json(body: Any) -> web.Response:
 
 
 def _not_found(path: str) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f'the server could not find the requested resource ("{path}")',
-        "reason": "NotFound",
-        "details": {},
-        "code": 404,
-    }
+    body = api_error(404, "NotFound", f'the server could not find the requested resource ("{path}")', {})
     return web.Response(status=404, body=orjson.dumps(body), content_type="application/json")
 
 

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from apiserver.openapi_schemas import SchemaSet, add_patch_schema, kind_class, schema_set
 from apiserver.resources import ResourceInfo
+from apiserver.status import api_error
 
 PATCH_TYPES = (
     "application/apply-patch+yaml",
@@ -259,16 +260,9 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
+    return web.Response(
+        status=code, body=orjson.dumps(api_error(code, reason, message)), content_type="application/json"
+    )
 
 
 def _status_404(path: str) -> web.Response:

@@ -179,7 +179,7 @@ def _pod_reason(pod: Obj, status: Mapping[str, Any]) -> tuple[str, int, int, int
                 if terminated.get("signal")
                 else f"ExitCode:{terminated.get('exitCode')}"
             )
-        elif state.get("running") and cs.get("ready"):
+        elif "running" in state and state["running"] is not None and cs.get("ready"):
             has_running = True
             ready += 1
     if not initializing and reason == "Completed" and has_running:
