@@ -48,7 +48,7 @@ def test_status_table_and_json(
     assert lines[0].split() == [
         "POD",
         "QOS",
-        "PHASE",
+        "STATUS",
         "CGROUP",
         "CPU",
         "QUOTA",
