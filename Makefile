@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,26 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) podman-deps
 	$(PY) -m pytest
+
+# The CDI CPU-pinning tests (tests/cdi) run real containers: podman with runc as its OCI runtime, and a
+# static busybox as the image's only file. Installed when missing; without root it fails loudly.
+PODMAN_DEPS := podman runc busybox-static
+podman-deps:
+	@missing=$$(for p in $(PODMAN_DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q 'install ok installed' || printf '%s ' $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "podman-deps: missing $$missing and not root: run 'sudo make podman-deps'" >&2; exit 1; \
+		fi; \
+		echo "podman-deps: installing $$missing"; \
+		apt="apt-get -o DPkg::Lock::Timeout=600 -y -q"; \
+		DEBIAN_FRONTEND=noninteractive $$apt install --no-install-recommends $$missing \
+			|| { $$apt update && DEBIAN_FRONTEND=noninteractive \
+				$$apt install --no-install-recommends $$missing; } \
+			|| { echo "podman-deps: apt-get install $$missing failed" >&2; exit 1; }; \
+	fi
 
 protos: $(STAMP)
 	$(PY) tools/genproto.py

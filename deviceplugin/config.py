@@ -10,7 +10,7 @@ so a bad config fails at start with a message a person can act on.
         backend: cpu              # cpu | gpu | static
         replicas: 1               # time-slicing: advertise each device N times as <id>::<n>
         socket: kubenode-cpu.sock # optional socket file name in the kubelet dir
-        cpu: {unit: thread, reserved: "0"}
+        cpu: {unit: thread, reserved: "0"}   # cdi: true pins under a kubelet, see docs/deviceplugin.md
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from kubenode.deviceapi import (
 from kubenode.model.resources import extended_resource_name_problem
 
 BACKENDS = ("cpu", "gpu", "static")
+DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
+DEFAULT_PODRESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # application errors, not GPU faults
 
 
@@ -47,6 +49,12 @@ class CpuOptions:
     unit: str = "thread"  # "thread": one device per logical CPU; "core": one per physical core
     reserved: frozenset[int] = frozenset()  # CPUs kept for the system, never advertised
     sysfs_root: str = "/sys"
+    # CDI pinning (deviceplugin.cdi): None = on when cdi_spec_dir exists. The hook path is a host path.
+    cdi: bool | None = None
+    cdi_spec_dir: str = DEFAULT_CDI_SPEC_DIR
+    cdi_hook_path: str | None = None  # default: the kubenode next to this Python, else on PATH
+    pod_resources_socket: str = DEFAULT_PODRESOURCES_SOCKET  # where freed CPU sets are learned
+    cdi_prune_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +201,8 @@ def _replace(resource: ResourceConfig, **changes: Any) -> ResourceConfig:
 
 
 def _parse_cpu(node: _Node) -> CpuOptions:
-    node.only("unit", "reserved", "sysfsRoot")
+    cdi_keys = ("cdi", "cdiSpecDir", "cdiHookPath", "podResourcesSocket", "cdiPruneSeconds")
+    node.only("unit", "reserved", "sysfsRoot", *cdi_keys)
     unit = node.text("unit", "thread")
     if unit not in ("thread", "core"):
         node.fail("unit", f"unknown unit {unit!r} (expected thread or core)")
@@ -202,7 +211,19 @@ def _parse_cpu(node: _Node) -> CpuOptions:
         reserved = parse_cpuset(reserved_text)
     except ValueError as exc:
         node.fail("reserved", str(exc))
-    return CpuOptions(unit=unit, reserved=reserved, sysfs_root=node.text("sysfsRoot", "/sys"))
+    hook_path = node.text("cdiHookPath", None)
+    if hook_path is not None and not os.path.isabs(hook_path):
+        node.fail("cdiHookPath", f"{hook_path!r} must be an absolute path (CDI runs hooks by path)")
+    return CpuOptions(
+        unit=unit,
+        reserved=reserved,
+        sysfs_root=node.text("sysfsRoot", "/sys"),
+        cdi=node.flag("cdi", False) if node.has("cdi") else None,
+        cdi_spec_dir=node.text("cdiSpecDir", DEFAULT_CDI_SPEC_DIR),
+        cdi_hook_path=hook_path,
+        pod_resources_socket=node.text("podResourcesSocket", DEFAULT_PODRESOURCES_SOCKET),
+        cdi_prune_seconds=node.number("cdiPruneSeconds", 30.0) or 30.0,
+    )
 
 
 def _parse_gpu(node: _Node) -> GpuOptions:

@@ -141,7 +141,14 @@ def _is_number(text: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = hoist_global_flags(sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["cdi-hook"]:
+        # The OCI hook runs on every container start (<= 50 ms): it skips the parser, which imports every
+        # command module. `kubenode cdi-hook cpuset --cpus LIST`, see deviceplugin/cdihook.py.
+        from deviceplugin.cdihook import main as cdi_hook
+
+        return cdi_hook(words[1:])
+    argv = hoist_global_flags(words)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ def make_backend(resource: ResourceConfig, kubelet_dir: str) -> Backend:
     if resource.backend == "cpu":
         from deviceplugin.backends.cpu import CpuBackend
 
-        backend = CpuBackend(resource.cpu)
+        backend = CpuBackend(resource.cpu, resource.name)
     elif resource.backend == "gpu":
         from deviceplugin.backends.gpu import GpuBackend
 

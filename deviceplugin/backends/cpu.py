@@ -3,24 +3,40 @@
 Allocate answers the cpuset (KUBENODE_CPUSET env and the kubenode.io/cpuset
 annotation) so the node agent can pin the pod's cgroup. Preferred allocation
 packs into one NUMA node and keeps SMT siblings together.
+
+Under a real kubelet nothing reads that env to pin, so with CDI on (`cdi: true`, or by default when the
+CDI spec dir exists) Allocate first writes a CDI entry for the set and also answers its name in
+`cdi_devices`; the runtime's createRuntime hook then writes the cpuset (deviceplugin.cdi, .cdihook). A
+thread prunes entries of freed sets from the kubelet's PodResources List. Without CDI a container gets
+only the env, and the first Allocate logs that pinning under a kubelet needs CDI.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+import sys
+import threading
 from collections.abc import Sequence
 
-from deviceplugin.backend import Backend, ContainerAllocation, Device
+from deviceplugin import cdi
+from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
 from deviceplugin.cpuset import format_cpuset
 from deviceplugin.packing import pack
 
-CPUSET_ENV = "KUBENODE_CPUSET"
+log = logging.getLogger(__name__)
+
+CPUSET_ENV = cdi.CPUSET_ENV
 CPUSET_ANNOTATION = "kubenode.io/cpuset"
 
 
 class CpuBackend(Backend):
-    def __init__(self, options: CpuOptions) -> None:
+    def __init__(self, options: CpuOptions, resource_name: str = "kubenode.io/cpu") -> None:
+        self.options = options
+        self.resource_name = resource_name
         self.topology = read_cpu_topology(options.sysfs_root)
         self._cpus_of: dict[str, frozenset[int]] = {}
         self._core_of: dict[str, int] = {}
@@ -30,6 +46,10 @@ class CpuBackend(Backend):
                 self._add(f"cpu{cpu.cpu}", frozenset({cpu.cpu}), cpu, options.reserved)
             elif cpu.cpu == cpu.core:
                 self._add(f"core{cpu.core}", cpu.siblings, cpu, options.reserved)
+        self.cdi_spec = _cdi_spec(options, resource_name)
+        self._told_no_cdi = False
+        self._stop_pruning = threading.Event()
+        self._pruner: threading.Thread | None = None
 
     def _add(self, device_id: str, cpus: frozenset[int], cpu: LogicalCpu, reserved: frozenset[int]) -> None:
         if cpus & reserved:
@@ -46,8 +66,89 @@ class CpuBackend(Backend):
         return list(self._devices)
 
     def allocate(self, ids: Sequence[str]) -> ContainerAllocation:
-        cpuset = format_cpuset(cpu for device_id in ids for cpu in self._cpus_of[device_id])
-        return ContainerAllocation(envs={CPUSET_ENV: cpuset}, annotations={CPUSET_ANNOTATION: cpuset})
+        cpus = frozenset(cpu for device_id in ids for cpu in self._cpus_of[device_id])
+        cpuset = format_cpuset(cpus)
+        allocation = ContainerAllocation(envs={CPUSET_ENV: cpuset}, annotations={CPUSET_ANNOTATION: cpuset})
+        if self.cdi_spec is not None:
+            allocation.cdi_devices.append(self.cdi_spec.add(cpus))  # on disk before the kubelet hears
+        elif not self._told_no_cdi:
+            self._told_no_cdi = True
+            # INFO, not a warning: under kubenode's own agent the env is all it needs to pin.
+            log.info(
+                "%s: CDI is off (%s): containers get %s=%s, which kubenode's agent pins; under a kubelet, "
+                "pinning needs CDI (containerd 2.x, CRI-O, containerd 1.7 with enable_cdi)",
+                self.resource_name,
+                _why_no_cdi(self.options),
+                CPUSET_ENV,
+                cpuset,
+            )
+        return allocation
+
+    def start(self, on_change: OnChange) -> None:
+        if self.cdi_spec is not None:
+            self._pruner = threading.Thread(target=self._prune_loop, name="cdi-prune", daemon=True)
+            self._pruner.start()
+
+    def stop(self) -> None:
+        self._stop_pruning.set()
+        if self._pruner is not None:
+            self._pruner.join()
+
+    def prune_cdi(self) -> list[str] | None:
+        """Drop CDI entries the kubelet no longer lists; None when PodResources cannot be asked."""
+        if self.cdi_spec is None:
+            return []
+        in_use = cdi.allocated_cpusets(self.options.pod_resources_socket, self.resource_name, self._cpus_of)
+        if in_use is None:
+            return None
+        dropped = self.cdi_spec.prune(in_use)
+        if dropped:
+            log.info("%s: CDI entries of freed CPU sets removed: %s", self.resource_name, ", ".join(dropped))
+        return dropped
+
+    def _prune_loop(self) -> None:
+        unreachable_told = False
+        while not self._stop_pruning.wait(self.options.cdi_prune_seconds):
+            try:
+                reachable = self.prune_cdi() is not None
+            except OSError as exc:  # a full or read-only spec dir must not end the thread
+                log.warning("%s: pruning CDI entries failed: %s", self.resource_name, exc)
+                continue
+            if not reachable and not unreachable_told:
+                log.info(
+                    "%s: PodResources %s unreachable: CDI entries of freed CPU sets stay until it answers",
+                    self.resource_name,
+                    self.options.pod_resources_socket,
+                )
+            unreachable_told = not reachable
 
     def preferred(self, available: Sequence[Device], must_include: Sequence[str], size: int) -> list[str]:
         return pack(available, must_include, size, group_of=self._core_of.__getitem__)
+
+
+def cdi_enabled(options: CpuOptions) -> bool:
+    """`cdi: true/false` as given; unset means on when the CDI spec dir exists."""
+    return options.cdi if options.cdi is not None else os.path.isdir(options.cdi_spec_dir)
+
+
+def _why_no_cdi(options: CpuOptions) -> str:
+    return "cdi: false" if options.cdi is False else f"no CDI spec dir {options.cdi_spec_dir}"
+
+
+def _cdi_spec(options: CpuOptions, resource_name: str) -> cdi.CpusetSpec | None:
+    if not cdi_enabled(options):
+        return None
+    hook_path = options.cdi_hook_path or default_hook_path()
+    try:
+        return cdi.CpusetSpec(options.cdi_spec_dir, cdi.spec_file_name(resource_name), hook_path)
+    except (OSError, cdi.SpecError) as exc:
+        raise BackendError(f"{resource_name}: CDI spec: {exc}") from None
+
+
+def default_hook_path() -> str:
+    """The `kubenode` beside this Python (a venv or an image), else the one on PATH: the hook's program."""
+    beside = os.path.join(os.path.dirname(sys.executable), "kubenode")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("kubenode")
+    if found is None:
+        raise BackendError("CDI: no kubenode executable found for the hook; set cpu.cdiHookPath")
+    return os.path.abspath(found)

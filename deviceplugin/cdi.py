@@ -1,0 +1,211 @@
+"""The CDI spec that pins containers to their CPUs under a real kubelet: kind `kubenode.io/cpuset`.
+
+The Device Plugin API cannot set a cpuset; it can return CDI device names, whose container edits the
+runtime applies (containerd >= 1.7 with CDI enabled, containerd 2.x, CRI-O, podman). Flow:
+
+1. `CpuBackend.allocate` calls `CpusetSpec.add(cpus)`, which writes the entry before Allocate answers
+   (a temporary file in the same directory, then a rename: a runtime never reads half a file) and returns
+   the qualified name, e.g. `kubenode.io/cpuset=2-3`, which goes into `cdi_devices`.
+2. The runtime applies the device's edits: `KUBENODE_CPUSET=2-3` and a `createRuntime` hook
+   `<kubenode> cdi-hook cpuset --cpus 2-3` (deviceplugin.cdihook) that writes the container's cpuset.
+3. `allocated_cpusets` asks the kubelet's PodResources `List` which CPU sets our resource still holds;
+   `CpusetSpec.prune` drops the other entries, except those added within `grace` seconds (the kubelet
+   records an allocation only after Allocate answers). Without PodResources nothing is pruned.
+
+Device names are the CPU list with `,` written `_` (CDI names allow only `[A-Za-z0-9_.-]`): `0-1,4` is
+`kubenode.io/cpuset=0-1_4`. A name starting with a digit needs cdiVersion 0.5.0, the lowest we can use.
+One spec file per resource (`kubenode-cpuset_<resource>.json`); it is the only file here ever read,
+written or removed: other vendors' specs and broken files in the same directory are left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from deviceplugin.cpuset import format_cpuset, parse_cpuset
+
+log = logging.getLogger(__name__)
+
+CDI_VERSION = "0.5.0"  # 0.5.0 allows device names that start with a digit; nothing newer is used
+KIND = "kubenode.io/cpuset"
+CPUSET_ENV = "KUBENODE_CPUSET"
+HOOK_NAME = "createRuntime"  # runs in the runtime's namespaces: host pid, host cgroup tree
+HOOK_TIMEOUT_S = 10  # a hung hook fails the container start instead of blocking it
+PODRESOURCES_TIMEOUT_S = 5.0
+
+
+class SpecError(RuntimeError):
+    """Our spec file cannot be used (it belongs to someone else, or is unreadable)."""
+
+
+def device_name(cpus: Iterable[int]) -> str:
+    return format_cpuset(cpus).replace(",", "_")
+
+
+def qualified_name(cpus: Iterable[int]) -> str:
+    return f"{KIND}={device_name(cpus)}"
+
+
+def spec_file_name(resource_name: str) -> str:
+    return "kubenode-cpuset_" + resource_name.replace("/", "_") + ".json"
+
+
+def device_entry(cpus: frozenset[int], hook_path: str) -> dict[str, Any]:
+    cpu_list = format_cpuset(cpus)
+    return {
+        "name": device_name(cpus),
+        "containerEdits": {
+            "env": [f"{CPUSET_ENV}={cpu_list}"],
+            "hooks": [
+                {
+                    "hookName": HOOK_NAME,
+                    "path": hook_path,
+                    "args": ["kubenode", "cdi-hook", "cpuset", "--cpus", cpu_list],
+                    "timeout": HOOK_TIMEOUT_S,
+                }
+            ],
+        },
+    }
+
+
+class CpusetSpec:
+    """Our spec file's entries, one per allocated CPU set; thread-safe (Allocate runs on gRPC threads)."""
+
+    def __init__(
+        self,
+        spec_dir: str | os.PathLike[str],
+        file_name: str,
+        hook_path: str,
+        *,
+        grace: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(spec_dir) / file_name
+        self.hook_path = hook_path
+        self.grace = grace
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[frozenset[int], float]] = {}  # name -> (CPUs, when added)
+        # Only read here (discover builds backends too); the next add or prune rewrites the file.
+        for cpus in self._load():
+            self._entries[device_name(cpus)] = (cpus, clock())
+
+    def _load(self) -> list[frozenset[int]]:
+        """The CPU sets of our file from a previous run (kept: containers restart without a new Allocate)."""
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise SpecError(f"{self.path}: unreadable, refusing to overwrite it: {exc}") from None
+        if not isinstance(data, dict) or data.get("kind") != KIND:
+            kind = data.get("kind") if isinstance(data, dict) else None
+            raise SpecError(f"{self.path}: kind {kind!r} is not {KIND}, refusing to overwrite it")
+        result = []
+        for device in data.get("devices") or []:
+            try:
+                result.append(parse_cpuset(str(device["name"]).replace("_", ",")))
+            except (KeyError, TypeError, ValueError):
+                raise SpecError(f"{self.path}: device {device!r} is not a CPU set, refusing it") from None
+        return [cpus for cpus in result if cpus]
+
+    def add(self, cpus: frozenset[int]) -> str:
+        """Make sure the entry for `cpus` is on disk; returns its qualified CDI name."""
+        name = device_name(cpus)
+        with self._lock:
+            known = name in self._entries
+            self._entries[name] = (cpus, self._clock())  # a fresh Allocate restarts the grace period
+            if not known or not self.path.exists():  # also when someone removed the file meanwhile
+                self._write()
+        return f"{KIND}={name}"
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    def prune(self, in_use: Iterable[frozenset[int]]) -> list[str]:
+        """Drop entries no longer allocated (and past the grace period); returns the dropped names."""
+        keep = {device_name(cpus) for cpus in in_use}
+        now = self._clock()
+        with self._lock:
+            dropped = [
+                name
+                for name, (_, added) in self._entries.items()
+                if name not in keep and now - added >= self.grace
+            ]
+            for name in dropped:
+                del self._entries[name]
+            if dropped:
+                self._write()
+        return sorted(dropped)
+
+    def _write(self) -> None:
+        """Replace the file atomically; with no entries remove it (a spec without devices is invalid)."""
+        if not self._entries:
+            self.path.unlink(missing_ok=True)
+            return
+        spec = {
+            "cdiVersion": CDI_VERSION,
+            "kind": KIND,
+            "devices": [device_entry(cpus, self.hook_path) for cpus, _ in self._sorted_entries()],
+        }
+        # A dot-file ending in .tmp: CDI registries read only *.json and *.yaml, so never this one.
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # cdi: true on a node whose runtime made none
+        try:
+            with open(temporary, "w") as out:
+                json.dump(spec, out, indent=2)
+                out.write("\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, self.path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+
+    def _sorted_entries(self) -> list[tuple[frozenset[int], float]]:
+        return sorted(self._entries.values(), key=lambda entry: sorted(entry[0]))
+
+
+def allocated_cpusets(
+    socket_path: str, resource_name: str, cpus_of: Mapping[str, frozenset[int]]
+) -> list[frozenset[int]] | None:
+    """The CPU set of every container holding `resource_name`, from PodResources List; None if unreachable.
+
+    A container's devices of one resource may come in several entries (one per NUMA node); their union is
+    the set its Allocate got. Replica IDs (`cpu3::1`) count as their device.
+    """
+    if not os.path.exists(socket_path):
+        return None
+    import grpc
+
+    from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
+
+    try:
+        with grpc.insecure_channel(f"unix://{socket_path}") as channel:
+            stub = api_pb2_grpc.PodResourcesListerStub(channel)
+            response = stub.List(api_pb2.ListPodResourcesRequest(), timeout=PODRESOURCES_TIMEOUT_S)
+    except grpc.RpcError as exc:
+        log.debug("PodResources List at %s failed: %s", socket_path, exc)
+        return None
+    result = []
+    for pod in response.pod_resources:
+        for container in pod.containers:
+            cpus = frozenset(
+                cpu
+                for devices in container.devices
+                if devices.resource_name == resource_name
+                for device_id in devices.device_ids
+                for cpu in cpus_of.get(device_id.split("::")[0], ())
+            )
+            if cpus:
+                result.append(cpus)
+    return result
