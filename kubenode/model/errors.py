@@ -13,3 +13,17 @@ class ValidationError(ValueError):
         self.message = message
         where = ": ".join(part for part in (source, field) if part)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+INT64_MAX = 2**63 - 1
+MAX_ECHO = 64  # characters of a bad value quoted back in an error
+
+
+def echo(value: object) -> str:
+    """A bad value as an error quotes it: its repr, cut to MAX_ECHO characters (input may be huge)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+        return f"an integer of {value.bit_length()} bits"  # repr of a huge int is slow or refused
+    if isinstance(value, list | dict):
+        return f"a {type(value).__name__} of {len(value)} items"  # repr would walk all of it
+    text = repr(value)
+    return text if len(text) <= MAX_ECHO else f"{text[:MAX_ECHO]}...({len(text)} characters)"

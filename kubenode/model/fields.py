@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from kubenode.model.errors import ValidationError
+from kubenode.model.errors import ValidationError, echo
 
 
 @functools.cache
@@ -68,7 +68,7 @@ class Fields:
         if value is None:
             return default
         if not isinstance(value, str):
-            raise self.error(key, f"must be a string, got {value!r}")
+            raise self.error(key, f"must be a string, got {echo(value)}")
         return value
 
     def integer(self, key: str, default: int) -> int:
@@ -76,7 +76,7 @@ class Fields:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(key, f"must be an integer, got {value!r}")
+            raise self.error(key, f"must be an integer, got {echo(value)}")
         return value
 
     def boolean(self, key: str, default: bool = False) -> bool:
@@ -84,7 +84,7 @@ class Fields:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.error(key, f"must be true or false, got {value!r}")
+            raise self.error(key, f"must be true or false, got {echo(value)}")
         return value
 
     def child(self, key: str, model: str | None = None, *, allowed: tuple[str, ...] | None = None) -> Fields:
@@ -122,5 +122,5 @@ class Fields:
             raise self.error(key, "must be a map of strings")
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str):
-                raise ValidationError(self.source, f"{self.at(key)}.{k}", f"must be a string, got {v!r}")
+                raise ValidationError(self.source, f"{self.at(key)}.{k}", f"must be a string, got {echo(v)}")
         return dict(value)

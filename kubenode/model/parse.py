@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kubenode.model.errors import echo
 from kubenode.model.fields import Fields
 from kubenode.model.objects import (
     Container,
@@ -26,7 +27,7 @@ from kubenode.model.objects import (
     Taint,
     Toleration,
 )
-from kubenode.model.quantity import QuantityError, to_amount, to_decimal
+from kubenode.model.quantity import QuantityError, is_whole, to_amount
 from kubenode.model.resources import (
     PODS,
     ResourceList,
@@ -41,25 +42,26 @@ from kubenode.model.resources import (
 
 # Pod UIDs become cgroup and file names: keep them to letters, digits and '-'
 # (the systemd driver maps '-' to '_' and back, so '_' must not occur).
-_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,127}")  # used with fullmatch: "$" would allow a "\n"
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NODE_NAME_FIELD = "metadata.name"
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # bytes, the API server's TotalAnnotationSizeLimitB
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt accepts in base 10
 
 
 def is_valid_uid(uid: str) -> bool:
-    return bool(_UID.match(uid))
+    return isinstance(uid, str) and _UID.fullmatch(uid) is not None
 
 
 def _check_kind(obj: Fields, kind: str) -> None:
     if obj.string("kind", kind) != kind:
-        raise obj.error("kind", f"expected {kind}, got {obj.data.get('kind')!r}")
+        raise obj.error("kind", f"expected {kind}, got {echo(obj.data.get('kind'))}")
     api_version = obj.string("apiVersion", "v1")
     if api_version != "v1":
-        raise obj.error("apiVersion", f"expected v1, got {api_version!r}")
+        raise obj.error("apiVersion", f"expected v1, got {echo(api_version)}")
 
 
 def _named_object(data: Mapping[str, Any], source: str, kind: str) -> tuple[Fields, Fields, str]:
@@ -69,7 +71,7 @@ def _named_object(data: Mapping[str, Any], source: str, kind: str) -> tuple[Fiel
     meta = obj.child("metadata", "V1ObjectMeta")
     name = meta.string("name")
     if not is_dns1123_subdomain(name):
-        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {name!r}")
+        raise meta.error("name", f"must be a lowercase RFC 1123 subdomain, got {echo(name)}")
     return obj, meta, name
 
 
@@ -91,8 +93,8 @@ def _resource_list(obj: Fields, key: str) -> ResourceList:
             if problem or not is_extended_resource_name(name):
                 raise obj.error(where, f"invalid extended resource name: {problem or 'not allowed'}")
         try:
-            if is_integer_resource(name) and to_decimal(value) % 1:
-                raise QuantityError(f"must be an integer, got {value!r}")
+            if is_integer_resource(name) and not is_whole(value):
+                raise QuantityError(f"must be an integer, got {echo(value)}")
             result[name] = to_amount(name, value)
         except QuantityError as exc:
             raise obj.error(where, str(exc)) from None
@@ -124,8 +126,8 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
     result = []
     for item in container.children("env", "V1EnvVar"):
         name = item.string("name")
-        if not name or not _ENV_NAME.match(name):
-            raise item.error("name", f"invalid environment variable name {name!r}")
+        if not name or not _ENV_NAME.fullmatch(name):
+            raise item.error("name", f"invalid environment variable name {echo(name)}")
         value_from = item.child("valueFrom", "V1EnvVarSource")
         field_path = None
         resource_field = None
@@ -149,7 +151,7 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
 def _container(obj: Fields, init: bool) -> Container:
     name = obj.string("name")
     if not is_dns1123_label(name):
-        raise obj.error("name", f"must be a lowercase RFC 1123 label, got {name!r}")
+        raise obj.error("name", f"must be a lowercase RFC 1123 label, got {echo(name)}")
     requests, limits = _resources(obj)
     restart_policy = obj.string("restartPolicy")
     if restart_policy and not (init and restart_policy == "Always"):
@@ -185,20 +187,20 @@ def _check_operator_values(req: Fields, operator: str, values: tuple[str, ...]) 
         # scheduler could never match it.
         if not _INTEGER.fullmatch(values[0]) or not -(2**63) <= int(values[0]) < 2**63:
             raise req.error(
-                "values[0]", f"for 'Gt', 'Lt' operators, the value must be an integer, got {values[0]!r}"
+                "values[0]", f"for 'Gt', 'Lt' operators, the value must be an integer, got {echo(values[0])}"
             )
 
 
 def _label_requirement(req: Fields) -> NodeSelectorRequirement:
     operator = req.string("operator")
     if operator not in SELECTOR_OPERATORS:
-        raise req.error("operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {operator!r}")
+        raise req.error("operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {echo(operator)}")
     values = req.strings("values")
     _check_operator_values(req, operator, values)
     key = req.string("key")
     problem = qualified_name_problem(key)
     if problem:
-        raise req.error("key", f"invalid label key {key!r}: {problem}")
+        raise req.error("key", f"invalid label key {echo(key)}: {problem}")
     return NodeSelectorRequirement(key, operator, values)
 
 
@@ -206,7 +208,7 @@ def _field_requirement(req: Fields) -> NodeSelectorRequirement:
     """ValidateNodeFieldSelectorRequirement: only metadata.name, with In/NotIn and one node name."""
     operator = req.string("operator")
     if operator not in ("In", "NotIn"):
-        raise req.error("operator", f"must be In or NotIn for a node field selector, got {operator!r}")
+        raise req.error("operator", f"must be In or NotIn for a node field selector, got {echo(operator)}")
     values = req.strings("values")
     if len(values) != 1:
         raise req.error(
@@ -216,9 +218,9 @@ def _field_requirement(req: Fields) -> NodeSelectorRequirement:
         )
     key = req.string("key")
     if key != NODE_NAME_FIELD:
-        raise req.error("key", f"not a valid field selector key (only {NODE_NAME_FIELD}), got {key!r}")
+        raise req.error("key", f"not a valid field selector key (only {NODE_NAME_FIELD}), got {echo(key)}")
     if not is_dns1123_subdomain(values[0]):
-        raise req.error("values[0]", f"must be a lowercase RFC 1123 subdomain, got {values[0]!r}")
+        raise req.error("values[0]", f"must be a lowercase RFC 1123 subdomain, got {echo(values[0])}")
     return NodeSelectorRequirement(key, operator, values)
 
 
@@ -242,14 +244,30 @@ def _tolerations(spec: Fields) -> tuple[Toleration, ...]:
     for tol in spec.children("tolerations", "V1Toleration"):
         operator = tol.string("operator", "Equal")
         if operator not in ("Equal", "Exists"):
-            raise tol.error("operator", f"must be Equal or Exists, got {operator!r}")
+            raise tol.error("operator", f"must be Equal or Exists, got {echo(operator)}")
         effect = tol.string("effect")
         if effect and effect not in TAINT_EFFECTS:
-            raise tol.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+            raise tol.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {echo(effect)}")
         # 0 means "evict at once", unlike an absent value ("tolerate forever"): keep it.
         seconds = tol.integer("tolerationSeconds", 0) if tol.has("tolerationSeconds") else None
         result.append(Toleration(tol.string("key"), operator, tol.string("value"), effect, seconds))
     return tuple(result)
+
+
+def _int32(obj: Fields, key: str) -> int:
+    """An int32 field (the API's priority): a larger value would not survive the API server's decoding."""
+    value = obj.integer(key, 0)
+    if not -(2**31) <= value < 2**31:
+        raise obj.error(key, f"must fit in a 32-bit signed integer, got {echo(value)}")
+    return value
+
+
+def _annotations(meta: Fields) -> dict[str, str]:
+    """metadata.annotations, at most 256 KiB of keys and values together (ValidateAnnotationsSize)."""
+    annotations = meta.string_map("annotations")
+    if sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:
+        raise meta.error("annotations", f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
+    return annotations
 
 
 def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
@@ -257,10 +275,10 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
     obj, meta, name = _named_object(data, source, "Pod")
     namespace = meta.string("namespace", "default")
     if not is_dns1123_label(namespace):
-        raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
+        raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {echo(namespace)}")
     uid = meta.string("uid")
     if uid and not is_valid_uid(uid):
-        raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {uid!r}")
+        raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {echo(uid)}")
 
     spec = obj.child("spec", "V1PodSpec")
     containers = tuple(_container(c, init=False) for c in spec.children("containers", "V1Container"))
@@ -270,13 +288,13 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
     seen: set[str] = set()
     for container in init_containers + containers:
         if container.name in seen:
-            raise spec.error("containers", f"Duplicate value: container name {container.name!r}")
+            raise spec.error("containers", f"Duplicate value: container name {echo(container.name)}")
         seen.add(container.name)
 
     restart_policy = spec.string("restartPolicy", "Always")
     if restart_policy not in RESTART_POLICIES:
         raise spec.error(
-            "restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {restart_policy!r}"
+            "restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {echo(restart_policy)}"
         )
     grace = spec.integer("terminationGracePeriodSeconds", 30)
     if grace < 0:
@@ -305,13 +323,13 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         namespace=namespace,
         uid=uid,
         labels=meta.string_map("labels"),
-        annotations=meta.string_map("annotations"),
+        annotations=_annotations(meta),
         creation_timestamp=str(meta.data.get("creationTimestamp") or ""),
         deletion_timestamp=str(meta.data["deletionTimestamp"]) if meta.has("deletionTimestamp") else None,
         deletion_grace_period_seconds=deletion_grace if isinstance(deletion_grace, int) else None,
         node_name=spec.string("nodeName"),
         scheduler_name=spec.string("schedulerName", "default-scheduler"),
-        priority=spec.integer("priority", 0),
+        priority=_int32(spec, "priority"),
         priority_class_name=spec.string("priorityClassName"),
         preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
         restart_policy=restart_policy,
@@ -339,10 +357,10 @@ def parse_node(data: Mapping[str, Any], source: str = "") -> Node:
     for taint in spec.children("taints", "V1Taint"):
         effect = taint.string("effect")
         if effect not in TAINT_EFFECTS:
-            raise taint.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+            raise taint.error("effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {echo(effect)}")
         key = taint.string("key")
         if qualified_name_problem(key):
-            raise taint.error("key", f"invalid taint key {key!r}: {qualified_name_problem(key)}")
+            raise taint.error("key", f"invalid taint key {echo(key)}: {qualified_name_problem(key)}")
         taints.append(Taint(key, effect, taint.string("value")))
     status = obj.child("status")
     capacity = _resource_list(status, "capacity")
