@@ -43,6 +43,24 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
+    cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
+    cluster.add_argument(
+        "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
+    )
+    cluster.add_argument(
+        "--in-cluster", action="store_true", default=None, help="join with the pod's service account instead"
+    )
+    cluster.add_argument("--node-labels", help="labels for the Node: key=value,...")
+    cluster.add_argument(
+        "--register-with-taints", help="taints the Node registers with: key[=value]:Effect,..."
+    )
+    cluster.add_argument("--max-pods", type=int, help="pods this node runs at most (default 110)")
+    cluster.add_argument(
+        "--system-reserved", help="kept from allocatable for the system: cpu=500m,memory=1Gi,..."
+    )
+    cluster.add_argument(
+        "--kube-reserved", help="kept from allocatable for Kubernetes daemons: cpu=...,memory=..."
+    )
     actions = parser.add_subparsers(dest="action", metavar="[status|drain]")
     status = actions.add_parser("status", help="print the agent's pods as a table")
     status.add_argument("--listen", dest="status_listen", default=None, help="agent endpoint HOST:PORT")
@@ -118,6 +136,13 @@ def _config(args: argparse.Namespace) -> Any:
         "cgroup_driver": args.cgroup_driver,
         "listen": args.listen,
         "pod_pids_limit": args.pod_pids_limit,
+        "kubeconfig": args.kubeconfig,
+        "in_cluster": args.in_cluster,
+        "node_labels": args.node_labels,
+        "register_with_taints": args.register_with_taints,
+        "max_pods": args.max_pods,
+        "system_reserved": args.system_reserved,
+        "kube_reserved": args.kube_reserved,
     }
     for name, value in overrides.items():
         if value is not None:

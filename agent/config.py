@@ -54,6 +54,23 @@ class AgentConfig:
     manifest_rescan_interval: float = 20.0
     housekeeping_interval: float = 2.0
     relist_interval: float = 0.5
+    # Joining a cluster (agent/cluster.py): a kubeconfig file, or the pod's service account with in_cluster.
+    kubeconfig: Path | None = None
+    in_cluster: bool = False
+    node_labels: dict[str, str] = field(default_factory=dict)
+    register_with_taints: list[str] = field(default_factory=list)  # key[=value]:Effect
+    system_reserved: dict[str, str] = field(default_factory=dict)  # resource -> quantity
+    kube_reserved: dict[str, str] = field(default_factory=dict)
+    node_status_update_frequency: float = 10.0  # the kubelet's defaults
+    node_status_report_frequency: float = 300.0
+    node_lease_duration_seconds: int = 40
+    node_lease_renew_interval: float = 10.0
+    pod_status_resync_interval: float = 10.0  # the status manager's full reconcile
+    api_backoff_max: float = 10.0  # longest wait between tries to reach the API server
+
+    @property
+    def joins_cluster(self) -> bool:
+        return self.kubeconfig is not None or self.in_cluster
 
     def validate(self, source: str = "") -> None:
         if not is_dns1123_subdomain(self.node_name):
@@ -70,6 +87,14 @@ class AgentConfig:
             parse_listen(self.listen, source)
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
+        from agent.clusterflags import parse_node_labels, parse_reserved, parse_taints
+
+        self.node_labels = parse_node_labels(self.node_labels, source)
+        self.register_with_taints = parse_taints(self.register_with_taints, source)
+        for key in ("system_reserved", "kube_reserved"):
+            raw = getattr(self, key)
+            parse_reserved(raw, source, _camel(key))
+            setattr(self, key, dict(raw) if isinstance(raw, dict) else _pairs_text(raw))
 
 
 def describe_config_error(exc: ValidationError) -> str:
@@ -107,7 +132,7 @@ def load_config(path: Path | None) -> AgentConfig:
 
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
-    if name in ("manifests", "state_dir", "device_plugin_dir"):
+    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig"):
         return Path(value) if value else None
     if isinstance(current, bool) or not isinstance(current, int | float | str):
         return value
@@ -115,6 +140,13 @@ def _coerce(name: str, value: Any, source: str, key: str) -> Any:
         return type(current)(value)
     except (TypeError, ValueError):
         raise ValidationError(source, key, f"must be a {type(current).__name__}, got {value!r}") from None
+
+
+def _pairs_text(text: Any) -> dict[str, str]:
+    """a=b,c=d (already checked) as a mapping."""
+    if not text:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in str(text).split(","))}
 
 
 def parse_listen(listen: str, source: str = "") -> tuple[str, int]:

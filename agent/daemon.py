@@ -13,13 +13,16 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from agent.admission import host_allocatable
 from agent.config import AgentConfig, parse_listen
 from agent.devicemanager import DeviceManager, PodInfo
 from agent.httpapi import StatusServer
 from agent.node import NodeAgent
-from agent.sources import ManifestSource
+from agent.sources import ManifestSource, PodSource
 from kubenode import __version__, sdnotify
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,8 @@ class RunningAgent:
     agent: NodeAgent
     devices: DeviceManager | None
     server: StatusServer | None = None
+    # Set when the agent joins a cluster (agent/cluster.py); typed loosely so the client stays unimported.
+    cluster: Any = None
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
@@ -42,6 +47,9 @@ class RunningAgent:
         if self.devices is not None:
             self._started.append("devices")
             self.devices.start()
+        if self.cluster is not None:
+            self._started.append("cluster")
+            self.cluster.start_reporting()
         self._started.append("agent")
         self.agent.start()
         if self.server is not None:
@@ -55,6 +63,8 @@ class RunningAgent:
             self.agent.stop(terminate_pods=terminate_pods)
             if terminate_pods:
                 self.agent.cgroups.stop_and_remove_root()
+        if "cluster" in self._started:
+            self.cluster.stop()
         if "devices" in self._started and self.devices is not None:
             self.devices.stop()
         self._started.clear()
@@ -75,7 +85,9 @@ def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
     ]
 
 
-def build_node_agent(config: AgentConfig, devices: DeviceManager | None) -> NodeAgent:
+def build_node_agent(
+    config: AgentConfig, devices: DeviceManager | None, extra_sources: Sequence[PodSource] = ()
+) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
     from agent.cgroups import make_pod_cgroups
     from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf
@@ -93,7 +105,14 @@ def build_node_agent(config: AgentConfig, devices: DeviceManager | None) -> Node
     source = ManifestSource(
         config.manifests, config.node_name, rescan_interval=config.manifest_rescan_interval
     )
-    agent = NodeAgent(config, cgroups, [source], devices=devices)
+    allocatable = host_allocatable(config.max_pods)
+    if config.system_reserved or config.kube_reserved:
+        from agent.nodestatus import reserved
+
+        for name, amount in reserved(config).items():
+            if name in allocatable:
+                allocatable[name] = max(0, allocatable[name] - amount)
+    agent = NodeAgent(config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable)
     if devices is not None:
         devices.active_pods = functools.partial(active_pod_infos, agent)
     return agent
@@ -107,12 +126,25 @@ def build_agent(config: AgentConfig) -> RunningAgent:
             config.state_dir,
             podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
         )
-    agent = build_node_agent(config, devices)
+    cluster = None
+    if config.joins_cluster:
+        from agent.cluster import ClusterMembership
+
+        cluster = ClusterMembership.connect(config)
+    agent = build_node_agent(config, devices, [cluster.source] if cluster is not None else [])
+    from agent.metrics import AgentMetrics
+
+    metrics = AgentMetrics(config.node_name, agent.pods)
+    agent.observers.append(metrics.pod_synced)
+    if devices is not None:
+        devices.add_listener(metrics.device_event)
+    if cluster is not None:
+        cluster.attach(agent, devices, metrics)
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
-        server = StatusServer(host, port, agent.status_json)
-    return RunningAgent(config, agent, devices, server)
+        server = StatusServer(host, port, agent.status_json, extra_routes={"/metrics": metrics.route})
+    return RunningAgent(config, agent, devices, server, cluster)
 
 
 def run_agent(config: AgentConfig) -> int:

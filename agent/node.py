@@ -119,6 +119,21 @@ class NodeAgent:
         self._last_housekeeping = 0.0
         self.last_tick = time.monotonic()  # for the systemd watchdog: the loop is alive
         self._started_at = clock()
+        # Told (uid, operation, seconds or None) after every sync, a rejection, and when a kill starts
+        # ("killing"): the status manager and metrics of a node that joined a cluster.
+        self.observers: list[Callable[[str, str, float | None], None]] = []
+
+    def _observe(self, uid: str, operation: str, started: float | None = None) -> None:
+        seconds = None if started is None else time.monotonic() - started
+        for observer in self.observers:
+            try:
+                observer(uid, operation, seconds)
+            except Exception:
+                log.exception("pod observer failed")
+
+    def sources_ready(self) -> bool:
+        """Every source has delivered its first snapshot (a source may have a `ready` flag that says so)."""
+        return self._sources_ready and all(getattr(s, "ready", True) for s in self.sources)
 
     # ----- lifecycle ---------------------------------------------------------------------------
 
@@ -204,13 +219,15 @@ class NodeAgent:
             # Device plugins often start after the agent: wait for a while before rejecting.
             self._held[pod.uid] = pod
             record.reason = "WaitingForDevicePlugin"
-            record.message = f"no device plugin has registered {rejection.reason[len('OutOf') :]} yet"
+            assert self.devices is not None  # _plugin_may_still_come needs a device manager
+            record.message = self.devices.why_unavailable(rejection.reason[len("OutOf") :])
             return
         record.reason = record.message = ""
         if rejection is not None:
             log.warning("pod %s rejected: %s: %s", pod.key, rejection.reason, rejection.message)
             self._rejected[pod.uid] = rejection
             record.phase, record.reason, record.message = "Failed", rejection.reason, rejection.message
+            self._observe(pod.uid, "reject")
             return
         self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
 
@@ -285,12 +302,15 @@ class NodeAgent:
 
     def sync_pod(self, update_type: UpdateType, pod: Pod, ctx: SyncContext) -> SyncResult:
         record = self._record(pod)
+        started = time.monotonic()
         try:
             result = self._sync_pod(pod, record, ctx)
         except Exception as exc:
             # Visible in status until a sync succeeds (the workers retry with backoff).
             record.reason, record.message = "SyncError", str(exc)
             raise
+        finally:
+            self._observe(pod.uid, update_type.name.lower(), started)
         if record.reason == "SyncError":
             record.reason = record.message = ""
         return result
@@ -372,11 +392,14 @@ class NodeAgent:
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
         record = self._record(pod)
+        started = time.monotonic()
+        self._observe(pod.uid, "killing")
         self.runtime.kill_pod(pod.uid, record, self.cgroups, ctx.grace_period, ctx.cancelled)
         if record.phase not in TERMINAL_PHASES:
             codes = [c.exit_code for c in record.containers.values() if not c.init]
             record.phase = "Succeeded" if codes and all(code == 0 for code in codes) else "Failed"
         self.store.save(record)
+        self._observe(pod.uid, "kill", started)
 
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
         self.cgroups.destroy(pod.uid)
@@ -397,6 +420,7 @@ class NodeAgent:
         self._update_qos(self.active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
+        self._observe(pod.uid, "terminated")
 
     # ----- the loop ----------------------------------------------------------------------------
 
@@ -427,7 +451,7 @@ class NodeAgent:
 
     def housekeeping(self) -> None:
         with self._lock:
-            if not self._sources_ready:
+            if not self.sources_ready():
                 return
         # Listed before the workers are asked what they know (as the kubelet's HandlePodCleanups does):
         # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.

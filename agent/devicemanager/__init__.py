@@ -39,7 +39,7 @@ get `rpc_timeout` here so one hung plugin cannot stall the agent forever.
 """
 
 from agent.devicemanager.listing import describe_resources
-from agent.devicemanager.manager import DeviceManager
+from agent.devicemanager.manager import DeviceEvent, DeviceManager
 from agent.devicemanager.records import (
     AllocationError,
     ContainerAllocation,
@@ -57,6 +57,7 @@ __all__ = [
     "AllocationError",
     "ContainerAllocation",
     "Device",
+    "DeviceEvent",
     "DeviceManager",
     "DeviceManagerError",
     "DeviceSpec",

@@ -44,6 +44,16 @@ log = logging.getLogger(__name__)
 CPUSET_ENV = "KUBENODE_CPUSET"
 
 
+@dataclass(frozen=True)
+class DeviceEvent:
+    """What a listener hears: a plugin `registered`, its `devices` changed, it `disconnected`, its resource
+    `expired` (gone past the grace period), or devices were `allocated` (taking `seconds`)."""
+
+    kind: str
+    resource: str
+    seconds: float = 0.0
+
+
 @dataclass
 class _Resource:
     name: str
@@ -51,6 +61,7 @@ class _Resource:
     endpoint: PluginEndpoint | None = None
     stopped_at: float | None = None
     listed: bool = False
+    restored: bool = False  # known from the checkpoint; its plugin has not registered since the restart
 
 
 @dataclass
@@ -106,6 +117,20 @@ class DeviceManager:
         self._reserved: dict[str, set[str]] = {}
         self._servers: list[grpc.Server] = []
         self._stopping = False
+        self._listeners: list[Callable[[DeviceEvent], None]] = []
+
+    def add_listener(self, listener: Callable[[DeviceEvent], None]) -> None:
+        """Call `listener` on every registration, device change, disconnect, expiry and allocation (from
+        gRPC and worker threads, sometimes with the manager's lock held): keep it quick, e.g. set an event,
+        and never call back into the manager from it."""
+        self._listeners.append(listener)
+
+    def _notify(self, kind: str, resource: str, seconds: float = 0.0) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(DeviceEvent(kind, resource, seconds))
+            except Exception:
+                log.exception("device listener failed")
 
     @property
     def kubelet_socket(self) -> Path:
@@ -172,6 +197,7 @@ class DeviceManager:
             log.warning("rejected registration of %r: %s", request.resource_name, error)
         else:
             log.info("registered %s at %s", request.resource_name, socket_path)
+            self._notify("registered", request.resource_name)
         if self._on_register is not None:
             self._on_register(
                 RegistrationEvent(
@@ -202,6 +228,7 @@ class DeviceManager:
             old = resource.endpoint
             resource.endpoint = endpoint
             resource.stopped_at = None
+            resource.restored = False
             resource.listed = False
             endpoint.watch(self._on_update, self._on_stream_end)
         if old is not None:
@@ -222,6 +249,7 @@ class DeviceManager:
             resource.listed = True
             self._save_locked()
             self._changed.notify_all()
+        self._notify("devices", endpoint.resource)
 
     def _on_stream_end(self, endpoint: PluginEndpoint) -> None:
         with self._lock:
@@ -237,6 +265,7 @@ class DeviceManager:
             self._save_locked()
             self._changed.notify_all()
         endpoint.close()
+        self._notify("disconnected", endpoint.resource)
 
     def _expire_locked(self) -> None:
         now = self._clock()
@@ -251,6 +280,8 @@ class DeviceManager:
         if expired:
             self._save_locked()
             self._changed.notify_all()
+        for name in expired:
+            self._notify("expired", name)
 
     # ----- counts and listings ---------------------------------------------------------------------
 
@@ -271,6 +302,19 @@ class DeviceManager:
         with self._lock:
             self._expire_locked()
             return {n: len(self._free_locked(n)) for n in self._resources}
+
+    def why_unavailable(self, name: str) -> str:
+        """Why `name` has no devices to give yet, for the message of a pod that waits for it."""
+        with self._lock:
+            r = self._resources.get(name)
+            if r is not None and r.restored:
+                return (
+                    f"the device plugin of {name} has not re-registered since the restart"
+                    f" ({name} is known from the checkpoint only)"
+                )
+            if r is not None and r.endpoint is not None and not r.listed:
+                return f"the device plugin of {name} has registered but not yet sent its devices"
+        return f"no device plugin has registered {name} yet"
 
     def resources(self) -> list[ResourceStatus]:
         """Every known resource with its devices (ID, health, NUMA), sorted by name."""
@@ -328,6 +372,7 @@ class DeviceManager:
         """Allocate every device-plugin resource of one container; see the package docstring."""
         wanted = {r: int(n) for r, n in requests.items() if n > 0 and is_extended_resource_name(r)}
         key = (pod.uid, container)
+        started = time.monotonic()
         with self._alloc_lock:
             with self._lock:
                 held = self._held.get(key)
@@ -362,6 +407,8 @@ class DeviceManager:
                 self._held[key] = held
                 self._save_locked()
                 self._changed.notify_all()
+            for resource in chosen:
+                self._notify("allocated", resource, time.monotonic() - started)
             return held.options
 
     def _cached_locked(self, held: _Held, wanted: Mapping[str, int]) -> RunOptions:
@@ -486,7 +533,7 @@ class DeviceManager:
             for name in saved.registered:
                 # As the kubelet does: a resource from the checkpoint has no devices and a stopped endpoint
                 # until its plugin registers again, and is dropped after the grace period.
-                self._resources.setdefault(name, _Resource(name, stopped_at=now))
+                self._resources.setdefault(name, _Resource(name, stopped_at=now, restored=True))
             by_container: dict[tuple[str, str], list[checkpoint.Entry]] = {}
             for entry in saved.entries:
                 by_container.setdefault((entry.pod_uid, entry.container), []).append(entry)

@@ -1,0 +1,154 @@
+"""The API server as a pod source: the pods bound to this node, from a list-then-watch informer.
+
+As the kubelet's config/apiserver.go: one informer on pods in every namespace with
+`fieldSelector=spec.nodeName=<node>`; every change makes a new complete snapshot, handed to
+the agent through the same `PodSource` path as the manifest directory (so both sources merge
+into one desired set). Snapshots are built on a thread of their own, so a burst of watch
+events (110 pods bound at once) becomes a few snapshots, not one per event.
+
+Each object is decoded with the model's parser (the API server's defaults and validation);
+a pod that fails (an unknown resource, a bad quantity) is not run: it is reported through
+`on_invalid` (the status manager marks it Failed and records an event naming the field) and
+listed in the snapshot's errors. Mirror pods (annotation kubernetes.io/config.mirror) are the
+agent's own reflections of static pods: they are never run, only handed to `on_mirrors`.
+
+`ready` stays False until the first LIST has arrived: until then the agent does not treat
+pods it finds running as orphans (an API outage at start must not kill them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.sources import ManifestError, SourceSnapshot
+from kubenode.kubeclient import PODS, KubeClient
+from kubenode.kubeclient.informer import Informer, object_key
+from kubenode.model import Pod, ValidationError, parse_pod
+
+log = logging.getLogger(__name__)
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+API_SOURCE = "api"
+FIRST_SYNC_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class ApiPod:
+    """One pod object of this node, decoded: a runnable Pod, a mirror pod, or an invalid one."""
+
+    key: str
+    uid: str
+    raw: Mapping[str, Any]
+    pod: Pod | None = None
+    error: ValidationError | None = None
+
+    @property
+    def mirror(self) -> bool:
+        return MIRROR_ANNOTATION in ((self.raw.get("metadata") or {}).get("annotations") or {})
+
+
+def decode_api_pod(obj: dict[str, Any]) -> ApiPod:
+    key = object_key(obj)
+    uid = str((obj.get("metadata") or {}).get("uid") or "")
+    try:
+        pod = parse_pod(obj, f"pod {key}")
+    except ValidationError as exc:
+        return ApiPod(key, uid, obj, error=exc)
+    return ApiPod(key, uid, obj, pod=replace(pod, source=API_SOURCE))
+
+
+class ApiPodSource:
+    name = API_SOURCE
+
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        *,
+        on_invalid: Callable[[ApiPod], None] = lambda pod: None,
+        on_mirrors: Callable[[list[ApiPod]], None] = lambda pods: None,
+        backoff_max: float = 10.0,
+        first_sync_wait: float = FIRST_SYNC_WAIT_S,
+    ) -> None:
+        self.node_name = node_name
+        self.on_invalid = on_invalid
+        self.on_mirrors = on_mirrors
+        self.first_sync_wait = first_sync_wait
+        self.informer: Informer[ApiPod] = Informer(
+            client,
+            PODS,
+            field_selector=f"spec.nodeName={node_name}",
+            decode=decode_api_pod,
+            on_add=self._changed,
+            on_update=lambda old, new: self._changed(new),
+            on_delete=self._changed,
+            backoff_max_s=backoff_max,
+            name="pods",
+        )
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reported: dict[str, str] = {}  # key -> uid of invalid pods already reported
+
+    @property
+    def ready(self) -> bool:
+        return self.informer.has_synced.is_set()
+
+    def start(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        self.informer.start()
+        if self.informer.wait_for_sync(self.first_sync_wait):
+            self._dirty.clear()
+            on_change(self.snapshot())
+        else:
+            log.warning("no pod list from the API server yet; pods found running are kept until it comes")
+        self._thread = threading.Thread(target=self._run, args=(on_change,), name="api-source", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._dirty.set()
+        self.informer.stop()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _changed(self, pod: ApiPod) -> None:
+        del pod
+        self._dirty.set()
+
+    def _run(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait()
+            if self._stop.is_set():
+                return
+            self._dirty.clear()
+            if not self.ready:
+                continue
+            try:
+                on_change(self.snapshot())
+            except Exception:
+                log.exception("delivering the API pods to the agent")
+
+    def snapshot(self) -> SourceSnapshot:
+        pods: list[Pod] = []
+        errors: list[ManifestError] = []
+        mirrors: list[ApiPod] = []
+        for item in self.informer.items():
+            if item.mirror:
+                mirrors.append(item)
+            elif item.pod is not None:
+                pods.append(item.pod)
+            elif item.error is not None:
+                errors.append(ManifestError(item.error.source, item.error.field, item.error.message))
+                if self._reported.get(item.key) != item.uid:
+                    self._reported[item.key] = item.uid
+                    self.on_invalid(item)
+        live = {item.key for item in self.informer.items()}
+        for key in list(self._reported):
+            if key not in live:
+                del self._reported[key]
+        self.on_mirrors(mirrors)
+        return SourceSnapshot(self.name, tuple(pods), tuple(errors))

@@ -1,0 +1,131 @@
+"""A node agent joined to a cluster: the pieces that talk to the API server, wired together.
+
+`ClusterMembership.connect(config)` loads the kubeconfig (or the in-cluster service account)
+and makes the client and the API pod source, which the agent gets as a second source next
+to the manifest directory. `attach(agent, devices, metrics)` then adds, on top of that
+agent: the Node registration and status (agent/nodestatus.py, poked by every device-plugin
+change), the node Lease (agent/nodelease.py), the status manager with the event recorder
+(agent/statusmanager.py, told of every sync), and mirror pods for the static pods
+(agent/mirrorpods.py). `start()` starts them after the agent; `stop()` stops them in reverse.
+
+Everything here imports `kubenode.kubeclient`; the daemon imports this module only when the
+agent joins a cluster, so a standalone agent never loads the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agent.admission import host_allocatable
+from agent.apisource import ApiPodSource
+from agent.config import AgentConfig, parse_listen
+from kubenode import __version__
+from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import config as kubeconfig
+from kubenode.kubeclient.events import EventRecorder
+
+if TYPE_CHECKING:
+    from agent.devicemanager import DeviceEvent, DeviceManager
+    from agent.metrics import AgentMetrics
+    from agent.mirrorpods import MirrorPods
+    from agent.node import NodeAgent
+    from agent.nodestatus import NodeStatusReporter
+    from agent.statusmanager import StatusManager
+    from kubenode.kubeclient.lease import LeaseRenewer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClusterMembership:
+    config: AgentConfig
+    client: KubeClient
+    source: ApiPodSource
+    recorder: EventRecorder
+    reporter: NodeStatusReporter | None = None
+    lease: LeaseRenewer | None = None
+    status: StatusManager | None = None
+    mirrors: MirrorPods | None = None
+    _started: list[str] = field(default_factory=list)
+
+    @classmethod
+    def connect(cls, config: AgentConfig) -> ClusterMembership:
+        """Load the config (KubeConfigError names the file) and make the client and the pod source."""
+        loaded = kubeconfig.load(config.kubeconfig if not config.in_cluster else None)
+        client = KubeClient(
+            loaded, user_agent=f"kubenode-agent/{__version__} ({config.node_name})", pool_size=16
+        )
+        source = ApiPodSource(client, config.node_name, backoff_max=config.api_backoff_max)
+        recorder = EventRecorder(client, "kubelet", config.node_name)
+        return cls(config, client, source, recorder)
+
+    def attach(self, agent: NodeAgent, devices: DeviceManager | None, metrics: AgentMetrics | None) -> None:
+        from agent.mirrorpods import MirrorPods
+        from agent.nodelease import node_lease
+        from agent.nodestatus import NodeStatusReporter, host_facts
+        from agent.statusmanager import StatusManager
+
+        config = self.config
+        facts = host_facts()
+        port = parse_listen(config.listen)[1] if config.listen else 0
+        self.reporter = NodeStatusReporter(
+            self.client,
+            config,
+            base_capacity=host_allocatable(config.max_pods),
+            device_capacity=devices.capacity if devices is not None else dict,
+            device_allocatable=devices.allocatable if devices is not None else dict,
+            facts=facts,
+            port=port,
+        )
+        reporter = self.reporter
+        self.lease = node_lease(self.client, config, lambda: reporter.node_uid)
+        self.mirrors = MirrorPods(self.client, agent, config.node_name, lambda: reporter.node_uid)
+        self.status = StatusManager(
+            self.client,
+            agent,
+            facts.ip,
+            recorder=self.recorder,
+            metrics=metrics,
+            mirror_of=self.mirrors.mirror_of,
+            resync_interval=config.pod_status_resync_interval,
+            backoff_max=config.api_backoff_max,
+        )
+        self.source.on_invalid = self.status.report_invalid
+        self.source.on_mirrors = self.mirrors.mirrors_seen
+        agent.observers.append(self.status.pod_synced)
+        if devices is not None:
+            devices.add_listener(self._device_changed)
+
+    def _device_changed(self, event: DeviceEvent) -> None:
+        if event.kind != "allocated" and self.reporter is not None:
+            self.reporter.poke()
+
+    def start_reporting(self) -> None:
+        """Start what runs beside the agent (call after the agent started: its sources are running)."""
+        for name, part in (
+            ("recorder", self.recorder),
+            ("reporter", self.reporter),
+            ("lease", self.lease),
+            ("status", self.status),
+            ("mirrors", self.mirrors),
+        ):
+            if part is not None:
+                part.start()
+                self._started.append(name)
+
+    def stop(self) -> None:
+        parts = {
+            "recorder": self.recorder,
+            "reporter": self.reporter,
+            "lease": self.lease,
+            "status": self.status,
+            "mirrors": self.mirrors,
+        }
+        for name in reversed(self._started):
+            part = parts[name]
+            if part is not None:
+                part.stop()
+        self._started.clear()
+        self.client.close()
