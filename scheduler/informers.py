@@ -72,11 +72,16 @@ def _bad(kind: str, obj: Mapping[str, Any], message: str) -> BadObject:
     )
 
 
+def _field_message(exc: ValidationError) -> str:
+    """ "field: problem" (the source is always the API here)."""
+    return f"{exc.field}: {exc.message}" if exc.field else exc.message
+
+
 def decode_pod(obj: dict[str, Any]) -> Pod | BadObject:
     try:
         return parse_pod(obj, SOURCE)
     except ValidationError as exc:
-        return _bad("Pod", obj, str(exc))
+        return _bad("Pod", obj, _field_message(exc))
     except Exception as exc:  # a parser bug must not stop the informer; report it as bad input
         return _bad("Pod", obj, f"cannot decode: {exc}")
 
@@ -85,7 +90,7 @@ def decode_node(obj: dict[str, Any]) -> Node | BadObject:
     try:
         return parse_node(obj, SOURCE)
     except ValidationError as exc:
-        return _bad("Node", obj, str(exc))
+        return _bad("Node", obj, _field_message(exc))
     except Exception as exc:
         return _bad("Node", obj, f"cannot decode: {exc}")
 

@@ -1,0 +1,33 @@
+"""Fixtures: a real `kubenode apiserver` process (tests/apiserver/support.py) and an admin client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubenode.kubeclient import KubeClient
+from tests.scheduler_live.support import client_for
+
+
+def _server_class() -> Any:
+    try:
+        from tests.apiserver.support import ApiServerProcess  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:  # a missing prerequisite fails, never skips
+        pytest.fail(f"tests/apiserver/support.py (ApiServerProcess) is needed: {exc}")
+    return ApiServerProcess
+
+
+@pytest.fixture
+def apiserver(tmp_path: Path) -> Iterator[Any]:
+    with _server_class()(tmp_path / "apiserver") as server:
+        yield server
+
+
+@pytest.fixture
+def admin(apiserver: Any) -> Iterator[KubeClient]:
+    client = client_for(apiserver.kubeconfig)
+    yield client
+    client.close()

@@ -1,0 +1,104 @@
+"""Scheduler-side pieces without a server: bad pods, 409 on bind, status-write dedupe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubenode.kubeclient import Conflict
+from kubenode.model.objects import Pod
+from scheduler.apibinder import ApiBinder
+from scheduler.clock import ManualClock
+from scheduler.engine import Scheduler
+from scheduler.informers import BadObject, EventRouter, decode_pod
+from scheduler.simulate import InMemoryBinder
+from scheduler.statuswriter import StatusWriter
+from tests.scheduler_live.support import pod
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def event(self, ref: Any, type: str, reason: str, message: str) -> None:
+        self.events.append((ref.name, type, reason, message))
+
+
+class Client:
+    """Answers create with a chosen error and records patches."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.patches: list[tuple[str, Any]] = []
+
+    def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self.error is not None:
+            raise self.error
+        return {"kind": "Status", "status": "Success"}
+
+    def patch(self, resource: Any, name: str, body: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.patches.append((name, body))
+        return {}
+
+
+def test_a_pod_that_fails_to_parse_is_reported_once_and_never_queued() -> None:
+    engine = Scheduler(InMemoryBinder(), clock=ManualClock(), run_binding=lambda task: task())
+    reported: list[BadObject] = []
+    router = EventRouter(engine, reported.append)
+    raw = pod("typo", cpu="two")
+    raw["metadata"]["uid"] = "u-1"
+    bad = decode_pod(raw)
+    assert isinstance(bad, BadObject)
+    router.pod_added(bad)
+    router.pod_updated(bad, decode_pod(raw))  # the same object again: no second report
+    assert len(reported) == 1
+    assert reported[0].message.startswith("spec.containers[0].resources.limits.cpu: invalid quantity 'two'")
+    assert engine.queue.where("default/typo") is None and engine.schedule_one() is None
+    # Fixed by an update: it is queued and scheduled like any other pod.
+    raw["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    router.pod_updated(bad, decode_pod(raw))
+    assert engine.queue.where("default/typo") == "active"
+    other = pod("theirs", cpu="two", scheduler="someone-else")
+    router.pod_added(decode_pod(other))  # another scheduler's pod: not ours to report
+    assert len(reported) == 1
+
+
+def test_409_already_assigned_is_success_and_other_conflicts_fail() -> None:
+    target = Pod(name="p", uid="u")
+    recorder = Recorder()
+    elsewhere = Conflict(
+        409,
+        "Conflict",
+        'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "n2"',
+    )
+    ApiBinder(Client(elsewhere), recorder).bind(target, "n1")  # type: ignore[arg-type]
+    assert recorder.events == []  # bound by someone else: their event, not ours
+    ApiBinder(Client(), recorder).bind(target, "n1")  # type: ignore[arg-type]
+    assert recorder.events == [("p", "Normal", "Scheduled", "Successfully assigned default/p to n1")]
+    deleting = Conflict(409, "Conflict", "pod p is being deleted, cannot be assigned to a host")
+    with pytest.raises(Conflict):
+        ApiBinder(Client(deleting), recorder).bind(target, "n1")  # type: ignore[arg-type]
+
+
+def test_status_is_written_only_when_the_message_or_nomination_changes() -> None:
+    client, recorder = Client(), Recorder()
+    writer = StatusWriter(client, recorder)  # type: ignore[arg-type]
+    target = Pod(name="p", uid="u")
+    try:
+        writer.failed(target, "0/1 nodes are available: 1 Insufficient cpu.")
+        writer.failed(target, "0/1 nodes are available: 1 Insufficient cpu.")
+        writer.failed(target, "0/2 nodes are available: 2 Insufficient cpu.")
+        writer.failed(target, "0/2 nodes are available: 2 Insufficient cpu.", "n1")
+    finally:
+        writer.close()
+    assert len(recorder.events) == 4  # every attempt is an event (the recorder aggregates)
+    assert [body["status"]["conditions"][0]["message"] for _, body in client.patches] == [
+        "0/1 nodes are available: 1 Insufficient cpu.",
+        "0/2 nodes are available: 2 Insufficient cpu.",
+        "0/2 nodes are available: 2 Insufficient cpu.",
+    ]
+    last = client.patches[-1][1]
+    assert last["status"]["nominatedNodeName"] == "n1" and last["metadata"] == {"uid": "u"}
+    cond = last["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
