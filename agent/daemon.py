@@ -143,7 +143,13 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
-        server = StatusServer(host, port, agent.status_json, extra_routes={"/metrics": metrics.route})
+        server = StatusServer(
+            host,
+            port,
+            agent.status_json,
+            health=agent.health_problems,
+            extra_routes={"/metrics": metrics.route},
+        )
     return RunningAgent(config, agent, devices, server, cluster)
 
 
@@ -166,7 +172,8 @@ def run_agent(config: AgentConfig) -> int:
     interval = sdnotify.watchdog_interval()
     while not stopping.wait(interval or 3600):
         # Only a loop that still ticks counts as alive; otherwise systemd restarts us (pods survive that).
-        if interval and time.monotonic() - running.agent.last_tick < 2 * interval:
+        alive = bool(interval) and time.monotonic() - running.agent.last_tick < 2 * (interval or 0)
+        if alive and not running.agent.health_problems():
             sdnotify.watchdog()
     sdnotify.notify("STOPPING=1")
     running.stop()

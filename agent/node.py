@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 CPUSET_ENV = "KUBENODE_CPUSET"
 QOS_UPDATE_INTERVAL_S = 60.0  # the kubelet's periodicQOSCgroupUpdateInterval
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
+# A loop iteration may kill an orphan (grace, then up to 10 s for SIGKILL): beyond this it is stuck.
+LOOP_STALL_S = 60.0
 
 
 def device_plugin_limits(container: Container) -> dict[str, int]:
@@ -521,6 +523,23 @@ class NodeAgent:
                     worker = "waiting"
                 views.append(PodView(self._desired.get(uid), record, worker))
             return sorted(views, key=lambda v: v.record.key)
+
+    def health_problems(self) -> list[str]:
+        """Why the agent is unhealthy, for /healthz and the systemd watchdog: a dead or stalled loop
+        (the agent's own, or a source's watcher). Takes no lock, so it answers even when one is stuck."""
+        problems = []
+        thread = self._loop_thread
+        if thread is not None and not self._stop.is_set():
+            stalled = time.monotonic() - self.last_tick
+            if not thread.is_alive():
+                problems.append("agent loop is not running")
+            elif stalled > LOOP_STALL_S:
+                problems.append(f"agent loop stalled for {stalled:.0f} s")
+        for source in self.sources:
+            check = getattr(source, "problems", None)  # optional in PodSource
+            if check is not None:
+                problems.extend(check())
+        return problems
 
     def manifest_errors(self) -> list[ManifestError]:
         with self._lock:

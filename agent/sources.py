@@ -13,6 +13,14 @@ md5(canonical object + "host:<node>" + "file:<path>") in hex, so it survives age
 restarts; `spec.nodeName` is set to the node, and the `kubernetes.io/config.*` annotations
 are added. Unlike the kubelet, the pod's name stays as written (no `-<node>` suffix): there
 is no API server to mirror it into yet, and the name the user wrote is the one they look for.
+
+Hostile input is contained: a file is read only if it is a regular file inside the
+directory (a symlink that leads out of it, to /etc/shadow say, is reported, never read),
+at most 3 MiB, without YAML aliases (see `kubenode.model.documents`); errors name the
+file, line, column and field, never the file's text. Any exception while reading one
+file becomes that file's error; one while delivering a snapshot is logged and the watch
+goes on. A supervisor thread restarts the watcher thread should it die anyway, and
+`problems()` reports a dead or stalled watcher to the agent's health check.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +45,8 @@ log = logging.getLogger(__name__)
 CONFIG_HASH = "kubernetes.io/config.hash"
 CONFIG_SOURCE = "kubernetes.io/config.source"
 CONFIG_MIRROR_SOURCE = "file"
+SUPERVISE_INTERVAL_S = 1.0
+STALL_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -91,19 +102,56 @@ class ManifestSource:
         self._last: SourceSnapshot | None = None
         self._watcher: DirWatcher | None = None
         self._thread: threading.Thread | None = None
+        self._supervisor: threading.Thread | None = None
         self._stopping = threading.Event()
+        self.restarts = 0
+        self.last_beat = time.monotonic()  # the watcher's last loop iteration
 
     def start(self, on_change: Callable[[SourceSnapshot], None]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._watcher = DirWatcher(self.directory, modify=True)
         on_change(self.scan())
-        self._thread = threading.Thread(target=self._run, args=(on_change,), name="manifests", daemon=True)
-        self._thread.start()
+        self._thread = self._start_watcher(on_change)
+        self._supervisor = threading.Thread(
+            target=self._supervise, args=(on_change,), name="manifests-supervisor", daemon=True
+        )
+        self._supervisor.start()
+
+    def _start_watcher(self, on_change: Callable[[SourceSnapshot], None]) -> threading.Thread:
+        self.last_beat = time.monotonic()
+        thread = threading.Thread(target=self._run, args=(on_change,), name="manifests", daemon=True)
+        thread.start()
+        return thread
+
+    def _supervise(self, on_change: Callable[[SourceSnapshot], None]) -> None:
+        """Restart the watcher thread if it ever dies (it should not: it catches everything)."""
+        while not self._stopping.wait(SUPERVISE_INTERVAL_S):
+            thread = self._thread
+            if thread is not None and not thread.is_alive() and not self._stopping.is_set():
+                self.restarts += 1
+                log.error(
+                    "manifest watcher of %s died; restarting it (restart %d)", self.directory, self.restarts
+                )
+                self._thread = self._start_watcher(on_change)
+
+    def problems(self) -> list[str]:
+        """Why this source is not healthy: its watcher thread is dead or has not looped for too long."""
+        thread = self._thread
+        if thread is None or self._stopping.is_set():
+            return []
+        if not thread.is_alive():
+            return [f"manifest watcher of {self.directory} is not running"]
+        stalled = time.monotonic() - self.last_beat
+        if stalled > 3 * self.rescan_interval + STALL_GRACE_S:
+            return [f"manifest watcher of {self.directory} stalled for {stalled:.0f} s"]
+        return []
 
     def stop(self) -> None:
         self._stopping.set()
         if self._watcher is not None:
             self._watcher.wake()
+        if self._supervisor is not None:
+            self._supervisor.join(5)
         if self._thread is not None:
             self._thread.join(5)
         if self._watcher is not None:
@@ -113,6 +161,7 @@ class ManifestSource:
     def _run(self, on_change: Callable[[SourceSnapshot], None]) -> None:
         assert self._watcher is not None
         while not self._stopping.is_set():
+            self.last_beat = time.monotonic()
             events = self._watcher.read(self.rescan_interval)
             if self._stopping.is_set():
                 return
@@ -120,11 +169,11 @@ class ManifestSource:
             previous = self._last
             try:
                 snapshot = self.scan()
-            except OSError as exc:  # the directory vanished between listing and reading
-                log.warning("rescanning %s: %s", self.directory, exc)
-                continue
-            if snapshot != previous:
-                on_change(snapshot)
+                if snapshot != previous:
+                    on_change(snapshot)
+            except Exception:  # one bad item must not end the watch: later changes still count
+                log.exception("rescanning %s failed; watching on", self.directory)
+                self._stopping.wait(1.0)  # no hot loop if it keeps failing
 
     # ----- reading ---------------------------------------------------------------------------------
 
@@ -166,20 +215,37 @@ class ManifestSource:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return []
-        # As the kubelet: hidden files are ignored (editors' swap files too).
+        # As the kubelet: hidden files are ignored (editors' swap files too). Symlinks are listed, so
+        # that one leading out of the directory is reported rather than silently skipped.
         return [
             self.directory / n
             for n in names
-            if not n.startswith(".") and not n.endswith(("~", ".swp")) and (self.directory / n).is_file()
+            if not n.startswith(".")
+            and not n.endswith(("~", ".swp"))
+            and ((self.directory / n).is_symlink() or (self.directory / n).is_file())
         ]
+
+    def _inside(self, path: Path) -> Path | None:
+        """The real path of a manifest if it lies inside the directory (after symlinks), else None."""
+        real = path.resolve()
+        root = self.directory.resolve()
+        return real if real.is_relative_to(root) and real != root else None
 
     def _read_file(self, path: Path, stamp: tuple[int, int, int]) -> _FileEntry:
         entry = _FileEntry(stamp, [], [])
         try:
-            objects = load_objects(path)
+            real = self._inside(path)
+            if real is None:
+                raise ValidationError(str(path), "", "symlink leads outside the manifest directory; not read")
+            # O_NOFOLLOW on the resolved path: a link swapped in after the check is not followed.
+            objects = load_objects(real, follow_symlinks=False)
         except ValidationError as exc:
-            entry.errors.append(ManifestError(exc.source, exc.field, exc.message))
-            log.warning("manifest %s", exc)
+            entry.errors.append(ManifestError(str(path), exc.field, exc.message))
+            log.warning("manifest %s: %s", path, exc.message)
+            return entry
+        except Exception as exc:  # a bug must cost this file, not the watcher
+            log.exception("reading manifest %s", path)
+            entry.errors.append(ManifestError(str(path), "", f"internal error: {type(exc).__name__}"))
             return entry
         for where, obj in objects:
             source = f"{path} ({where})" if where else str(path)
@@ -188,6 +254,9 @@ class ManifestSource:
             except ValidationError as exc:
                 entry.errors.append(ManifestError(exc.source, exc.field, exc.message))
                 log.warning("manifest %s", exc)
+            except Exception as exc:
+                log.exception("parsing manifest %s", source)
+                entry.errors.append(ManifestError(source, "", f"internal error: {type(exc).__name__}"))
         return entry
 
     def _static_pod(self, pod: Pod, obj: Mapping[str, Any], path: Path) -> Pod:
