@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli",
     "agent.conformance.cli",
     "scheduler.cli",
+    "apiserver.cli",
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")

@@ -1,0 +1,72 @@
+"""Command-line entry for `kubenode apiserver`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA_DIR = "/var/lib/kubenode/apiserver"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {text}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "apiserver", help="serve the Kubernetes API (nodes, pods, events, namespaces, leases) from SQLite"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help=f"database, tokens, certificates (default {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--bind-address", default="127.0.0.1", help="address to listen on; TLS unless loopback"
+    )
+    parser.add_argument("--port", type=_port, default=6443, help="port to listen on (0 picks a free one)")
+    parser.add_argument(
+        "--token-auth-file",
+        help="kube's static token CSV (default: <data-dir>/tokens.csv, made on first start)",
+    )
+    parser.add_argument(
+        "--write-kubeconfig",
+        help="where to write the admin kubeconfig (default: <data-dir>/admin.kubeconfig)",
+    )
+    parser.add_argument(
+        "--authorization-mode", default="Node,RBAC", help="Node,RBAC (default) or AlwaysAllow"
+    )
+    parser.add_argument(
+        "--default-watch-cache-size",
+        type=_positive,
+        default=10000,
+        help="events kept for watches to resume from (older resourceVersions get 410 Expired)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from apiserver.daemon import Options
+    from apiserver.daemon import run as run_daemon
+
+    options = Options(
+        data_dir=Path(args.data_dir),
+        bind_address=args.bind_address,
+        port=args.port,
+        token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
+        write_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
+        authorization_mode=args.authorization_mode,
+        watch_cache_size=args.default_watch_cache_size,
+    )
+    return run_daemon(options)

@@ -1,0 +1,185 @@
+"""Start-up and shutdown of `kubenode apiserver`.
+
+Flow: take the data dir's lock (a second process on it is refused, naming the holder), load
+the token file (created with the bootstrap users on first start), make the CA and serving
+certificate (always TLS: kubectl sends tokens only over TLS), replay the SQLite log into
+the watch cache, start the writer thread, create the default namespaces, listen, write the
+admin kubeconfig, print `serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening,
+end the watches and close the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import ssl
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.handlers.app import build_app
+from apiserver.handlers.common import ApiContext
+from apiserver.registry import build_strategies, utc_now
+from apiserver.storage.store import Store
+from kubenode import sdnotify
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+DB_NAME = "state.db"
+LOCK_NAME = "apiserver.lock"
+
+
+class StartupError(Exception):
+    """A problem that stops the server before it serves (exit status 1), said in one line."""
+
+
+@dataclass
+class Options:
+    data_dir: Path
+    bind_address: str = "127.0.0.1"
+    port: int = 6443
+    token_auth_file: Path | None = None
+    write_kubeconfig: Path | None = None
+    authorization_mode: str = "Node,RBAC"
+    watch_cache_size: int = 10000
+    bookmark_interval: float = 5.0
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """An exclusive flock on <data_dir>/apiserver.lock, held for the life of the process."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 100, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise StartupError(
+            f"data dir {data_dir} is in use by {holder} (one apiserver per data dir)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"kubenode apiserver pid {os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _url(host: str, port: int, tls: bool) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::"):
+        shown = "127.0.0.1"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+async def _ensure_namespaces(ctx: ApiContext) -> None:
+    strategy = ctx.strategies["namespaces"]
+    for name in DEFAULT_NAMESPACES:
+        if ctx.store.latest("namespaces", "", name) is None:
+            obj: dict[str, Any] = {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name}}
+            strategy.new_metadata(obj, "")
+            strategy.prepare_create(obj)
+            await ctx.store.write("namespaces", "", name, obj, "ADDED")
+
+
+def _report_objects(ctx: ApiContext) -> None:
+    try:
+        from apiserver.metrics import set_storage_objects
+    except Exception:
+        return
+    for plural in ctx.strategies:
+        set_storage_objects(plural, ctx.store.cache.count(plural))
+
+
+async def _metrics_loop(ctx: ApiContext) -> None:
+    while True:
+        _report_objects(ctx)
+        await asyncio.sleep(10)
+
+
+async def serve(options: Options) -> None:
+    from apiserver.auth import ADMIN_USER
+    from apiserver.auth.authn import TokenAuthenticator
+    from apiserver.auth.authz import new_authorizer
+    from apiserver.auth.kubeconfig import write_kubeconfig
+    from apiserver.auth.noderestriction import admit
+    from apiserver.auth.pki import ensure_serving_cert
+    from apiserver.auth.tokens import ensure_token_file, token_for
+
+    data_dir = options.data_dir
+    token_file = options.token_auth_file or ensure_token_file(data_dir)
+    try:
+        authenticator = TokenAuthenticator.from_file(token_file)
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"--token-auth-file {token_file}: {exc}") from None
+    try:
+        authorizer = new_authorizer(options.authorization_mode)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    # TLS even on loopback: kubectl (clientcmd) sends a kubeconfig's bearer token only over TLS
+    # (kubernetes/kubectl#744), so a plain-HTTP server could never see kubectl's credentials.
+    cert = ensure_serving_cert(data_dir, [options.bind_address])
+    ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ssl_context.load_cert_chain(cert.cert_path, cert.key_path)
+    ca_pem = cert.ca_pem
+    tls = True
+
+    clock = utc_now
+    strategies = build_strategies(clock)
+    store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
+    store.load()
+    loop = asyncio.get_running_loop()
+    store.start(loop)
+    ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
+    runner: web.AppRunner | None = None
+    try:
+        await _ensure_namespaces(ctx)
+        app = build_app(ctx, authenticator, authorizer)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=ssl_context, backlog=1024)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {options.bind_address}:{options.port}: {exc.strerror}"
+            ) from None
+        port = runner.addresses[0][1]
+        url = _url(options.bind_address, port, tls)
+        kubeconfig = options.write_kubeconfig or data_dir / "admin.kubeconfig"
+        token = token_for(token_file, ADMIN_USER)
+        if token is not None:
+            write_kubeconfig(kubeconfig, url, token, ca_pem)
+        print(f"kubenode apiserver: serving on {url} (kubeconfig {kubeconfig})", flush=True)
+        sdnotify.ready(f"serving on {url}")
+        metrics_task = asyncio.create_task(_metrics_loop(ctx))
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        sdnotify.notify("STOPPING=1")
+        metrics_task.cancel()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await asyncio.to_thread(store.close)
+
+
+def run(options: Options) -> int:
+    try:
+        fd = lock_data_dir(options.data_dir)
+    except (StartupError, OSError) as exc:
+        print(f"kubenode apiserver: {exc}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(serve(options))
+    except StartupError as exc:
+        print(f"kubenode apiserver: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        os.close(fd)
+    return 0

@@ -1,0 +1,150 @@
+"""The aiohttp application: middleware chain, routes, health checks.
+
+Middleware order, as kube-apiserver's handler chain: time the request (metrics), authenticate
+(401, except the health checks and /version), derive the RequestInfo, authorize (403), then the
+handler; every APIError becomes its Status body, anything unexpected a 500 Status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.handlers.common import CONTEXT, ApiContext, error_response
+from apiserver.handlers.rest import dispatch
+from apiserver.request import request_info
+from apiserver.resources import SERVED
+from apiserver.status import APIError, internal, unavailable
+from apiserver.storage.log import StorageBroken
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+AUTHENTICATOR: web.AppKey[Any] = web.AppKey("authenticator", object)
+AUTHORIZER: web.AppKey[Any] = web.AppKey("authorizer", object)
+
+
+def optional_module(name: str) -> ModuleType | None:
+    """SURFACE's modules (discovery, openapi, printers, metrics): serve without one that fails to import."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        log.warning("%s unavailable: %s", name, exc)
+        return None
+
+
+_metrics = optional_module("apiserver.metrics")
+
+
+def _public(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in PUBLIC_PATHS)
+
+
+@web.middleware
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    info = request_info(request.method, request.path, request.query)
+    code = 500
+    try:
+        user = None
+        authenticator = request.app.get(AUTHENTICATOR)
+        if authenticator is not None and not _public(request.path):
+            user = authenticator.authenticate(request.headers.get("Authorization"))
+            if user is None:
+                raise APIError(401, "Unauthorized", "Unauthorized")
+            authorizer = request.app.get(AUTHORIZER)
+            if authorizer is not None:
+                decision = authorizer.authorize(user, info)
+                if not decision.allowed:
+                    raise APIError(403, "Forbidden", decision.message)
+        request["user"] = user
+        request["info"] = info
+        response = await handler(request)
+        code = response.status
+        return response
+    except APIError as exc:
+        code = exc.code
+        return error_response(exc)
+    except StorageBroken as exc:
+        code = 503
+        return error_response(unavailable(str(exc)))
+    except web.HTTPException as exc:
+        code = exc.status
+        if exc.status == 404:
+            return error_response(
+                APIError(404, "NotFound", "the server could not find the requested resource")
+            )
+        if exc.status == 405:
+            return error_response(
+                APIError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
+            )
+        raise
+    except Exception as exc:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(internal(str(exc)))
+    finally:
+        if _metrics is not None and info.is_resource_request:
+            try:
+                _metrics.observe_request(
+                    info.verb, info.resource, info.subresource, code, time.perf_counter() - started
+                )
+            except Exception:
+                log.debug("metrics failed", exc_info=True)
+
+
+async def resource_handler(request: web.Request) -> web.StreamResponse:
+    info = request["info"]
+    if not info.is_resource_request:
+        raise APIError(404, "NotFound", "the server could not find the requested resource")
+    return await dispatch(request, info, request["user"])
+
+
+def _health(ready_check: bool) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        ctx = request.app[CONTEXT]
+        checks = [("ping", True), ("etcd", ctx.store.broken is None)]
+        if ready_check:
+            checks.append(("informer-sync", True))
+        ok = all(passed for _, passed in checks)
+        if "verbose" in request.query:
+            lines = [
+                f"[+]{name} ok" if passed else f"[-]{name} failed: reason withheld" for name, passed in checks
+            ]
+            lines.append(f"{request.path.strip('/')} check {'passed' if ok else 'failed'}")
+            text = "\n".join(lines) + "\n"
+        else:
+            text = (
+                "ok" if ok else f"[-]etcd failed: reason withheld\n{request.path.strip('/')} check failed\n"
+            )
+        return web.Response(text=text, status=200 if ok else 500, content_type="text/plain")
+
+    return handler
+
+
+def build_app(ctx: ApiContext, authenticator: Any = None, authorizer: Any = None) -> web.Application:
+    # Bodies are capped at 3 MiB by read_json (with a 413 Status); aiohttp's own cap sits above it.
+    app = web.Application(middlewares=[api_middleware], client_max_size=8 * 1024 * 1024)
+    app[CONTEXT] = ctx
+    if authenticator is not None:
+        app[AUTHENTICATOR] = authenticator
+    if authorizer is not None:
+        app[AUTHORIZER] = authorizer
+    for path, ready in (("/healthz", False), ("/livez", False), ("/readyz", True)):
+        app.router.add_get(path, _health(ready))
+        app.router.add_get(path + "/{check:.*}", _health(ready))
+    for name in ("apiserver.discovery", "apiserver.openapi", "apiserver.metrics"):
+        module = optional_module(name)
+        if module is not None:
+            module.add_routes(app, SERVED)
+    app.router.add_route("*", "/api/v1/{tail:.+}", resource_handler)
+    app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", resource_handler)
+    return app

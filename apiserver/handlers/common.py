@@ -1,0 +1,158 @@
+"""Shared pieces of the REST handlers: the server context, bodies, responses and Table negotiation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from apiserver.registry import Clock, Strategy
+from apiserver.request import RequestInfo
+from apiserver.resources import ResourceInfo
+from apiserver.selectors import parse_field_selector, parse_label_selector
+from apiserver.status import APIError, bad_request, too_large, unsupported_media_type
+from apiserver.storage.cache import Filter
+from apiserver.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's limit for a request body (3 MiB)
+JSON = "application/json"
+
+Admit = Callable[[Any, RequestInfo, Mapping[str, Any] | None, Mapping[str, Any] | None], str | None]
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    strategies: dict[str, Strategy]
+    clock: Clock
+    admit: Admit | None = None  # NodeRestriction admission (SURFACE's noderestriction.admit)
+    bookmark_interval: float = 5.0  # seconds between BOOKMARKs on an idle watch
+    min_request_timeout: float = 1800.0  # watches without timeoutSeconds end after 1-2x this
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+CONTEXT: web.AppKey[ApiContext] = web.AppKey("apiserver_context", ApiContext)
+
+
+def json_bytes(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON, headers=headers)
+
+
+def json_object(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return json_bytes(orjson.dumps(obj), status, headers)
+
+
+def error_response(error: APIError) -> web.Response:
+    return json_object(error.status, error.code)
+
+
+async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
+    """The decoded JSON body (400 when unreadable, 413 over 3 MiB, 415 for another content type)."""
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        raise too_large()
+    data = await request.content.read(MAX_BODY + 1)
+    if len(data) > MAX_BODY:
+        raise too_large()
+    if not data.strip():
+        if allow_empty:
+            return None
+        raise bad_request("the request body is empty")
+    content_type = request.content_type
+    if request.method != "PATCH" and content_type not in (JSON, "", "application/octet-stream", "*/*"):
+        if content_type.endswith("yaml"):
+            return _yaml(data)
+        raise unsupported_media_type(content_type)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+
+def _yaml(data: bytes) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        raise bad_request(f"error converting YAML to JSON: {exc}") from None
+
+
+def table_requested(request: web.Request) -> bool:
+    """kubectl get asks `application/json;as=Table;v=v1;g=meta.k8s.io, ...`: the first acceptable wins."""
+    for media in request.headers.get("Accept", "").split(","):
+        params = {
+            p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip() for p in media.split(";")[1:] if "=" in p
+        }
+        kind = media.split(";", 1)[0].strip()
+        if (
+            params.get("as") == "Table"
+            and params.get("g") == "meta.k8s.io"
+            and params.get("v") in ("v1", "v1beta1")
+        ):
+            return True
+        if kind in (JSON, "*/*", "application/*") and "as" not in params:
+            return False
+    return False
+
+
+def to_table(
+    request: web.Request,
+    resource: ResourceInfo,
+    objects: Sequence[Mapping[str, Any]],
+    resource_version: str,
+    continue_token: str = "",
+) -> dict[str, Any]:
+    from apiserver.printers import to_table as printer
+
+    include = request.query.get("includeObject", "Metadata") or "Metadata"
+    return printer(
+        resource,
+        objects,
+        include_object=include,
+        resource_version=resource_version,
+        continue_token=continue_token,
+    )
+
+
+def query_int(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise bad_request(f"invalid value for {name}: {raw!r}: must be an integer") from None
+
+
+def query_bool(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("1", "true")
+
+
+def strict_fields(request: web.Request) -> bool:
+    """fieldValidation=Strict (kubectl's default) makes unknown fields a 400; Warn and Ignore drop them."""
+    value = request.query.get("fieldValidation", "")
+    if value not in ("", "Strict", "Warn", "Ignore"):
+        raise bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {value!r}")
+    return value == "Strict"
+
+
+def warning_headers(warnings: Sequence[str]) -> dict[str, str]:
+    if not warnings:
+        return {}
+    return {"Warning": ", ".join('299 - "' + w.replace('"', '\\"') + '"' for w in warnings)}
+
+
+def list_filter(request: web.Request, strategy: Strategy, namespace: str) -> Filter:
+    """The namespace, labelSelector and fieldSelector of a list, watch or deletecollection."""
+    return Filter(
+        namespace,
+        parse_label_selector(request.query.get("labelSelector")),
+        parse_field_selector(request.query.get("fieldSelector"), strategy.fields),
+    )

@@ -1,0 +1,112 @@
+"""DELETE and deletecollection: DeleteOptions from the body or the query, preconditions, graceful
+deletion, and namespaces (which take their contents with them).
+
+Namespace deletion is simplified: kube marks the namespace Terminating and its namespace
+controller deletes the contents before removing it; here the contents and the namespace are
+deleted at once, in one request (pods included, without their grace period).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.handlers.common import ApiContext, json_bytes, json_object, list_filter, query_int, read_json
+from apiserver.handlers.writes import admit, check_preconditions, latest_or_404, load, store_delete
+from apiserver.registry import Strategy
+from apiserver.registry.kinds import UNDELETABLE_NAMESPACES
+from apiserver.request import RequestInfo
+from apiserver.resources import SERVED
+from apiserver.status import APIError, bad_request, forbidden, success_status
+
+PROPAGATION = ("Orphan", "Background", "Foreground")
+
+
+def delete_options(body: Any, request: web.Request | None) -> tuple[int | None, dict[str, Any]]:
+    """(gracePeriodSeconds, preconditions) from a DeleteOptions body, else from the query."""
+    options: dict[str, Any] = {}
+    if isinstance(body, dict):
+        if body.get("kind") not in (None, "DeleteOptions"):
+            raise bad_request(f"expected DeleteOptions, got kind {body.get('kind')!r}")
+        options = body
+    elif body is not None:
+        raise bad_request("the body of a DELETE must be a DeleteOptions object")
+    grace = options.get("gracePeriodSeconds")
+    if grace is None and request is not None:
+        grace = query_int(request, "gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
+        raise bad_request(f"gracePeriodSeconds must be an integer, got {grace!r}")
+    policy = options.get("propagationPolicy") or (request.query.get("propagationPolicy") if request else None)
+    if policy and policy not in PROPAGATION:
+        raise APIError(
+            422,
+            "Invalid",
+            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
+        )
+    preconditions = options.get("preconditions") or {}
+    if not isinstance(preconditions, dict):
+        raise bad_request("preconditions must be an object")
+    return grace, preconditions
+
+
+async def delete(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
+) -> web.Response:
+    resource = strategy.info
+    body = await read_json(request, allow_empty=True)
+    grace, preconditions = delete_options(body, request)
+    old = latest_or_404(ctx, strategy, namespace, info.name)
+    old_obj = load(old)
+    check_preconditions(
+        strategy, old, old_obj, preconditions.get("uid"), preconditions.get("resourceVersion")
+    )
+    admit(ctx, user, info, old_obj, None)
+    if resource.plural == "namespaces":
+        if info.name in UNDELETABLE_NAMESPACES:
+            raise forbidden(f'namespaces "{info.name}" is forbidden: this namespace may not be deleted')
+        await delete_namespace_contents(ctx, info.name)
+    entry, gone = await store_delete(ctx, strategy, old, grace, ctx.clock())
+    if not gone or resource.plural == "pods":
+        return json_bytes(entry.data)
+    details = {"name": old.name, "kind": resource.plural, "uid": old_obj.get("metadata", {}).get("uid", "")}
+    if resource.group:
+        details["group"] = resource.group
+    return json_object(success_status(200, details))
+
+
+async def delete_namespace_contents(ctx: ApiContext, namespace: str) -> None:
+    for resource in SERVED:
+        if not resource.namespaced:
+            continue
+        names = list(ctx.store.cache.objects.get(resource.plural, {}).get(namespace, {}))
+        for name in names:
+            entry = ctx.store.latest(resource.plural, namespace, name)
+            if entry is not None:
+                await ctx.store.write(resource.plural, namespace, name, load(entry), "DELETED")
+
+
+async def delete_collection(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
+) -> web.Response:
+    """Delete every matching object (each as a DELETE would), answering the list of what was deleted."""
+    resource = strategy.info
+    body = await read_json(request, allow_empty=True)
+    grace, _ = delete_options(body, request)
+    filter_ = list_filter(request, strategy, namespace)
+    items = []
+    for entry in list(ctx.store.cache.entries(resource.plural, filter_)):
+        current = ctx.store.latest(resource.plural, entry.namespace, entry.name)
+        if current is None:
+            continue
+        admit(ctx, user, info, load(current), None)
+        written, _gone = await store_delete(ctx, strategy, current, grace, ctx.clock())
+        items.append(load(written))
+    return json_object(
+        {
+            "kind": resource.list_kind,
+            "apiVersion": resource.group_version,
+            "metadata": {"resourceVersion": str(ctx.store.revision)},
+            "items": items,
+        }
+    )

@@ -1,0 +1,263 @@
+"""REST verbs on the served resources: get, list, create, update, patch (watch, delete and the
+subresources have their own modules). `dispatch` routes a parsed RequestInfo to a verb.
+
+Reads come from the watch cache as stored bytes: a get returns the object's JSON as stored,
+a list joins the matching objects' JSON, so neither decodes an object unless Table output
+(kubectl get) is asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from apiserver.handlers import deletes, subresources, watch
+from apiserver.handlers.common import (
+    CONTEXT,
+    ApiContext,
+    json_bytes,
+    json_object,
+    list_filter,
+    query_int,
+    read_json,
+    strict_fields,
+    table_requested,
+    to_table,
+    warning_headers,
+)
+from apiserver.handlers.writes import admit, latest_or_404, load, store_update
+from apiserver.patch import apply_patch
+from apiserver.registry import Strategy
+from apiserver.request import RequestInfo
+from apiserver.resources import lookup
+from apiserver.status import (
+    APIError,
+    already_exists,
+    bad_request,
+    gone,
+    method_not_allowed,
+    not_found,
+)
+from apiserver.storage.cache import Entry
+
+GENERATE_NAME_TRIES = 8
+
+
+def _not_served() -> APIError:
+    return APIError(404, "NotFound", "the server could not find the requested resource")
+
+
+async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.StreamResponse:
+    ctx = request.app[CONTEXT]
+    resource = lookup(info.api_group, info.api_version, info.resource)
+    if resource is None or (info.namespace and not resource.namespaced and resource.plural != "namespaces"):
+        raise _not_served()
+    if resource.plural == "bindings":
+        if info.verb != "create" or info.name:
+            raise method_not_allowed(f"{info.verb} is not supported on bindings")
+        return await subresources.legacy_binding(request, ctx, info, user)
+    strategy = ctx.strategies[resource.plural]
+    namespace = info.namespace if resource.namespaced else ""
+    if info.subresource:
+        sub = resource.subresource(info.subresource)
+        if sub is None:
+            raise _not_served()
+        if info.verb not in sub.verbs:
+            raise method_not_allowed("the server does not allow this method on the requested resource")
+        if sub.name == "binding":
+            return await subresources.binding(request, ctx, strategy, info, user)
+        if sub.name == "eviction":
+            return await subresources.eviction(request, ctx, strategy, info, user)
+    verb = info.verb
+    if verb == "get":
+        return get(request, ctx, strategy, namespace, info.name)
+    if verb == "list":
+        return list_(request, ctx, strategy, namespace)
+    if verb == "watch":
+        return await watch.serve(request, ctx, strategy, namespace, info.name)
+    if verb == "create":
+        if info.name and resource.plural != "namespaces":
+            raise method_not_allowed("the server does not allow this method on the requested resource")
+        return await create(request, ctx, strategy, info, user, namespace)
+    if verb == "update":
+        return await update(request, ctx, strategy, info, user, namespace)
+    if verb == "patch":
+        return await patch(request, ctx, strategy, info, user, namespace)
+    if verb == "delete":
+        return await deletes.delete(request, ctx, strategy, info, user, namespace)
+    if verb == "deletecollection":
+        return await deletes.delete_collection(request, ctx, strategy, info, user, namespace)
+    raise method_not_allowed(f"{verb} is not supported")
+
+
+# -- reads --------------------------------------------------------------------------------------------------
+
+
+def get(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str, name: str) -> web.Response:
+    resource = strategy.info
+    entry = ctx.store.get(resource.plural, namespace, name)
+    if entry is None:
+        raise not_found(resource.plural, name, resource.group)
+    if table_requested(request):
+        return json_object(to_table(request, resource, [load(entry)], str(entry.rev)))
+    return json_bytes(entry.data)
+
+
+def _encode_continue(rev: int, namespace: str, name: str) -> str:
+    token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rev, "start": f"{namespace}/{name}"})
+    return base64.urlsafe_b64encode(token).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        namespace, _, name = str(data["start"]).partition("/")
+        return int(data["rv"]), (namespace, name)
+    except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        raise bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        ) from None
+
+
+def list_(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str) -> web.Response:
+    resource = strategy.info
+    filter_ = list_filter(request, strategy, namespace)
+    limit = query_int(request, "limit") or 0
+    token = request.query.get("continue", "")
+    after = None
+    revision = ctx.store.revision
+    if token:
+        rv = request.query.get("resourceVersion", "")
+        if rv not in ("", "0"):
+            raise bad_request("specifying resource version is not allowed when using continue")
+        revision, after = _decode_continue(token)
+        if revision < ctx.store.cache.history_start:
+            raise gone(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter."
+            )
+    entries: list[Entry] = []
+    more = False
+    for entry in ctx.store.cache.entries(resource.plural, filter_, after):
+        if limit and len(entries) >= limit:
+            more = True
+            break
+        entries.append(entry)
+    next_token = _encode_continue(revision, entries[-1].namespace, entries[-1].name) if more else ""
+    if table_requested(request):
+        table = to_table(request, resource, [load(e) for e in entries], str(revision), next_token)
+        return json_object(table)
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if next_token:
+        meta["continue"] = next_token
+    head = (
+        b'{"kind":"'
+        + resource.list_kind.encode()
+        + b'","apiVersion":"'
+        + resource.group_version.encode()
+        + b'","metadata":'
+        + orjson.dumps(meta)
+        + b',"items":['
+    )
+    return json_bytes(head + b",".join(e.data for e in entries) + b"]}")
+
+
+# -- writes -------------------------------------------------------------------------------------------------
+
+
+def _dry_run(request: web.Request) -> bool:
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise bad_request(f"Invalid dry run value: {value!r}, must be All")
+    return bool(values)
+
+
+async def create(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
+) -> web.Response:
+    resource = strategy.info
+    body = await read_json(request)
+    obj, warnings = strategy.decode_body(body, strict_fields(request))
+    meta = obj.setdefault("metadata", {})
+    if resource.namespaced and meta.get("namespace") not in (None, "", namespace):
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    generated = not meta.get("name") and bool(meta.get("generateName"))
+    strategy.new_metadata(obj, namespace)
+    name = str(meta.get("name") or "")
+    causes = strategy.check_name(name) + strategy.check_metadata(meta)
+    if not causes:
+        strategy.prepare_create(obj)
+        causes = strategy.validate(obj, None)
+    strategy.raise_invalid(name, causes)
+    if resource.namespaced and ctx.store.latest("namespaces", "", namespace) is None:
+        raise not_found("namespaces", namespace)
+    admit(ctx, user, info, None, obj)
+    for _ in range(GENERATE_NAME_TRIES):
+        if ctx.store.latest(resource.plural, namespace, name) is None:
+            break
+        if not generated:
+            raise already_exists(resource.plural, name, resource.group)
+        strategy.new_metadata(obj, namespace)  # draws a new name from generateName
+        name = meta["name"]
+    else:
+        raise already_exists(resource.plural, name, resource.group)
+    headers = warning_headers(warnings)
+    if _dry_run(request):
+        return json_object(obj, 201, headers)
+    entry = await ctx.store.write(resource.plural, namespace, name, obj, "ADDED")
+    return json_bytes(entry.data, 201, headers)
+
+
+async def update(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
+) -> web.Response:
+    resource = strategy.info
+    body = await read_json(request)
+    new, warnings = strategy.decode_body(body, strict_fields(request))
+    meta = new.setdefault("metadata", {})
+    if meta.get("name") not in (None, "", info.name):
+        raise bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
+        )
+    if resource.namespaced and meta.get("namespace") not in (None, "", namespace):
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    old = latest_or_404(ctx, strategy, namespace, info.name)
+    expected = str(meta.get("resourceVersion") or "") or None
+    if _dry_run(request):
+        return json_object(new, 200, warning_headers(warnings))
+    entry = await store_update(
+        ctx, strategy, info, user, old, new, status_only=info.subresource == "status", expected_rv=expected
+    )
+    return json_bytes(entry.data, 200, warning_headers(warnings))
+
+
+async def patch(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
+) -> web.Response:
+    resource = strategy.info
+    body = await read_json(request)
+    old = latest_or_404(ctx, strategy, namespace, info.name)
+    old_obj = load(old)
+    patched = apply_patch(request.content_type, old_obj, body, resource.kind)
+    new, warnings = strategy.decode_body(patched, strict_fields(request))
+    meta = new.setdefault("metadata", {})
+    if meta.get("name") != info.name:
+        raise bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
+        )
+    # The patched object keeps the stored resourceVersion unless the patch set one: then it is a precondition.
+    expected_rv = str(meta.get("resourceVersion") or "") or None
+    if _dry_run(request):
+        return json_object(new, 200, warning_headers(warnings))
+    entry = await store_update(
+        ctx, strategy, info, user, old, new, status_only=info.subresource == "status", expected_rv=expected_rv
+    )
+    return json_bytes(entry.data, 200, warning_headers(warnings))

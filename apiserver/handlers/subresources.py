@@ -1,0 +1,101 @@
+"""pods/binding, the legacy namespaces/{ns}/bindings, and pods/eviction.
+
+Binding answers 201 `Status{Success}` (not the pod), as kube's BindingREST does; eviction is a
+delete of the pod with the Eviction's DeleteOptions, answered 201 `Status{Success}` too (no
+PodDisruptionBudgets are served, so nothing blocks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from apiserver.handlers.common import ApiContext, json_object, read_json
+from apiserver.handlers.deletes import delete_options
+from apiserver.handlers.writes import admit, check_preconditions, latest_or_404, load, store_delete
+from apiserver.registry import Strategy
+from apiserver.registry.pods import bind
+from apiserver.request import RequestInfo
+from apiserver.status import APIError, bad_request, success_status
+
+
+def _check_kind(body: Any, kind: str, api_versions: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise bad_request(f"the object provided is unrecognized (must be of type {kind})")
+    if body.get("kind") not in (None, "", kind) or body.get("apiVersion") not in (None, "", *api_versions):
+        raise bad_request(
+            f"the object provided is unrecognized (must be of type {kind}): "
+            f"kind {body.get('kind')!r} in version {body.get('apiVersion')!r}"
+        )
+    return body
+
+
+async def _bind(
+    ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str, body: Mapping[str, Any]
+) -> web.Response:
+    meta = body.get("metadata") or {}
+    target = body.get("target") or {}
+    if not isinstance(target, Mapping) or not target.get("name"):
+        raise APIError(500, "InternalError", "Internal error occurred: target.name: Required value")
+    if target.get("kind") not in (None, "", "Node"):
+        raise APIError(
+            500,
+            "InternalError",
+            f"Internal error occurred: target.kind: Invalid value: {target.get('kind')!r}",
+        )
+    pod_name = str(meta.get("name") or "")
+    old = latest_or_404(ctx, strategy, namespace, pod_name)
+    pod = load(old)
+    check_preconditions(strategy, old, pod, meta.get("uid"), meta.get("resourceVersion"))
+    annotations = meta.get("annotations") or {}
+    bind(pod, str(target["name"]), {str(k): str(v) for k, v in annotations.items()}, ctx.clock())
+    admit(ctx, user, info, load(old), pod)
+    await ctx.store.write("pods", namespace, pod_name, pod, "MODIFIED")
+    return json_object(success_status(201), 201)
+
+
+async def binding(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any
+) -> web.Response:
+    body = _check_kind(await read_json(request), "Binding", ("v1",))
+    meta = body.get("metadata") or {}
+    if meta.get("name") not in (None, "", info.name):
+        raise bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
+        )
+    return await _bind(
+        ctx, strategy, info, user, info.namespace, {**body, "metadata": {**meta, "name": info.name}}
+    )
+
+
+async def legacy_binding(request: web.Request, ctx: ApiContext, info: RequestInfo, user: Any) -> web.Response:
+    """POST /api/v1/namespaces/{ns}/bindings: the Binding names the pod (py create_namespaced_binding)."""
+    body = _check_kind(await read_json(request), "Binding", ("v1",))
+    strategy = ctx.strategies["pods"]
+    pod_info = RequestInfo(
+        True,
+        info.path,
+        "create",
+        "",
+        "v1",
+        info.namespace,
+        "pods",
+        "binding",
+        str((body.get("metadata") or {}).get("name") or ""),
+    )
+    return await _bind(ctx, strategy, pod_info, user, info.namespace, body)
+
+
+async def eviction(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any
+) -> web.Response:
+    body = _check_kind(await read_json(request), "Eviction", ("policy/v1", "policy/v1beta1"))
+    grace, preconditions = delete_options(body.get("deleteOptions"), None)
+    old = latest_or_404(ctx, strategy, info.namespace, info.name)
+    pod = load(old)
+    check_preconditions(strategy, old, pod, preconditions.get("uid"), preconditions.get("resourceVersion"))
+    admit(ctx, user, info, pod, None)
+    await store_delete(ctx, strategy, old, grace, ctx.clock())
+    return json_object(success_status(201), 201)

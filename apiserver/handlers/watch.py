@@ -1,0 +1,173 @@
+"""Watch streams: chunked, one JSON event per line, as kube's cacher serves them.
+
+Flow: parse the options, register a `Watcher` with the cache and take the starting events in
+the same synchronous step (so no change can slip between them): the current state as ADDED
+(no resourceVersion, "0", or sendInitialEvents=true, which then ends with the BOOKMARK annotated
+`k8s.io/initial-events-end`), or the window's events after resourceVersion (an older one gets
+the in-band ERROR 410 `Expired`). Then forward what the watcher buffers, with a BOOKMARK every
+`bookmark_interval` on an idle stream when asked, until timeoutSeconds (else a random 30-60 min).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from apiserver.handlers.common import (
+    ApiContext,
+    list_filter,
+    query_bool,
+    query_int,
+    table_requested,
+    to_table,
+)
+from apiserver.registry import Strategy
+from apiserver.selectors import Requirement, Selector
+from apiserver.status import api_error, bad_request
+from apiserver.storage.cache import Watcher
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+WRITE_TIMEOUT = 30.0  # a client that takes no bytes for this long is disconnected
+
+
+def bookmark_line(strategy: Strategy, revision: int, *, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if initial_end:
+        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+    obj = {"kind": strategy.info.kind, "apiVersion": strategy.info.group_version, "metadata": meta}
+    return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
+
+
+def expired_line(requested: int, oldest: int) -> bytes:
+    status = api_error(410, "Expired", f"too old resource version: {requested} ({oldest})")
+    return orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+
+
+async def serve(
+    request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str, name: str
+) -> web.StreamResponse:
+    resource = strategy.info
+    filter_ = list_filter(request, strategy, namespace)
+    if name:
+        filter_.fields = Selector((*filter_.fields.requirements, Requirement("metadata.name", "=", (name,))))
+    rv_text = request.query.get("resourceVersion", "")
+    send_initial_raw = request.query.get("sendInitialEvents")
+    send_initial = query_bool(request, "sendInitialEvents")
+    bookmarks = query_bool(request, "allowWatchBookmarks")
+    if send_initial and request.query.get("resourceVersionMatch", "NotOlderThan") != "NotOlderThan":
+        raise bad_request("sendInitialEvents requires resourceVersionMatch=NotOlderThan")
+    timeout = query_int(request, "timeoutSeconds")
+    duration = float(timeout) if timeout and timeout > 0 else ctx.min_request_timeout * (1 + random.random())
+    requested = 0
+    if rv_text not in ("", "0"):
+        try:
+            requested = int(rv_text)
+        except ValueError:
+            raise bad_request(f"invalid resource version: {rv_text!r}") from None
+    table = table_requested(request)
+
+    # -- synchronous: register and take the starting events together --
+    cache = ctx.store.cache
+    watcher = Watcher(resource.plural, filter_)
+    first: list[bytes] = []
+    initial = send_initial or (rv_text in ("", "0") and send_initial_raw is None)
+    if initial:
+        cache.add_watcher(watcher)
+        first.extend(
+            b'{"type":"ADDED","object":' + e.data + b"}\n" for e in cache.entries(resource.plural, filter_)
+        )
+        if send_initial:
+            first.append(bookmark_line(strategy, cache.revision, initial_end=True))
+    else:
+        events = cache.since(resource.plural, requested)
+        if events is None:
+            first.append(expired_line(requested, cache.history_start))
+        else:
+            cache.add_watcher(watcher)
+            watcher.limit += len(events)
+            now = time.monotonic()
+            for event in events:
+                watcher.offer(event, now)
+            watcher.limit -= len(events)
+
+    response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)
+        if first:
+            await _send(response, first, table, request, strategy)
+        if events_expired(first, initial):
+            return response
+        await _forward(request, response, ctx, strategy, watcher, duration, bookmarks, table)
+    except (TimeoutError, ConnectionResetError):
+        pass
+    finally:
+        cache.remove_watcher(watcher)
+    with contextlib.suppress(ConnectionResetError, RuntimeError):
+        await response.write_eof()
+    return response
+
+
+def events_expired(first: list[bytes], initial: bool) -> bool:
+    return not initial and len(first) == 1 and first[0].startswith(b'{"type":"ERROR"')
+
+
+async def _forward(
+    request: web.Request,
+    response: web.StreamResponse,
+    ctx: ApiContext,
+    strategy: Strategy,
+    watcher: Watcher,
+    duration: float,
+    bookmarks: bool,
+    table: bool,
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + duration
+    next_bookmark = loop.time() + ctx.bookmark_interval
+    while not watcher.closed:
+        now = loop.time()
+        if now >= deadline:
+            return
+        wait = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+        if not watcher.pending:
+            watcher.wakeup.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(watcher.wakeup.wait(), timeout=max(wait, 0.0))
+        if watcher.pending:
+            lines = [line for line, _, _ in watcher.pending]
+            watcher.pending.clear()
+            await _send(response, lines, table, request, strategy)
+        elif bookmarks and loop.time() >= next_bookmark:
+            # Every event up to the cache's revision was offered to this watcher: none is skipped.
+            await _send(
+                response, [bookmark_line(strategy, ctx.store.cache.revision)], False, request, strategy
+            )
+            next_bookmark = loop.time() + ctx.bookmark_interval
+        if watcher.overflowed:
+            return  # too slow: close, the client re-watches from the last resourceVersion it saw
+
+
+async def _send(
+    response: web.StreamResponse, lines: list[bytes], table: bool, request: web.Request, strategy: Strategy
+) -> None:
+    if table:
+        lines = [_as_table(line, request, strategy) for line in lines]
+    async with asyncio.timeout(WRITE_TIMEOUT):
+        await response.write(b"".join(lines))
+
+
+def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
+    """kubectl get -w asks for Table objects in watch events too."""
+    event = orjson.loads(line)
+    obj = event.get("object") or {}
+    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        event["object"] = to_table(request, strategy.info, [obj], rv)
+    return orjson.dumps(event) + b"\n"

@@ -1,0 +1,22 @@
+"""Per-resource strategies (kube's pkg/registry): defaults, validation, status and deletion rules."""
+
+from __future__ import annotations
+
+from apiserver.registry.base import Clock, Strategy, utc_now
+from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy
+from apiserver.registry.pods import PodStrategy
+from apiserver.resources import EVENTS, LEASES, NAMESPACES, NODES, PODS
+
+
+def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
+    """The strategy of each served resource, by plural."""
+    return {
+        "namespaces": NamespaceStrategy(NAMESPACES, clock),
+        "nodes": NodeStrategy(NODES, clock),
+        "pods": PodStrategy(PODS, clock),
+        "events": EventStrategy(EVENTS, clock),
+        "leases": LeaseStrategy(LEASES, clock),
+    }
+
+
+__all__ = ["Clock", "Strategy", "build_strategies", "utc_now"]

@@ -1,0 +1,67 @@
+"""`RequestInfo` from method + path + query, as kube's RequestInfoFactory derives it.
+
+Authorization (RBAC, the Node authorizer) and routing both read it, so both agree on what
+a request is: `GET /api/v1/namespaces/a/pods?watch=1` is verb `watch` on `pods` in `a`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    is_resource_request: bool
+    path: str
+    verb: str  # get|list|watch|create|update|patch|delete|deletecollection, or the lower-case method
+    api_group: str
+    api_version: str
+    namespace: str
+    resource: str
+    subresource: str
+    name: str
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true")
+
+
+def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
+    """Classify one request; a non-resource path (`/healthz`, `/api`) gets is_resource_request False."""
+    method = method.upper()
+    plain = RequestInfo(False, path, method.lower(), "", "", "", "", "", "")
+    parts = [p for p in path.strip("/").split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return plain
+    watch_prefix = rest[0] == "watch"
+    if watch_prefix:  # deprecated /api/v1/watch/... form
+        rest = rest[1:]
+        if not rest:
+            return plain
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 2:
+        namespace = rest[1]
+        if len(rest) == 2 or (len(rest) == 3 and rest[2] in ("status", "finalize")):
+            # namespaces/{name}[/status]: the namespace object itself
+            rest = ["namespaces", rest[1], *rest[2:]]
+        else:
+            rest = rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) >= 2 else ""
+    subresource = rest[2] if len(rest) >= 3 else ""
+    if len(rest) > 3:
+        return plain
+    if method in ("GET", "HEAD"):
+        verb = "watch" if watch_prefix or _truthy(query.get("watch")) else "get" if name else "list"
+    elif method == "DELETE" and not name:
+        verb = "deletecollection"
+    else:
+        verb = _VERB_BY_METHOD.get(method, method.lower())
+    return RequestInfo(True, path, verb, group, version, namespace, resource, subresource, name)

@@ -1,0 +1,104 @@
+"""The resources this API server serves, as discovery describes them.
+
+`SERVED` is the single list: routing, discovery (SURFACE's `discovery.py`), OpenAPI and the
+registry all read it, so a resource is added in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+STATUS_VERBS = ("get", "patch", "update")
+
+
+@dataclass(frozen=True)
+class SubresourceInfo:
+    name: str  # "status", "binding", "eviction"
+    kind: str  # kind of the subresource's body ("Pod" for status, "Binding", "Eviction")
+    verbs: tuple[str, ...]
+    group: str = ""  # only where it differs from the parent (eviction: policy/v1)
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    group: str  # "" for core
+    version: str  # "v1"
+    plural: str  # "pods"
+    singular: str  # "pod"
+    kind: str  # "Pod"
+    namespaced: bool
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[SubresourceInfo, ...] = ()
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    def subresource(self, name: str) -> SubresourceInfo | None:
+        return next((s for s in self.subresources if s.name == name), None)
+
+
+NAMESPACES = ResourceInfo(
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    namespaced=False,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    short_names=("ns",),
+    subresources=(SubresourceInfo("status", "Namespace", STATUS_VERBS),),
+)
+NODES = ResourceInfo(
+    "",
+    "v1",
+    "nodes",
+    "node",
+    "Node",
+    namespaced=False,
+    verbs=ALL_VERBS,
+    short_names=("no",),
+    subresources=(SubresourceInfo("status", "Node", STATUS_VERBS),),
+)
+PODS = ResourceInfo(
+    "",
+    "v1",
+    "pods",
+    "pod",
+    "Pod",
+    namespaced=True,
+    verbs=ALL_VERBS,
+    short_names=("po",),
+    categories=("all",),
+    subresources=(
+        SubresourceInfo("binding", "Binding", ("create",)),
+        SubresourceInfo("eviction", "Eviction", ("create",), group="policy", version="v1"),
+        SubresourceInfo("status", "Pod", STATUS_VERBS),
+    ),
+)
+EVENTS = ResourceInfo(
+    "", "v1", "events", "event", "Event", namespaced=True, verbs=ALL_VERBS, short_names=("ev",)
+)
+LEASES = ResourceInfo(
+    "coordination.k8s.io", "v1", "leases", "lease", "Lease", namespaced=True, verbs=ALL_VERBS
+)
+
+SERVED: tuple[ResourceInfo, ...] = (NAMESPACES, NODES, PODS, EVENTS, LEASES)
+
+# Not a stored resource: the legacy POST /api/v1/namespaces/{ns}/bindings (body names the pod).
+BINDINGS = ResourceInfo("", "v1", "bindings", "binding", "Binding", namespaced=True, verbs=("create",))
+
+
+def lookup(group: str, version: str, plural: str) -> ResourceInfo | None:
+    for info in (*SERVED, BINDINGS):
+        if info.group == group and info.version == version and info.plural == plural:
+            return info
+    return None
