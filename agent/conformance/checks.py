@@ -247,8 +247,7 @@ def preferred_size(t: Target) -> str:
 
 
 def prestart_deadline(t: Target) -> str:
-    if not t.options().pre_start_required:
-        raise Skip("PreStartContainer is not required by the plugin")
+    t.require_advertised(t.event.request_pre_start_required, "PreStartContainer", "required in Register")
     started = time.monotonic()
     try:
         t.stub().PreStartContainer(

@@ -1,4 +1,9 @@
-"""One registered resource under test: its Register call, a client of its endpoint, cached observations."""
+"""One registered resource under test: its Register call, a client of its endpoint, cached observations.
+
+The endpoint is dialled once. A dial that fails is remembered, and every later check that needs the
+endpoint fails at once with the same reason: a plugin whose socket is gone (the harness deletes the
+dir's sockets at start, as a kubelet does) would otherwise cost the kubelet's 10 s dial per check.
+"""
 
 from __future__ import annotations
 
@@ -56,17 +61,30 @@ class Target:
         self._first: FirstList | None = None
         self._sample: api_pb2.ContainerAllocateResponse | None = None
         self._preferred: tuple[list[str], list[str], int, list[str]] | None = None
+        self._dial_error: str | None = None
 
     def stub(self) -> Any:
+        if self._dial_error is not None:
+            raise Fail(f"{self._dial_error} (dialled once; not retried)")
         if self._stub is None:
             if not is_plugin_endpoint(self.event.endpoint):
                 raise Skip(f"endpoint {self.event.endpoint!r} is not a socket in the dir")
+            # No shortcut for a socket that is not there yet: the kubelet's blocking dial waits for it.
             try:
                 self._channel = dial(self.socket_path, self.limits.dial)
             except TimeoutError as err:
-                raise Fail(str(err)) from None
+                self._dial_error = str(err)
+                raise Fail(self._dial_error) from None
             self._stub = plugin_stub(self._channel)
         return self._stub
+
+    def require_advertised(self, advertised: bool, call: str, what: str) -> None:
+        """Skip a check of an optional call the kubelet would never make: its Register was rejected, or did
+        not advertise it (the kubelet decides from RegisterRequest.options, not GetDevicePluginOptions)."""
+        if not self.event.accepted:
+            raise Skip(f"Register was rejected ({self.event.error}); the kubelet never calls {call}")
+        if not advertised:
+            raise Skip(f"{call} is not {what} by the plugin")
 
     def call(self, method: str, request: object, timeout: float | None = None) -> Any:
         """A unary call; a gRPC error becomes Fail naming the method."""
@@ -125,8 +143,9 @@ class Target:
 
     def preferred(self) -> tuple[list[str], list[str], int, list[str]]:
         """(available, must_include, size, answer) of one GetPreferredAllocation call, if advertised."""
-        if not self.options().get_preferred_allocation_available:
-            raise Skip("GetPreferredAllocation is not advertised")
+        self.require_advertised(
+            self.event.request_preferred_allocation, "GetPreferredAllocation", "advertised in Register"
+        )
         if self._preferred is None:
             available = self.healthy_ids()
             must, size = available[:1], min(2, len(available))

@@ -50,6 +50,7 @@ def validate_register(request: api_pb2.RegisterRequest) -> str | None:
         return (
             f"the Endpoint {go_quote(request.endpoint)} is invalid: "
             "it must be the file name of the plugin's socket inside the device-plugin directory"
+            " (the kubelet also takes a path below it; kubenode does not, see docs/devicemanager.md)"
         )
     return None
 
