@@ -21,7 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from apiserver.resources import ResourceInfo
+from apiserver.resources import SERVED, ResourceInfo
 
 # kube-apiserver's request-latency buckets (staging/src/k8s.io/apiserver/pkg/endpoints/metrics).
 DURATION_BUCKETS = (
@@ -101,9 +101,17 @@ def watch_event(group: str, version: str, kind: str) -> None:
     WATCH_EVENTS.labels(group, version, kind).inc()
 
 
+def storage_label(resource: str) -> str:
+    """kube labels by group-qualified resource: `pods`, `leases.coordination.k8s.io`."""
+    if "." in resource:
+        return resource
+    group = next((r.group for r in SERVED if r.plural == resource), "")
+    return f"{resource}.{group}" if group else resource
+
+
 def set_storage_objects(resource: str, count: int) -> None:
-    """`resource` as kube labels it: `pods`, `leases.coordination.k8s.io`."""
-    STORAGE_OBJECTS.labels(resource).set(count)
+    """`resource` is the plural (`leases`) or kube's qualified label (`leases.coordination.k8s.io`)."""
+    STORAGE_OBJECTS.labels(storage_label(resource)).set(count)
 
 
 def render(registry: CollectorRegistry = REGISTRY) -> bytes:
@@ -112,7 +120,7 @@ def render(registry: CollectorRegistry = REGISTRY) -> bytes:
 
 def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
     for r in resources:  # every served resource shows up, at 0 until storage reports
-        STORAGE_OBJECTS.labels(f"{r.plural}.{r.group}" if r.group else r.plural)
+        STORAGE_OBJECTS.labels(storage_label(r.plural))
 
     async def metrics(request: web.Request) -> web.Response:
         response = web.Response(body=render())
