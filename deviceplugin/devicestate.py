@@ -2,7 +2,7 @@
 
 Every request is checked here, once for all backends: an empty request, or an
 unknown, unhealthy or repeated device ID, is a `RequestError` (gRPC
-INVALID_ARGUMENT) whose message names the ID.
+INVALID_ARGUMENT) whose message names the ID (cut to 128 characters).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from deviceplugin.backend import Backend, ContainerAllocation, Device
+from kubenode.deviceapi import quote_id
 
 
 class RequestError(ValueError):
@@ -62,11 +63,11 @@ class DeviceState:
         for device_id in ids:
             device = known.get(device_id)
             if device is None:
-                raise RequestError(f"{what}: unknown device {device_id!r}")
+                raise RequestError(f"{what}: unknown device {quote_id(device_id)}")
             if not device.healthy:
-                raise RequestError(f"{what}: device {device_id!r} is unhealthy")
+                raise RequestError(f"{what}: device {quote_id(device_id)} is unhealthy")
             if device_id in seen:
-                raise RequestError(f"{what}: device {device_id!r} requested twice")
+                raise RequestError(f"{what}: device {quote_id(device_id)} requested twice")
             seen.add(device_id)
             result.append(device)
         return result
@@ -83,7 +84,7 @@ class DeviceState:
         offered = set(available)
         for device_id in must_include:
             if device_id not in offered:
-                raise RequestError(f"{what}: must-include device {device_id!r} is not available")
+                raise RequestError(f"{what}: must-include device {quote_id(device_id)} is not available")
         if len(set(must_include)) != len(must_include):
             raise RequestError(f"{what}: must-include list repeats a device")
         return self.backend.preferred(devices, list(must_include), min(size, len(devices)))

@@ -1,9 +1,8 @@
 """One resource on the node: its gRPC server on a unix socket in the kubelet dir, and its registration.
 
-Uses a synchronous `grpc.server`: the kubelet keeps one ListAndWatch stream open
-per registration, and a stream holds a worker thread while it waits, so the pool
-has room for a few streams (old ones linger briefly after a kubelet restart)
-plus concurrent Allocate/GetPreferredAllocation calls.
+Uses a `grpc.aio` server on its own loop thread (`kubenode.grpcaio.AioServer`): a
+ListAndWatch stream is a coroutine, not a pool thread, so any number of idle streams
+(up to the per-peer cap) leaves Allocate and GetDevicePluginOptions answering at once.
 """
 
 from __future__ import annotations
@@ -12,19 +11,19 @@ import logging
 import os
 import stat
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 
 from deviceplugin.devicestate import DeviceState
-from deviceplugin.service import PLUGIN_OPTIONS, DevicePluginService
+from deviceplugin.service import MAX_STREAMS_PER_PEER, PLUGIN_OPTIONS, DevicePluginService, StreamHub
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.deviceapi import API_VERSION
+from kubenode.grpcaio import AioServer
 
 log = logging.getLogger(__name__)
 
-MAX_WORKERS = 12  # 4 long-lived ListAndWatch streams + 8 concurrent unary calls
+UNARY_WORKERS = 4  # threads for Allocate/GetPreferredAllocation work; streams need none
 MAX_SOCKET_PATH = 107  # sun_path limit on Linux, without the terminating NUL
 REGISTER_TIMEOUT_S = 5.0
 STOP_GRACE_S = 0.2
@@ -35,7 +34,15 @@ class EndpointError(RuntimeError):
 
 
 class ResourceEndpoint:
-    def __init__(self, resource_name: str, socket_name: str, state: DeviceState, kubelet_dir: str) -> None:
+    def __init__(
+        self,
+        resource_name: str,
+        socket_name: str,
+        state: DeviceState,
+        kubelet_dir: str,
+        *,
+        max_streams_per_peer: int = MAX_STREAMS_PER_PEER,
+    ) -> None:
         self.resource_name = resource_name
         self.socket_name = socket_name
         self.state = state
@@ -43,7 +50,9 @@ class ResourceEndpoint:
         self.socket_path = self.kubelet_dir / socket_name
         if len(str(self.socket_path).encode()) > MAX_SOCKET_PATH:
             raise EndpointError(f"socket path {self.socket_path} is over {MAX_SOCKET_PATH} bytes")
-        self._server: grpc.Server | None = None
+        self.max_streams_per_peer = max_streams_per_peer
+        self._server: AioServer | None = None
+        self._hub: StreamHub | None = None
         self._inode: int | None = None
         self.serve_count = 0
 
@@ -53,16 +62,25 @@ class ResourceEndpoint:
         self.stop(grace=0)
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
         self._remove_stale_socket()
-        server = grpc.server(ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix=self.socket_name))
-        service = DevicePluginService(self.resource_name, self.state)
+        server = AioServer(self.socket_name, blocking_workers=UNARY_WORKERS)
+        hub = StreamHub(self.state, server.loop)
+        service = DevicePluginService(
+            self.resource_name,
+            self.state,
+            hub,
+            server.run_blocking,
+            max_streams_per_peer=self.max_streams_per_peer,
+        )
         # The generated *_pb2_grpc module has no type stubs.
-        api_pb2_grpc.add_DevicePluginServicer_to_server(service, server)
+        server.add_servicers(lambda aio: api_pb2_grpc.add_DevicePluginServicer_to_server(service, aio))
         try:
             server.add_insecure_port(f"unix://{self.socket_path}")
+            server.start()
         except RuntimeError as exc:
+            hub.stop()
+            server.stop(0).wait()
             raise EndpointError(f"{self.resource_name}: cannot listen on {self.socket_path}: {exc}") from None
-        server.start()
-        self._server = server
+        self._server, self._hub = server, hub
         try:
             self._inode = os.stat(self.socket_path).st_ino
         except FileNotFoundError:
@@ -112,8 +130,10 @@ class ResourceEndpoint:
         if self._server is None:
             return None
         server, self._server = self._server, None
-        done: threading.Event = server.stop(grace)
-        return done
+        if self._hub is not None:
+            self._hub.stop()
+            self._hub = None
+        return server.stop(grace)
 
     def finish_stop(self, done: threading.Event | None) -> None:
         if done is None:

@@ -22,3 +22,20 @@ MAX_DEVICE_ID_LENGTH: Final = 63  # Device.ID, per the API's comment
 
 PRE_START_TIMEOUT_S: Final = 30.0  # KubeletPreStartContainerRPCTimeoutInSecs
 DIAL_TIMEOUT_S: Final = 10.0  # the kubelet's blocking dial of a plugin socket
+
+MAX_ECHOED_ID: Final = 128  # characters of a caller's ID quoted back in an error
+MAX_ERROR_MESSAGE: Final = 1024  # a gRPC status message stays far below the 8 KiB trailer limit
+
+
+def quote_id(value: str) -> str:
+    """A caller-supplied ID (device, resource, endpoint) as an error quotes it: repr, cut to MAX_ECHOED_ID."""
+    if len(value) <= MAX_ECHOED_ID:
+        return repr(value)
+    return f"{value[:MAX_ECHOED_ID]!r}...({len(value)} characters)"
+
+
+def clip_message(message: str) -> str:
+    """A whole error message cut to MAX_ERROR_MESSAGE characters: the last guard for the status trailer."""
+    if len(message) <= MAX_ERROR_MESSAGE:
+        return message
+    return f"{message[:MAX_ERROR_MESSAGE]}...(cut from {len(message)} characters)"
