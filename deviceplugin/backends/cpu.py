@@ -140,7 +140,9 @@ def _cdi_spec(options: CpuOptions, resource_name: str) -> cdi.CpusetSpec | None:
         return None
     hook_path = options.cdi_hook_path or default_hook_path()
     try:
-        return cdi.CpusetSpec(options.cdi_spec_dir, cdi.spec_file_name(resource_name), hook_path)
+        # Grace of one pruning period: the kubelet lists an allocation within moments of Allocate's answer.
+        file_name = cdi.spec_file_name(resource_name)
+        return cdi.CpusetSpec(options.cdi_spec_dir, file_name, hook_path, grace=options.cdi_prune_seconds)
     except (OSError, cdi.SpecError) as exc:
         raise BackendError(f"{resource_name}: CDI spec: {exc}") from None
 

@@ -1,0 +1,99 @@
+"""Fixtures: podman in a private mount namespace (one per session), and our cpu plugin with CDI on, served
+as a real process to our real device manager (the kubelet side, with its PodResources socket)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.devicemanager import DeviceManager, PodRef, RunOptions
+from tests.cdi.podman import Podman, PodmanMissing
+from tests.deviceplugin.support import wait_until
+
+RESOURCE = "kubenode.io/cpu"
+PLUGIN = (sys.executable, "-m", "kubenode.cli", "deviceplugin")
+
+
+@pytest.fixture(scope="session")
+def podman() -> Iterator[Podman]:
+    try:
+        runner = Podman()
+    except PodmanMissing as exc:
+        pytest.fail(f"podman CDI tests cannot run: {exc}", pytrace=False)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+@pytest.fixture
+def cdi_dir(podman: Podman) -> Iterator[Path]:
+    """The CDI dir podman sees as /var/run/cdi, emptied after each test."""
+    yield podman.cdi_dir
+    for entry in podman.cdi_dir.iterdir():
+        entry.unlink()
+
+
+class Node:
+    """The kubelet side (DeviceManager + PodResources) and `kubenode deviceplugin` with CDI on."""
+
+    def __init__(self, base: Path, cdi_dir: Path) -> None:
+        self.plugin_dir = base / "plugins"
+        self.plugin_dir.mkdir()
+        self.podresources = self.plugin_dir / "pod-resources.sock"
+        self.manager = DeviceManager(
+            self.plugin_dir, base / "state", podresources_socket=self.podresources, rpc_timeout=10.0
+        )
+        self.manager.start()
+        self.config = base / "cpu-cdi.yaml"
+        self.config.write_text(
+            "version: v1\n"
+            "resources:\n"
+            f"  - name: {RESOURCE}\n"
+            "    backend: cpu\n"
+            "    cpu:\n"
+            "      cdi: true\n"
+            f"      cdiSpecDir: {cdi_dir}\n"
+            f"      podResourcesSocket: {self.podresources}\n"
+            "      cdiPruneSeconds: 0.2\n"
+        )
+        self.plugin = subprocess.Popen(
+            [*PLUGIN, "--config", str(self.config), "--kubelet-dir", str(self.plugin_dir)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if not self.manager.wait_for_resource(RESOURCE, 20):
+            stderr = self.close()
+            raise AssertionError(f"the cpu plugin did not register with the device manager: {stderr}")
+
+    def allocate(self, cpus: int = 1) -> tuple[str, RunOptions]:
+        uid = uuid.uuid4().hex
+        options = self.manager.allocate(PodRef(uid, "default", f"pod-{uid[:6]}"), "main", {RESOURCE: cpus})
+        return uid, options
+
+    def close(self) -> str:
+        self.plugin.terminate()
+        _, stderr = self.plugin.communicate(timeout=15)
+        self.manager.stop()
+        return stderr
+
+
+@pytest.fixture
+def node(cdi_dir: Path) -> Iterator[Node]:
+    base = Path(tempfile.mkdtemp(prefix="kn-cdin-", dir="/tmp"))
+    try:
+        node = Node(base, cdi_dir)
+        yield node
+        node.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+__all__ = ["Node", "wait_until"]
