@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean podman-deps
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,25 @@ bench: $(STAMP)
 	$(PY) benchmarks/deviceplugin_bench.py
 	$(PY) benchmarks/agent_bench.py
 	$(PY) benchmarks/scheduler_bench.py
+
+# `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked
+# into BINDIR (the path the systemd units' ExecStart names), the docs the units' Documentation= names, and
+# the units (docs/deploy.md). Run again to upgrade; `make uninstall` removes all of it.
+PREFIX ?= /opt/kubenode
+BINDIR ?= /usr/local/bin
+UNITDIR ?= /etc/systemd/system
+install:
+	$(PYTHON) -m venv $(PREFIX)
+	$(PREFIX)/bin/python -m pip install --quiet --upgrade .
+	install -d $(PREFIX)/docs $(BINDIR) $(UNITDIR) /etc/kubenode/manifests
+	install -m 644 README.md docs/*.md $(PREFIX)/docs/
+	ln -sfn $(PREFIX)/bin/kubenode $(BINDIR)/kubenode
+	install -m 644 systemd/kubenode-agent.service systemd/kubenode-deviceplugin.service $(UNITDIR)/
+	@echo "installed; now: systemctl daemon-reload && systemctl enable --now kubenode-agent"
+
+uninstall:
+	rm -f $(BINDIR)/kubenode $(UNITDIR)/kubenode-agent.service $(UNITDIR)/kubenode-deviceplugin.service
+	rm -rf $(PREFIX)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

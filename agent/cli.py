@@ -121,7 +121,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _lock_root(config: Any) -> str:
     """The cgroup root the agent will use; "" (automatic) is / with cgroupfs, the own cgroup with systemd."""
-    return str(config.cgroup_root or ("/" if config.cgroup_driver == "cgroupfs" else "(systemd, own cgroup)"))
+    if config.cgroup_root:
+        return str(config.cgroup_root)
+    from agent.cgroups.delegation import default_cgroup_root
+    from agent.cgroups.detect import CGROUP_MOUNT, detect_version
+
+    return default_cgroup_root(config.cgroup_driver, detect_version(CGROUP_MOUNT))
 
 
 def _config(args: argparse.Namespace) -> Any:
