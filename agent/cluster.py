@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from agent.admission import host_allocatable
 from agent.apisource import ApiPodSource
-from agent.config import AgentConfig, parse_listen
+from agent.config import AgentConfig
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient
 from kubenode.kubeclient import config as kubeconfig
@@ -61,7 +61,9 @@ class ClusterMembership:
         recorder = EventRecorder(client, "kubelet", config.node_name)
         return cls(config, client, source, recorder)
 
-    def attach(self, agent: NodeAgent, devices: DeviceManager | None, metrics: AgentMetrics | None) -> None:
+    def attach(
+        self, agent: NodeAgent, devices: DeviceManager | None, metrics: AgentMetrics | None, *, port: int = 0
+    ) -> None:
         from agent.mirrorpods import MirrorPods
         from agent.nodelease import node_lease
         from agent.nodestatus import NodeStatusReporter, host_facts
@@ -69,7 +71,6 @@ class ClusterMembership:
 
         config = self.config
         facts = host_facts()
-        port = parse_listen(config.listen)[1] if config.listen else 0
         self.reporter = NodeStatusReporter(
             self.client,
             config,

@@ -67,6 +67,7 @@ class AgentConfig:
     node_lease_renew_interval: float = 10.0
     pod_status_resync_interval: float = 10.0  # the status manager's full reconcile
     api_backoff_max: float = 10.0  # longest wait between tries to reach the API server
+    crash_loop_backoff_initial: float = 10.0  # the kubelet's first crash-loop back-off (tests shorten it)
 
     @property
     def joins_cluster(self) -> bool:

@@ -113,6 +113,7 @@ def build_node_agent(
             if name in allocatable:
                 allocatable[name] = max(0, allocatable[name] - amount)
     agent = NodeAgent(config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable)
+    agent.runtime.backoff.initial = config.crash_loop_backoff_initial
     if devices is not None:
         devices.active_pods = functools.partial(active_pod_infos, agent)
     return agent
@@ -138,8 +139,6 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     agent.observers.append(metrics.pod_synced)
     if devices is not None:
         devices.add_listener(metrics.device_event)
-    if cluster is not None:
-        cluster.attach(agent, devices, metrics)
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
@@ -150,6 +149,9 @@ def build_agent(config: AgentConfig) -> RunningAgent:
             health=agent.health_problems,
             extra_routes={"/metrics": metrics.route},
         )
+    if cluster is not None:
+        # The Node names the status port (daemonEndpoints); bound above, so a port 0 is known by now.
+        cluster.attach(agent, devices, metrics, port=int(server.address.rsplit(":", 1)[1]) if server else 0)
     return RunningAgent(config, agent, devices, server, cluster)
 
 

@@ -1,0 +1,241 @@
+"""One agent joined to a real `kubenode apiserver`, with the static device plugin, shared by these tests:
+registration and allocatable following the plugin, the node Lease, pods from the API running in their
+cgroups with status in the API, kubectl delete, a crash loop, a mirror pod, bad pods, /metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cgroups.sweep import V1_MOUNT
+from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
+from kubenode.kubeclient.timefmt import parse_time
+from tests.agent.support import write_manifest
+from tests.agent_cluster.support import (
+    AgentProcess,
+    events_for,
+    gone,
+    phase_is,
+    pod_body,
+    pod_status,
+    wait_until,
+)
+from tests.apiserver.support import ApiServerProcess
+
+KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
+
+
+@pytest.fixture(scope="module")
+def node(api: ApiServerProcess) -> Iterator[AgentProcess]:
+    agent = AgentProcess(api.kubeconfig, plugin=True)
+    agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
+    try:
+        agent.start()
+        yield agent
+    finally:
+        leftovers = agent.close()
+        assert not leftovers, f"cgroups left behind: {leftovers}"
+
+
+def _node(admin: KubeClient, agent: AgentProcess) -> dict[str, Any]:
+    return admin.get(NODES, agent.node)
+
+
+def _pod_cgroups(agent: AgentProcess, uid: str) -> list[str]:
+    found = []
+    for current, _dirs, _files in os.walk(V1_MOUNT / "cpu" / agent.root.strip("/")):
+        if current.endswith(f"pod{uid}"):
+            found.append(current)
+    return found
+
+
+def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProcess, admin: KubeClient) -> None:
+    registered = wait_until(lambda: _node(admin, node), 20, "the Node object")
+    labels = registered["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == node.node
+    assert labels["kubernetes.io/os"] == "linux" and labels["kubernetes.io/arch"]
+
+    def status() -> Any:
+        return _node(admin, node)["status"]
+
+    def both_plugins() -> Any:
+        s = status()
+        allocatable = s.get("allocatable", {})
+        return (
+            s
+            if (allocatable.get("example.com/dongle"), allocatable.get("example.com/accel")) == ("2", "4")
+            else None
+        )
+
+    st = wait_until(both_plugins, 20, "the plugin's two resources")
+    assert st["capacity"]["pods"] == "110" and int(st["capacity"]["cpu"]) >= 1
+    assert {"cpu", "memory", "ephemeral-storage", "example.com/accel"} <= set(st["capacity"])
+    assert st["capacity"]["example.com/accel"] == "4"
+    conditions = {c["type"]: c for c in st["conditions"]}
+    assert conditions["Ready"]["status"] == "True" and conditions["Ready"]["reason"] == "KubeletReady"
+    for kind in ("MemoryPressure", "DiskPressure", "PIDPressure"):
+        assert conditions[kind]["status"] == "False"
+    info = st["nodeInfo"]
+    assert info["containerRuntimeVersion"].startswith("kubenode://") and info["kubeletVersion"].startswith(
+        "v1."
+    )
+    assert info["bootID"] and info["machineID"] is not None
+    assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] == int(node.status_address.rsplit(":", 1)[1])
+    assert any(a["type"] == "InternalIP" for a in st["addresses"])
+
+    # An unhealthy device lowers allocatable only, within about a second.
+    started = time.monotonic()
+    node.set_unhealthy("dongle-0")
+    st = wait_until(
+        lambda: (s := status())["allocatable"]["example.com/dongle"] == "1" and s, 5, "allocatable 1"
+    )
+    assert time.monotonic() - started < 2.5  # the plugin's health poll plus the agent's 1 s goal
+    assert st["capacity"]["example.com/dongle"] == "2"
+    node.set_unhealthy()
+    wait_until(lambda: status()["allocatable"]["example.com/dongle"] == "2", 5, "allocatable back to 2")
+
+    # The plugin leaves: its devices are unhealthy until it comes back.
+    node.stop_plugin()
+    st = wait_until(
+        lambda: (s := status())["allocatable"]["example.com/dongle"] == "0" and s, 5, "allocatable 0"
+    )
+    assert st["capacity"]["example.com/dongle"] == "2"
+    node.start_plugin()
+    wait_until(lambda: status()["allocatable"]["example.com/dongle"] == "2", 20, "the plugin to come back")
+    assert "kubelet_device_plugin_registration_total" in node.metrics()
+
+
+def test_node_lease_is_renewed(node: AgentProcess, admin: KubeClient) -> None:
+    lease = wait_until(lambda: admin.get(LEASES, node.node, "kube-node-lease"), 20, "the node Lease")
+    spec = lease["spec"]
+    assert spec["holderIdentity"] == node.node and spec["leaseDurationSeconds"] == 40
+    assert len(spec["renewTime"].split(".")[1]) == len("000000Z")  # MicroTime: six fractional digits
+    first = parse_time(spec["renewTime"])
+    wait_until(
+        lambda: parse_time(admin.get(LEASES, node.node, "kube-node-lease")["spec"]["renewTime"]) > first,
+        5,
+        "a renewal",
+    )
+    owners = admin.get(LEASES, node.node, "kube-node-lease")["metadata"].get("ownerReferences") or []
+    assert owners and owners[0]["kind"] == "Node" and owners[0]["name"] == node.node
+
+
+def test_api_pod_runs_in_its_cgroup_with_status(node: AgentProcess, admin: KubeClient) -> None:
+    body = pod_body(
+        "web", node.node, resources={"limits": {"cpu": "250m", "memory": "64Mi", "example.com/dongle": "1"}}
+    )
+    uid = admin.create(PODS, body, "default")["metadata"]["uid"]
+    status = wait_until(lambda: phase_is(admin, "web", "Running"), 20, "web Running in the API")
+    assert status["qosClass"] == "Guaranteed" and status["hostIP"] and status["podIP"] and status["startTime"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {
+        "PodReadyToStartContainers": "True",
+        "Initialized": "True",
+        "ContainersReady": "True",
+        "Ready": "True",
+        "PodScheduled": "True",
+    }
+    (container,) = status["containerStatuses"]
+    assert container["ready"] and container["started"] and container["restartCount"] == 0
+    assert "startedAt" in container["state"]["running"]
+    assert _pod_cgroups(node, uid), "no pod cgroup"
+    events = events_for(admin, "web", "Started")
+    assert events and events[0]["source"] == {"component": "kubelet", "host": node.node}
+
+
+def test_kubectl_delete_stops_the_pod_and_removes_it(
+    node: AgentProcess, admin: KubeClient, tmp_path: Path
+) -> None:
+    marker = tmp_path / "term"
+    command = f"trap 'echo TERM > {marker}; exit 0' TERM; while true; do sleep 0.1; done"
+    uid = admin.create(PODS, pod_body("stopme", node.node, command, grace=5), "default")["metadata"]["uid"]
+    wait_until(lambda: phase_is(admin, "stopme", "Running"), 20, "stopme Running")
+    wait_until(lambda: _pod_cgroups(node, uid), 5, "its cgroup")
+    result = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(node.kubeconfig.parent / "admin.kubeconfig"),
+         "delete", "pod", "stopme", "--timeout=30s"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert gone(admin, "stopme")
+    assert marker.read_text().strip() == "TERM"
+    assert not _pod_cgroups(node, uid)
+    assert events_for(admin, "stopme", "Killing")
+
+
+def test_crash_loop_counts_restarts_and_backs_off(node: AgentProcess, admin: KubeClient) -> None:
+    admin.create(PODS, pod_body("crasher", node.node, "exit 3"), "default")
+
+    def restarted_twice() -> dict[str, object] | None:
+        statuses = pod_status(admin, "crasher").get("containerStatuses") or []
+        return statuses[0] if statuses and statuses[0]["restartCount"] >= 2 else None
+
+    container = wait_until(restarted_twice, 20, "two restarts")
+    assert container["lastState"]["terminated"]["exitCode"] == 3
+    backoff = wait_until(lambda: events_for(admin, "crasher", "BackOff"), 10, "a BackOff event")
+    assert backoff[0]["type"] == "Warning" and "crasher" in backoff[0]["message"]
+    wait_until(
+        lambda: events_for(admin, "crasher", "BackOff")[0]["count"] >= 2, 15, "the BackOff count to rise"
+    )
+    admin.delete(PODS, "crasher", "default", grace_period_seconds=1)
+    wait_until(lambda: gone(admin, "crasher"), 20, "crasher deleted")
+
+
+def test_manifest_pod_gets_a_mirror_pod(node: AgentProcess, admin: KubeClient) -> None:
+    write_manifest(
+        node.manifests,
+        "static.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: static-web, namespace: default}
+        spec:
+          containers: [{name: main, image: busybox, command: [sleep, "600"]}]
+        """,
+    )
+    mirror = wait_until(lambda: admin.get(PODS, "static-web", "default"), 20, "the mirror pod")
+    meta = mirror["metadata"]
+    assert "kubernetes.io/config.mirror" in meta["annotations"]
+    assert meta["ownerReferences"][0]["kind"] == "Node" and meta["ownerReferences"][0]["name"] == node.node
+    wait_until(lambda: phase_is(admin, "static-web", "Running"), 20, "the mirror pod's status Running")
+    (node.manifests / "static.yaml").unlink()
+    wait_until(lambda: gone(admin, "static-web"), 20, "the mirror pod deleted with its manifest")
+
+
+def test_bad_pod_fails_with_reason_and_others_keep_running(node: AgentProcess, admin: KubeClient) -> None:
+    body = pod_body("wants-nothing", node.node, resources={"limits": {"example.com/nothing": "1"}})
+    admin.create(PODS, body, "default")
+    status = wait_until(lambda: phase_is(admin, "wants-nothing", "Failed"), 20, "wants-nothing Failed")
+    assert status["reason"] == "OutOfexample.com/nothing"
+    assert "example.com/nothing" in status["message"]
+    events = wait_until(
+        lambda: events_for(admin, "wants-nothing", "OutOfexample.com/nothing"), 10, "its event"
+    )
+    assert events[0]["type"] == "Warning"
+    too_many = pod_body("too-many", node.node, resources={"limits": {"example.com/dongle": "5"}})
+    admin.create(PODS, too_many, "default")
+    status = wait_until(lambda: phase_is(admin, "too-many", "Failed"), 20, "too-many Failed")
+    assert status["reason"] == "OutOfexample.com/dongle"
+    assert phase_is(admin, "web", "Running"), "the other pod stopped"
+
+
+def test_metrics_use_the_kubelet_names(node: AgentProcess) -> None:
+    text = node.metrics()
+    for name in (
+        "kubelet_running_pods",
+        'kubelet_running_containers{container_state="running"}',
+        "kubelet_pod_start_duration_seconds_bucket",
+        "kubelet_pod_worker_duration_seconds_bucket",
+        f'kubelet_node_name{{node="{node.node}"}} 1.0',
+        "kubelet_device_plugin_registration_total",
+        "kubelet_device_plugin_alloc_duration_seconds_bucket",
+    ):
+        assert name in text, f"{name} missing from /metrics"
