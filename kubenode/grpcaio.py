@@ -25,6 +25,28 @@ T = TypeVar("T")
 STARTUP_TIMEOUT_S = 10.0
 
 
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Await a blocking call run on a thread of its own (for calls bounded only by their own deadline,
+    which must not queue behind one another on a shared pool)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(set_outcome: Callable[[Any], None], outcome: Any) -> None:
+        if not future.done():
+            set_outcome(outcome)
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # delivered to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, future.set_exception, exc)
+        else:
+            loop.call_soon_threadsafe(settle, future.set_result, result)
+
+    threading.Thread(target=run, name=getattr(fn, "__name__", "blocking-call"), daemon=True).start()
+    return await future
+
+
 class AioServer:
     def __init__(self, name: str, *, blocking_workers: int = 4) -> None:
         self.name = name

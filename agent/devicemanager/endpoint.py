@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 # The kubelet sets no deadline on Allocate, GetPreferredAllocation and GetDevicePluginOptions; a daemon that
 # must keep serving everything else cannot wait forever, so these get a generous one.
 DEFAULT_RPC_TIMEOUT_S = 60.0
+# The dial-back at Register asks for the plugin's options with its own deadline: a plugin that never answers
+# costs its own Register this long, and nobody else's.
+OPTIONS_TIMEOUT_S = 10.0
 
 
 def plugin_stub(channel: grpc.Channel) -> Any:
@@ -72,7 +75,9 @@ class PluginEndpoint:
         """Dial (10 s) and fetch the options the manager will use, as the kubelet's PluginConnected does."""
         channel = dial(socket_path, dial_timeout)
         try:
-            options = plugin_stub(channel).GetDevicePluginOptions(api_pb2.Empty(), timeout=rpc_timeout)
+            options = plugin_stub(channel).GetDevicePluginOptions(
+                api_pb2.Empty(), timeout=min(rpc_timeout, OPTIONS_TIMEOUT_S)
+            )
         except grpc.RpcError as err:
             channel.close()
             raise ConnectionError(

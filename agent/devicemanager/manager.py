@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,18 +24,18 @@ from agent.devicemanager.records import (
     ResourceStatus,
 )
 from agent.devicemanager.registration import (
-    RegistrationServicer,
-    bind_unix,
     is_bare_file_name,
     is_serving,
     remove_stale_sockets,
+    serve_registration,
     validate_register,
 )
 from agent.devicemanager.runoptions import RunOptions, merge_responses
 from agent.devicemanager.selection import AskPreferred, select_devices
 from deviceplugin.cpuset import parse_cpuset
-from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import DIAL_TIMEOUT_S, HEALTHY, KUBELET_SOCKET
+from kubenode.grpcaio import AioServer
 from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger(__name__)
@@ -115,7 +114,7 @@ class DeviceManager:
         self._resources: dict[str, _Resource] = {}
         self._held: dict[tuple[str, str], _Held] = {}
         self._reserved: dict[str, set[str]] = {}
-        self._servers: list[grpc.Server] = []
+        self._servers: list[grpc.Server | AioServer] = []
         self._stopping = False
         self._listeners: list[Callable[[DeviceEvent], None]] = []
 
@@ -148,13 +147,8 @@ class DeviceManager:
         self.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         self._restore()
         remove_stale_sockets(self.plugin_dir)
-        server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="dm-registration"))
-        servicer = RegistrationServicer(self._handle_register)
-        # The generated gRPC module has no annotations.
-        api_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)
-        bind_unix(server, self.kubelet_socket)
-        server.start()
-        self._servers.append(server)
+        # On grpc.aio: a plugin whose dial-back hangs holds its own Register, not a server worker.
+        self._servers.append(serve_registration(self._handle_register, self.kubelet_socket))
         if self.podresources_socket is not None:
             from agent.devicemanager.podresources import serve_podresources
 
