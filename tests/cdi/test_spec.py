@@ -1,0 +1,178 @@
+"""The CDI spec writer, the cpu backend with CDI on and off, and the config keys (no runtime needed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deviceplugin.backend import BackendError
+from deviceplugin.backends.cpu import CpuBackend
+from deviceplugin.cdi import CDI_VERSION, CpusetSpec, SpecError, device_name, qualified_name, spec_file_name
+from deviceplugin.config import ConfigError, CpuOptions, parse_config
+from deviceplugin.discover import discover, render_table
+from tests.devicemanager.conftest import FakeClock
+
+HOOK = "/usr/local/bin/kubenode"
+# The CDI spec's rules: kind vendor/class, device names alphanumeric at both ends with [_.-] between.
+KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9]$")
+NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def test_names_follow_the_cdi_rules() -> None:
+    assert device_name({2, 3}) == "2-3"
+    assert device_name({0, 1, 4, 6, 7}) == "0-1_4_6-7"  # a comma is not allowed in a CDI name
+    assert qualified_name({5}) == "kubenode.io/cpuset=5"
+    assert spec_file_name("kubenode.io/cpu") == "kubenode-cpuset_kubenode.io_cpu.json"
+
+
+def test_entries_are_written_atomically_with_env_and_hook(tmp_path: Path) -> None:
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK)
+    assert spec.add(frozenset({0, 1, 4})) == "kubenode.io/cpuset=0-1_4"
+    assert spec.add(frozenset({2})) == "kubenode.io/cpuset=2"
+    data = read(tmp_path / "ours.json")
+    assert data["cdiVersion"] == CDI_VERSION == "0.5.0"
+    assert isinstance(data["kind"], str) and KIND_RE.match(data["kind"])
+    assert data["devices"] == [
+        {
+            "name": "0-1_4",
+            "containerEdits": {
+                "env": ["KUBENODE_CPUSET=0-1,4"],
+                "hooks": [
+                    {
+                        "hookName": "createRuntime",
+                        "path": HOOK,
+                        "args": ["kubenode", "cdi-hook", "cpuset", "--cpus", "0-1,4"],
+                        "timeout": 10,
+                    }
+                ],
+            },
+        },
+        {
+            "name": "2",
+            "containerEdits": {
+                "env": ["KUBENODE_CPUSET=2"],
+                "hooks": [
+                    {
+                        "hookName": "createRuntime",
+                        "path": HOOK,
+                        "args": ["kubenode", "cdi-hook", "cpuset", "--cpus", "2"],
+                        "timeout": 10,
+                    }
+                ],
+            },
+        },
+    ]
+    assert all(NAME_RE.match(str(d["name"])) for d in data["devices"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ours.json"]  # no temporary file left
+    (tmp_path / "ours.json").unlink()  # removed behind our back: the next Allocate of the set rewrites it
+    spec.add(frozenset({2}))
+    assert [d["name"] for d in read(tmp_path / "ours.json")["devices"]] == ["0-1_4", "2"]
+
+
+def test_prune_keeps_in_use_and_recent_entries_then_removes_the_file(tmp_path: Path) -> None:
+    clock = FakeClock()
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK, grace=30.0, clock=clock)
+    spec.add(frozenset({0}))
+    spec.add(frozenset({1}))
+    assert spec.prune([]) == []  # both within the grace period
+    clock.advance(30)
+    assert spec.prune([frozenset({1})]) == ["0"]
+    assert spec.names() == ["1"]
+    clock.advance(30)
+    assert spec.prune([]) == ["1"]
+    assert not (tmp_path / "ours.json").exists()  # a spec without devices would be invalid
+
+
+def test_a_restart_adopts_its_own_file_and_refuses_foreign_or_broken_ones(tmp_path: Path) -> None:
+    CpusetSpec(tmp_path, "ours.json", HOOK).add(frozenset({3}))
+    assert CpusetSpec(tmp_path, "ours.json", HOOK).names() == ["3"]
+    (tmp_path / "theirs.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/x"}))
+    with pytest.raises(SpecError, match=r"theirs.json: kind 'example.com/x' is not kubenode.io/cpuset"):
+        CpusetSpec(tmp_path, "theirs.json", HOOK)
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(SpecError, match=r"broken.json: unreadable, refusing to overwrite it"):
+        CpusetSpec(tmp_path, "broken.json", HOOK)
+    assert (tmp_path / "broken.json").read_text() == "{"
+
+
+def test_backend_with_cdi_on_writes_before_answering(tmp_path: Path) -> None:
+    options = CpuOptions(cdi=True, cdi_spec_dir=str(tmp_path / "cdi"), cdi_hook_path=HOOK)
+    backend = CpuBackend(options)
+    allocation = backend.allocate(["cpu0"])
+    assert allocation.cdi_devices == ["kubenode.io/cpuset=0"]
+    assert allocation.envs == {"KUBENODE_CPUSET": "0"}
+    assert [d["name"] for d in read(tmp_path / "cdi" / spec_file_name("kubenode.io/cpu"))["devices"]] == ["0"]
+    assert backend.prune_cdi() is None  # no PodResources socket: nothing is pruned
+    backend.stop()
+
+
+def test_backend_without_cdi_answers_the_env_and_says_once_that_pinning_needs_cdi(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = CpuBackend(
+        CpuOptions(cdi_spec_dir=str(tmp_path / "absent"))
+    )  # unset: on only if the dir exists
+    with caplog.at_level(logging.INFO, logger="deviceplugin.backends.cpu"):
+        first = backend.allocate(["cpu0"])
+        backend.allocate(["cpu0"])
+    assert first.cdi_devices == [] and first.envs == {"KUBENODE_CPUSET": "0"}
+    told = [r.getMessage() for r in caplog.records if "pinning needs CDI" in r.getMessage()]
+    assert len(told) == 1 and f"no CDI spec dir {tmp_path / 'absent'}" in told[0]
+    (tmp_path / "present").mkdir()
+    on = CpuBackend(CpuOptions(cdi_spec_dir=str(tmp_path / "present"), cdi_hook_path=HOOK))
+    assert on.allocate(["cpu0"]).cdi_devices == ["kubenode.io/cpuset=0"]
+
+
+def test_backend_refuses_to_start_on_a_foreign_file_of_its_name(tmp_path: Path) -> None:
+    (tmp_path / spec_file_name("kubenode.io/cpu")).write_text("not json")
+    with pytest.raises(BackendError, match=r"kubenode.io/cpu: CDI spec: .* refusing to overwrite it"):
+        CpuBackend(CpuOptions(cdi=True, cdi_spec_dir=str(tmp_path), cdi_hook_path=HOOK))
+
+
+def test_config_keys_and_discover(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "resources": [
+                {
+                    "name": "kubenode.io/cpu",
+                    "backend": "cpu",
+                    "cpu": {
+                        "cdi": True,
+                        "cdiSpecDir": str(tmp_path),
+                        "cdiHookPath": HOOK,
+                        "podResourcesSocket": "/run/pr.sock",
+                        "cdiPruneSeconds": 5,
+                    },
+                }
+            ]
+        }
+    )
+    cpu = config.resources[0].cpu
+    assert (cpu.cdi, cpu.cdi_spec_dir, cpu.cdi_hook_path) == (True, str(tmp_path), HOOK)
+    assert (cpu.pod_resources_socket, cpu.cdi_prune_seconds) == ("/run/pr.sock", 5.0)
+    assert (
+        parse_config({"resources": [{"name": "kubenode.io/cpu", "backend": "cpu"}]}).resources[0].cpu.cdi
+        is None
+    )
+    with pytest.raises(
+        ConfigError, match=r"resources\[0\].cpu.cdiHookPath: 'kubenode' must be an absolute path"
+    ):
+        parse_config({"resources": [{"name": "a.b/c", "backend": "cpu", "cpu": {"cdiHookPath": "kubenode"}}]})
+    with pytest.raises(ConfigError, match=r"resources\[0\].cpu.cdi: 'yes' must be true or false"):
+        parse_config({"resources": [{"name": "a.b/c", "backend": "cpu", "cpu": {"cdi": "yes"}}]})
+    (entry,) = discover(config, str(tmp_path))
+    assert entry["cdi"] == {"enabled": True, "specDir": str(tmp_path), "specDirExists": True}
+    assert (
+        render_table([entry]).splitlines()[-1]
+        == f"kubenode.io/cpu: CDI pinning on (spec dir {tmp_path} exists)"
+    )
+    assert list(tmp_path.iterdir()) == []  # discover writes nothing
