@@ -152,10 +152,13 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
         ("/api", api),
         ("/api/", api),
         ("/api/{version}", api_version),
+        ("/api/{version}/", api_version),
         ("/apis", apis),
         ("/apis/", apis),
         ("/apis/{group}", apis_group),
+        ("/apis/{group}/", apis_group),
         ("/apis/{group}/{version}", apis_group_version),
+        ("/apis/{group}/{version}/", apis_group_version),
         ("/version", version),
         ("/version/", version),
     ):

@@ -10,7 +10,9 @@ Flow: `operations()` lists (path, method, Operation) per resource; `v3_document`
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -220,23 +222,47 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
+class Documents:
+    """The serialized documents, built on first use (in a worker thread, once): building them walks ~150
+    client models, which would otherwise add to every start-up, and most clients never ask."""
+
+    def __init__(self, resources: Sequence[ResourceInfo]) -> None:
+        self.resources = tuple(resources)
+        self._lock = threading.Lock()
+        self._v3: dict[str, tuple[bytes, str]] | None = None
+        self._v2: tuple[bytes, str] | None = None
+
+    def v3(self) -> dict[str, tuple[bytes, str]]:
+        with self._lock:
+            if self._v3 is None:
+                docs = {}
+                for group, version in dict.fromkeys((r.group, r.version) for r in self.resources):
+                    body = orjson.dumps(v3_document(group, version, self.resources))
+                    docs[_gv_path(group, version)] = (body, hashlib.sha512(body).hexdigest().upper())
+                self._v3 = docs
+            return self._v3
+
+    def v2(self) -> tuple[bytes, str]:
+        with self._lock:
+            if self._v2 is None:
+                body = orjson.dumps(v2_document(self.resources))
+                self._v2 = (body, hashlib.sha512(body).hexdigest().upper())
+            return self._v2
+
+
 def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
-    """Serve the documents from bytes made once; the root lists each group-version with its content hash."""
-    docs: dict[str, tuple[bytes, str]] = {}
-    for group, version in dict.fromkeys((r.group, r.version) for r in resources):
-        body = orjson.dumps(v3_document(group, version, resources))
-        docs[_gv_path(group, version)] = (body, hashlib.sha512(body).hexdigest().upper())
-    root = orjson.dumps(
-        {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={h}"} for p, (_, h) in docs.items()}}
-    )
-    v2 = orjson.dumps(v2_document(resources))
-    v2_etag = '"' + hashlib.sha512(v2).hexdigest().upper() + '"'
+    """The root lists each group-version with its content hash; documents are served from bytes."""
+    documents = Documents(resources)
 
     async def v3_root(request: web.Request) -> web.Response:
-        return web.Response(body=root, content_type="application/json")
+        docs = await asyncio.to_thread(documents.v3)
+        root = {
+            "paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={h}"} for p, (_, h) in docs.items()}
+        }
+        return web.Response(body=orjson.dumps(root), content_type="application/json")
 
     async def v3_group_version(request: web.Request) -> web.Response:
-        doc = docs.get(request.match_info["path"].strip("/"))
+        doc = (await asyncio.to_thread(documents.v3)).get(request.match_info["path"].strip("/"))
         if doc is None:
             return _status_404(request.path)
         body, digest = doc
@@ -250,7 +276,8 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
         if accept and "json" not in accept and "*/*" not in accept:
             # kube would answer protobuf here; only JSON is served, so say so as kube does (406).
             return _status(406, "NotAcceptable", "only application/json is served for /openapi/v2")
-        return web.Response(body=v2, content_type="application/json", headers={"Etag": v2_etag})
+        body, digest = await asyncio.to_thread(documents.v2)
+        return web.Response(body=body, content_type="application/json", headers={"Etag": f'"{digest}"'})
 
     app.router.add_get("/openapi/v3", v3_root)
     app.router.add_get("/openapi/v3/", v3_root)

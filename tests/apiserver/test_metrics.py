@@ -1,0 +1,63 @@
+"""`/metrics` with kube-apiserver's metric names, after real requests; only system:masters may read it."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.apiserver.support import ApiServerProcess
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServerProcess]:
+    with ApiServerProcess() as server:
+        yield server
+
+
+def get(api: ApiServerProcess, path: str, token: str) -> tuple[int, str]:
+    request = urllib.request.Request(api.url + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=api.ssl_context()) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first sample of `name` whose labels include `labels`."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line[len(name) : line.rindex("}")]))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_request_counters_and_latency_have_kubes_names(api: ApiServerProcess) -> None:
+    assert get(api, "/api/v1/namespaces/default/pods", api.token)[0] == 200
+    assert get(api, "/api/v1/namespaces/default/pods/missing", api.token)[0] == 404
+    assert get(api, "/api/v1/nodes", api.token)[0] == 200
+    code, text = get(api, "/metrics", api.token)
+    assert code == 200
+    assert (sample(text, "apiserver_request_total", verb="LIST", resource="pods", code="200") or 0) >= 1
+    assert (sample(text, "apiserver_request_total", verb="GET", resource="pods", code="404") or 0) >= 1
+    assert (sample(text, "apiserver_request_total", verb="LIST", resource="nodes", code="200") or 0) >= 1
+    count = sample(text, "apiserver_request_duration_seconds_count", verb="LIST", resource="pods")
+    assert count is not None and count >= 1
+    assert sample(text, "apiserver_request_duration_seconds_bucket", verb="LIST", resource="pods", le="0.05")
+    for resource in ("pods", "nodes", "namespaces", "events", "leases.coordination.k8s.io"):
+        assert sample(text, "apiserver_storage_objects", resource=resource) is not None, resource
+    assert "# TYPE apiserver_watch_events_total counter" in text
+    assert "process_resident_memory_bytes" in text
+
+
+def test_metrics_need_a_privileged_user(api: ApiServerProcess) -> None:
+    code, body = get(api, "/metrics", api.token_for("viewer", []))
+    assert code == 403
+    assert 'forbidden: User \\"viewer\\" cannot get path \\"/metrics\\"' in body
+    assert get(api, "/metrics", "wrong")[0] == 401
