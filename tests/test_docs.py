@@ -1,0 +1,46 @@
+"""The docs say what a new user needs and stay in step with the code (issue 12 items 13 and 14)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from agent.config import DEFAULT_DEVICE_PLUGIN_DIR, AgentConfig
+from kubenode.deviceapi import DEFAULT_KUBELET_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = (ROOT / "docs/deploy.md").read_text()
+
+
+def test_deploy_doc_says_who_registers_where_and_where_pods_and_pinning_hold() -> None:
+    assert "registers with **the kubelet, not with the kubenode agent**" in DEPLOY
+    assert "pods run **in the host's filesystem**" in DEPLOY
+    assert "holds **under the kubenode agent**" in DEPLOY and "CDI route" in DEPLOY
+    assert f"`{DEFAULT_KUBELET_DIR}`" in DEPLOY and f"`{DEFAULT_DEVICE_PLUGIN_DIR}`" in DEPLOY
+    # The facts behind the first statement: the DaemonSet mounts the kubelet's dir, the agent uses its own.
+    _, daemon_set = yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    volumes = daemon_set["spec"]["template"]["spec"]["volumes"]
+    assert any(v.get("hostPath", {}).get("path") == DEFAULT_KUBELET_DIR for v in volumes)
+    assert AgentConfig().device_plugin_dir != Path(DEFAULT_KUBELET_DIR)
+    assert "docs/deploy.md" in (ROOT / "README.md").read_text()
+
+
+def test_agent_settings_table_lists_the_manifest_mode_settings() -> None:
+    agent_doc = (ROOT / "docs/agent.md").read_text()
+    table = agent_doc.split("| flag | config key", 1)[1].split("\n\n", 1)[0]
+    for key in ("maxPods", "devicePluginWait", "resyncInterval", "manifestRescanInterval"):
+        assert f"`{key}`" in table
+    config = AgentConfig()
+    assert "`housekeepingInterval` (" in table and f"| {config.housekeeping_interval:g} s |" in table
+    assert "`relistInterval` (" in table and f"| {config.relist_interval:g} s |" in table
+
+
+def test_command_examples_use_the_venv_path() -> None:
+    """After `make`, kubenode is .venv/bin/kubenode; a bare `kubenode` in a shell example is not on PATH."""
+    for doc in ("docs/conformance.md", "README.md"):
+        for block in re.findall(r"```(?:sh|)\n(.*?)```", (ROOT / doc).read_text(), re.DOTALL):
+            for line in block.splitlines():
+                command = line.lstrip("$ ").split("#", 1)[0]
+                assert not re.match(r"kubenode\s", command), f"{doc}: {line!r}"
