@@ -15,6 +15,7 @@ from pathlib import Path
 from deviceplugin.backend import Backend, ContainerAllocation, Device, OnChange
 from deviceplugin.config import StaticOptions
 from kubenode.dirwatch import DirWatcher
+from kubenode.repeatlog import RepeatedWarning
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ class StaticBackend(Backend):
         self._watcher: DirWatcher | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        # Two static resources may share one health file: each then sees the other's IDs on every change.
+        self._unknown = RepeatedWarning(log, "%s names unknown device %r; ignored")
 
     def devices(self) -> list[Device]:
         with self._lock:
@@ -75,6 +78,7 @@ class StaticBackend(Backend):
             self._thread.join()
             self._watcher.close()
             self._watcher = self._thread = None
+        self._unknown.close()
 
     def _watch(self) -> None:
         assert self._watcher is not None and self.health_file is not None
@@ -100,8 +104,10 @@ class StaticBackend(Backend):
             log.warning("static health file %s unreadable: %s", self.health_file, exc)
             return False
         wanted = {line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")}
-        for unknown in sorted(wanted - self._declared.keys()):
-            log.warning("%s names unknown device %r; ignored", self.health_file, unknown)
+        unknown = sorted(wanted - self._declared.keys())
+        for device_id in unknown:
+            self._unknown.warn(device_id, self.health_file, device_id)
+        self._unknown.keep_only(unknown)
         wanted &= self._declared.keys()
         with self._lock:
             changed = wanted != self._file_unhealthy
