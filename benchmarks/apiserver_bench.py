@@ -15,6 +15,7 @@ import asyncio
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -84,25 +85,37 @@ class Server:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="kubenode-apiserver-bench-"))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"https://127.0.0.1:{self.port}"  # TLS even on loopback, as kubectl needs for tokens
         cmd = [sys.executable, "-m", "kubenode.cli", "apiserver", "--data-dir", str(self.dir / "data")]
         cmd += ["--bind-address", "127.0.0.1", "--port", str(self.port)]
         cmd += ["--write-kubeconfig", str(self.dir / "kubeconfig")]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.token = ""
+        self.ssl: ssl.SSLContext | None = None
+
+    def connector(self, limit: int = 100) -> aiohttp.TCPConnector:
+        return aiohttp.TCPConnector(limit=limit, ssl=self.ssl if self.ssl is not None else False)
+
+    def _check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+            raise SystemExit(f"kubenode apiserver exited: {err}")
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as session:
+        ca = self.dir / "data" / "pki" / "ca.crt"
+        while not ca.exists() and time.monotonic() < deadline:  # made on first start
+            self._check_alive()
+            await asyncio.sleep(0.05)
+        self.ssl = ssl.create_default_context(cafile=str(ca))
+        async with aiohttp.ClientSession(connector=self.connector()) as session:
             while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                    raise SystemExit(f"kubenode apiserver exited: {err}")
+                self._check_alive()
                 try:
                     async with session.get(self.url + "/readyz") as r:
                         if r.status == 200:
                             break
-                except aiohttp.ClientError:
+                except (aiohttp.ClientError, OSError):
                     pass
                 await asyncio.sleep(0.05)
             else:
@@ -129,8 +142,7 @@ async def create_many(server: Server, path: str, bodies: list[dict[str, Any]], c
     queue = iter(bodies)
 
     async def client() -> None:
-        connector = aiohttp.TCPConnector(limit=1)
-        async with aiohttp.ClientSession(connector=connector, headers=server.headers) as session:
+        async with aiohttp.ClientSession(connector=server.connector(1), headers=server.headers) as session:
             for body in queue:
                 data = orjson.dumps(body)
                 start = time.perf_counter()
@@ -146,7 +158,7 @@ async def create_many(server: Server, path: str, bodies: list[dict[str, Any]], c
 
 async def time_list(server: Server, path: str, repeats: int = 3) -> tuple[float, int]:
     best, count = float("inf"), 0
-    async with aiohttp.ClientSession(headers=server.headers) as session:
+    async with aiohttp.ClientSession(connector=server.connector(), headers=server.headers) as session:
         for _ in range(repeats):
             start = time.perf_counter()
             async with session.get(server.url + path) as r:
@@ -182,8 +194,9 @@ async def watch_delivery(server: Server, watchers: int, events: int, rate: float
                     if seen == events:
                         return
 
-    connector = aiohttp.TCPConnector(limit=watchers + 8)
-    async with aiohttp.ClientSession(connector=connector, headers=server.headers) as session:
+    async with aiohttp.ClientSession(
+        connector=server.connector(watchers + 8), headers=server.headers
+    ) as session:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watchbench"}}
         async with session.post(server.url + "/api/v1/namespaces", data=orjson.dumps(ns)) as r:
             await r.read()
