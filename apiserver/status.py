@@ -24,7 +24,7 @@ def api_error(
         "reason": reason,
         "code": code,
     }
-    if details:
+    if details is not None:  # kube sends `"details":{}` on a bare 404; kubectl debug dereferences it
         body["details"] = dict(details)
     return body
 

@@ -79,7 +79,7 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         code = exc.status
         if exc.status == 404:
             return error_response(
-                APIError(404, "NotFound", "the server could not find the requested resource")
+                APIError(404, "NotFound", "the server could not find the requested resource", {})
             )
         if exc.status == 405:
             return error_response(
@@ -104,7 +104,7 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
 async def resource_handler(request: web.Request) -> web.StreamResponse:
     info = request["info"]
     if not info.is_resource_request:
-        raise APIError(404, "NotFound", "the server could not find the requested resource")
+        raise APIError(404, "NotFound", "the server could not find the requested resource", {})
     return await dispatch(request, info, request["user"])
 
 

@@ -47,7 +47,7 @@ GENERATE_NAME_TRIES = 8
 
 
 def _not_served() -> APIError:
-    return APIError(404, "NotFound", "the server could not find the requested resource")
+    return APIError(404, "NotFound", "the server could not find the requested resource", {})
 
 
 async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.StreamResponse:
