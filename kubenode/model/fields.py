@@ -17,7 +17,14 @@ from kubenode.model.errors import ValidationError, echo
 
 @functools.cache
 def known_fields(model_name: str) -> frozenset[str]:
-    """The JSON field names of a kubernetes.client model, e.g. "V1Container"."""
+    """The JSON field names of a kubernetes.client model, e.g. "V1Container".
+
+    From the generated table (tools/genfields.py) for the models kubenode parses: importing the client
+    costs every process that reads a manifest ~30 MiB. Other models still come from the client."""
+    from kubenode.model.k8sfields import FIELDS
+
+    if model_name in FIELDS:
+        return FIELDS[model_name]
     import kubernetes.client
 
     model = getattr(kubernetes.client, model_name)
