@@ -11,13 +11,15 @@ Authorization header, asked for on each request so refresh hooks keep working.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubenode.kubeclient.errors import KubeConfigError
 
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+AUTH_CACHE_S = 1.0
 
 
 @dataclass
@@ -30,9 +32,24 @@ class ClientConfig:
     tls_server_name: str | None = None
     # The official client's Configuration; kept for its auth hooks (token refresh, exec plugins).
     official: Any = None
+    _auth_cache: tuple[float, str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def authorization(self) -> str | None:
-        """The Authorization header value right now ("Bearer <token>", "Basic ..."), or None."""
+        """The Authorization header value right now ("Bearer <token>", "Basic ..."), or None.
+
+        Asked again at most once a second: the official loader's refresh hook re-applies the
+        whole config on every call (re-reading the proxy environment), about 1.5 ms, which at
+        hundreds of requests a second was the client's largest cost. A refreshed token is
+        therefore used at most 1 s late; tokens are refreshed well before they expire."""
+        now = time.monotonic()
+        cached = self._auth_cache
+        if cached is not None and now - cached[0] < AUTH_CACHE_S:
+            return cached[1]
+        header = self._authorization()
+        self._auth_cache = (now, header)
+        return header
+
+    def _authorization(self) -> str | None:
         cfg = self.official
         if cfg is None:
             return None
