@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apiserver.printers import human_duration, to_table
+from apiserver.printers import to_table
 from apiserver.resources import EVENTS, LEASES, NAMESPACES, NODES, PODS
+from apiserver.tablecells import human_duration
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 
