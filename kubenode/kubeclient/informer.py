@@ -136,6 +136,12 @@ class Informer(Generic[T]):
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def drop_watch(self) -> None:
+        """End the current watch as a dropped connection would; the informer resumes (or relists)."""
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self.has_synced.wait(timeout)
 
