@@ -84,6 +84,10 @@ DISCOVERY_RULES = (
     rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
 )
 
+# system:monitoring (bound to the group of the same name): the metrics and health endpoints.
+MONITORING_GROUP = "system:monitoring"
+MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/readyz", "/healthz")),)
+
 # bootstrappolicy's system:kube-scheduler, limited to the kinds served here.
 SCHEDULER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
@@ -139,6 +143,8 @@ class NodeRBACAuthorizer:
         if MASTERS_GROUP in user.groups:
             return ALLOW
         if any(r.matches(info) for r in DISCOVERY_RULES):
+            return ALLOW
+        if MONITORING_GROUP in user.groups and any(r.matches(info) for r in MONITORING_RULES):
             return ALLOW
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
             return ALLOW

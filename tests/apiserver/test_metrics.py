@@ -61,3 +61,4 @@ def test_metrics_need_a_privileged_user(api: ApiServerProcess) -> None:
     assert code == 403
     assert 'forbidden: User \\"viewer\\" cannot get path \\"/metrics\\"' in body
     assert get(api, "/metrics", "wrong")[0] == 401
+    assert get(api, "/metrics", api.token_for("prometheus", ["system:monitoring"]))[0] == 200
