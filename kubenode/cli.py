@@ -16,9 +16,7 @@ Conventions every subcommand gets from here, as kubectl users expect:
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
-import logging
 import sys
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
@@ -128,6 +126,8 @@ def unknown_flag(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | 
         name = token.split("=", 1)[0]
         if not name.startswith("-") or name == "-" or name in known or _is_number(name):
             continue
+        import difflib  # only on a mistyped flag; kept off the start path (the cdi-hook runs per container)
+
         close = difflib.get_close_matches(name, sorted(o for o in known if o.startswith("--")), n=1)
         return f"unknown flag {name}" + (f"; did you mean {close[0]}?" if close else "")
     return None
@@ -159,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = unknown_flag(parser, argv) or exc.message
         print(f"{exc.parser.prog}: error: {message} (see: {exc.parser.prog} --help)", file=sys.stderr)
         return 2
+    import logging  # here, not at the top: `kubenode cdi-hook` returns before this and must start fast
+
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
