@@ -2,14 +2,14 @@
 
 A condition re-checked in a loop (a control file re-read on every change, a poll) would otherwise log the
 same line each time: hundreds of them drown everything else. `RepeatedWarning` logs the first occurrence
-of each key with a note that repeats are counted, counts the rest, and logs the count once the condition
-is over (the key is no longer reported) or at close().
+of each key with a note that repeats are counted, counts the rest (also after the condition went away and
+came back), and logs each count once, at close().
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
 
 class RepeatedWarning:
@@ -27,17 +27,9 @@ class RepeatedWarning:
         self._seen[key] = (args, 1)
         self._log.warning(self._template + " (repeats are counted, not logged)", *args)
 
-    def keep_only(self, current: Iterable[Hashable]) -> None:
-        """The keys still occurring; for the others the condition is over and their count is logged."""
-        still = set(current)
-        for key in [k for k in self._seen if k not in still]:
-            self._finish(key)
-
     def close(self) -> None:
-        for key in list(self._seen):
-            self._finish(key)
-
-    def _finish(self, key: Hashable) -> None:
-        args, count = self._seen.pop(key)
-        if count > 1:
-            self._log.warning(self._template + " (%d times in all)", *args, count)
+        """Log how often each repeated warning occurred, and start afresh."""
+        for args, count in self._seen.values():
+            if count > 1:
+                self._log.warning(self._template + " (%d times in all)", *args, count)
+        self._seen.clear()

@@ -104,10 +104,8 @@ class StaticBackend(Backend):
             log.warning("static health file %s unreadable: %s", self.health_file, exc)
             return False
         wanted = {line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")}
-        unknown = sorted(wanted - self._declared.keys())
-        for device_id in unknown:
+        for device_id in sorted(wanted - self._declared.keys()):
             self._unknown.warn(device_id, self.health_file, device_id)
-        self._unknown.keep_only(unknown)
         wanted &= self._declared.keys()
         with self._lock:
             changed = wanted != self._file_unhealthy
