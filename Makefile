@@ -50,10 +50,14 @@ podman-deps:
 protos: $(STAMP)
 	$(PY) tools/genproto.py
 
+# The figures also go to docs/figures.md (tools/figures.py), the one table the README and docs link to.
+BENCH_FIGURES := $(VENV)/bench-figures.jsonl
 bench: $(STAMP)
-	$(PY) benchmarks/deviceplugin_bench.py
-	$(PY) benchmarks/agent_bench.py
-	$(PY) benchmarks/scheduler_bench.py
+	rm -f $(BENCH_FIGURES)
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
+	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked
 # into BINDIR (the path the systemd units' ExecStart names), the docs the units' Documentation= names, and

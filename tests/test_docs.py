@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -44,3 +47,56 @@ def test_command_examples_use_the_venv_path() -> None:
             for line in block.splitlines():
                 command = line.lstrip("$ ").split("#", 1)[0]
                 assert not re.match(r"kubenode\s", command), f"{doc}: {line!r}"
+
+
+def test_scheduler_doc_example_error_is_what_simulate_prints(tmp_path: Path) -> None:
+    doc = (ROOT / "docs/scheduler.md").read_text()
+    [example] = [line for line in doc.splitlines() if line.startswith("invalid pod: mixed.json")]
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "two"}}}]},
+        },
+    ]
+    (tmp_path / "mixed.json").write_text(json.dumps({"kind": "List", "items": items}))
+    out = subprocess.run(
+        [sys.executable, "-m", "kubenode.cli", "scheduler", "simulate", "--cluster", "mixed.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert example in out
+
+
+def test_one_table_of_figures_linked_from_the_readme_and_docs() -> None:
+    for doc in ("README.md", "docs/deviceplugin.md", "docs/agent.md", "docs/scheduler.md"):
+        text = (ROOT / doc).read_text()
+        assert "figures.md" in text, f"{doc} does not link the figures"
+        assert "| measured |" not in text and "| value |" not in text, f"{doc} keeps its own copy of figures"
+    figures = (ROOT / "docs/figures.md").read_text()
+    assert "Made by `make bench`" in figures
+    for figure in ("Allocate round trip p99", "agent RSS with 110 running pods", "pods/s"):
+        assert figure in figures
+
+
+def test_figures_tool_renders_what_the_benchmarks_recorded(tmp_path: Path) -> None:
+    recorded = tmp_path / "figures.jsonl"
+    rows = [
+        {"bench": "agent_bench", "name": "agent RSS", "value": 50.25, "unit": "MiB", "goal": "<= 80 MiB"},
+        {"bench": "scheduler_bench", "name": "throughput", "value": 3456.7, "unit": "pods/s", "goal": ""},
+    ]
+    recorded.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    target = tmp_path / "figures.md"
+    subprocess.run([sys.executable, "tools/figures.py", str(recorded), str(target)], cwd=ROOT, check=True)
+    table = target.read_text().splitlines()
+    assert "| node agent | agent RSS | 50.2 MiB | <= 80 MiB |" in table
+    assert "| scheduler | throughput | 3,457 pods/s |  |" in table
