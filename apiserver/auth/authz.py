@@ -82,6 +82,9 @@ DISCOVERY_RULES = (
         ),
     ),
     rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
+    # system:basic-user: ask what you may do, and who you are
+    rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectaccessreviews",)),
+    rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
 
 # system:monitoring (bound to the group of the same name): the metrics and health endpoints.

@@ -289,6 +289,11 @@ def test_a_node_user_gets_kubes_forbidden_message(
         'in the namespace "default"'
     ) in result.stderr
     assert "guarded" in node.out("get", "pods")  # reading is allowed
+    # auth can-i (SelfSubjectAccessReview, sent as protobuf) and auth whoami (SelfSubjectReview)
+    assert node.run("auth", "can-i", "update", "pods", check=False).stdout.strip() == "no"
+    assert node.out("auth", "can-i", "patch", "pods", "--subresource=status").strip() == "yes"
+    assert node.out("auth", "can-i", "update", "leases", "-n", "kube-node-lease").strip() == "yes"
+    assert "system:node:kn-9" in node.out("auth", "whoami")
 
 
 def test_kubectl_run_without_a_pod_controller(kubectl: Kubectl) -> None:

@@ -1,0 +1,106 @@
+"""SelfSubjectAccessReview and SelfSubjectReview: what `kubectl auth can-i` and `kubectl auth whoami` ask.
+
+Both are create-only, never stored: the answer comes from the caller's own UserInfo (set by the request
+middleware) and the server's authorizer, as kube-apiserver's authorization/authentication registries do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from apiserver.auth import UserInfo, protowire
+from apiserver.request import RequestInfo
+from apiserver.resources import ResourceInfo
+from apiserver.status import api_error
+
+ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SELF_REVIEW_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+
+def attributes_to_info(spec: dict[str, Any]) -> RequestInfo:
+    """kube's ResourceAttributes / NonResourceAttributes as the RequestInfo the authorizer judges."""
+    resource = spec.get("resourceAttributes")
+    if isinstance(resource, dict):
+        return RequestInfo(
+            True,
+            "",
+            str(resource.get("verb", "")),
+            str(resource.get("group", "")),
+            str(resource.get("version", "")),
+            str(resource.get("namespace", "")),
+            str(resource.get("resource", "")),
+            str(resource.get("subresource", "")),
+            str(resource.get("name", "")),
+        )
+    other = spec.get("nonResourceAttributes") or {}
+    return RequestInfo(False, str(other.get("path", "")), str(other.get("verb", "")), "", "", "", "", "", "")
+
+
+def _reply(body: dict[str, Any], code: int = 201) -> web.Response:
+    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
+
+
+def access_review_from_protobuf(raw: bytes) -> dict[str, Any]:
+    """authorization/v1 generated.proto: review.spec = 2; spec.resourceAttributes = 1 (namespace 1,
+    verb 2, group 3, version 4, resource 5, subresource 6, name 7), spec.nonResourceAttributes = 2
+    (path 1, verb 2)."""
+    spec = protowire.message(protowire.unwrap(raw), 2)
+    out: dict[str, Any] = {}
+    resource = protowire.message(spec, 1)
+    if resource:
+        names = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
+        out["resourceAttributes"] = {
+            key: protowire.string(resource, i)
+            for i, key in enumerate(names, 1)
+            if protowire.string(resource, i)
+        }
+    other = protowire.message(spec, 2)
+    if other:
+        out["nonResourceAttributes"] = {
+            "path": protowire.string(other, 1),
+            "verb": protowire.string(other, 2),
+        }
+    return {"spec": out}
+
+
+async def _body(request: web.Request) -> dict[str, Any] | None:
+    raw = await request.read()
+    try:
+        if request.content_type == "application/vnd.kubernetes.protobuf":
+            return access_review_from_protobuf(raw)
+        body = orjson.loads(raw)
+    except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
+    async def access_review(request: web.Request) -> web.Response:
+        from apiserver.handlers.app import AUTHORIZER
+
+        user: UserInfo | None = request.get("user")
+        body = await _body(request)
+        spec = (body or {}).get("spec")
+        if user is None or not isinstance(spec, dict):
+            return _reply(api_error(400, "BadRequest", "a SelfSubjectAccessReview needs a spec"), 400)
+        authorizer = request.app.get(AUTHORIZER)
+        decision = authorizer.authorize(user, attributes_to_info(spec)) if authorizer is not None else None
+        # kube's RBAC gives no reason for a rule that simply does not match, so kubectl prints a bare "no".
+        status: dict[str, Any] = {"allowed": decision is None or decision.allowed}
+        return _reply({"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                       "metadata": {"creationTimestamp": None}, "spec": spec, "status": status})  # fmt: skip
+
+    async def self_review(request: web.Request) -> web.Response:
+        user: UserInfo | None = request.get("user")
+        if user is None:
+            return _reply(api_error(401, "Unauthorized", "Unauthorized"), 401)
+        info = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
+        return _reply({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                       "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})  # fmt: skip
+
+    app.router.add_post(ACCESS_REVIEW_PATH, access_review)
+    app.router.add_post(SELF_REVIEW_PATH, self_review)

@@ -1,0 +1,43 @@
+"""SelfSubjectAccessReview: kubectl's protobuf envelope read into the attributes the authorizer judges."""
+
+from __future__ import annotations
+
+from apiserver.auth.protowire import ENVELOPE_MAGIC, fields
+from apiserver.auth.reviews import access_review_from_protobuf, attributes_to_info
+
+
+def field(number: int, value: bytes) -> bytes:
+    assert len(value) < 128
+    return bytes([number << 3 | 2, len(value)]) + value
+
+
+def test_protobuf_access_review_is_read() -> None:
+    attributes = field(1, b"default") + field(2, b"update") + field(5, b"pods") + field(6, b"status")
+    review = field(1, b"") + field(2, field(1, attributes))
+    type_meta = field(1, b"authorization.k8s.io/v1") + field(2, b"SelfSubjectAccessReview")
+    body = (
+        ENVELOPE_MAGIC
+        + field(1, type_meta)
+        + field(2, review)
+        + field(4, b"application/vnd.kubernetes.protobuf")
+    )
+    spec = access_review_from_protobuf(body)["spec"]
+    assert spec == {
+        "resourceAttributes": {
+            "namespace": "default",
+            "verb": "update",
+            "resource": "pods",
+            "subresource": "status",
+        }
+    }
+    info = attributes_to_info(spec)
+    assert (info.verb, info.namespace, info.resource, info.subresource, info.is_resource_request) == (
+        "update", "default", "pods", "status", True,
+    )  # fmt: skip
+    other = attributes_to_info({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}})
+    assert (other.path, other.verb, other.is_resource_request) == ("/metrics", "get", False)
+
+
+def test_varints_and_fixed_fields_are_skipped_or_read() -> None:
+    data = bytes([1 << 3 | 0, 0xAC, 0x02]) + bytes([2 << 3 | 5, 1, 2, 3, 4]) + field(3, b"x")
+    assert fields(data) == {1: 300, 3: b"x"}
