@@ -9,8 +9,10 @@ with the next locker) and only records who holds it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,10 @@ def _lock_dir() -> Path:
     # Not root: a per-user directory still keeps two of one user's runs apart.
     fallback = Path(tempfile.gettempdir()) / f"kubenode-locks-{os.getuid()}"
     fallback.mkdir(mode=0o700, exist_ok=True)
+    info = fallback.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        # Someone else made it first in a shared /tmp: their files could stand in for our locks.
+        raise PermissionError(errno.EACCES, "not a directory of this user", str(fallback))
     return fallback
 
 
