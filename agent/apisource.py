@@ -58,7 +58,13 @@ def decode_api_pod(obj: dict[str, Any]) -> ApiPod:
         pod = parse_pod(obj, f"pod {key}")
     except ValidationError as exc:
         return ApiPod(key, uid, obj, error=exc)
-    return ApiPod(key, uid, obj, pod=replace(pod, source=API_SOURCE))
+    # As the kubelet's config merger: a change of status alone (most often our own write coming back)
+    # is not an update of the pod. Only a terminal phase matters to the workers (a finished pod is not
+    # started again), so the rest of the status is left out of the Pod the agent compares.
+    phase = pod.phase if pod.phase in ("Succeeded", "Failed") else "Pending"
+    return ApiPod(
+        key, uid, obj, pod=replace(pod, source=API_SOURCE, phase=phase, start_time="", nominated_node_name="")
+    )
 
 
 class ApiPodSource:
