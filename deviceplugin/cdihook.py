@@ -201,6 +201,8 @@ class CpusetHierarchy:
     def cgroup_of(self, proc_cgroup: str) -> str:
         """A process's cgroup in this hierarchy, from /proc/<pid>/cgroup."""
         for line in proc_cgroup.splitlines():
+            if line.count(":") < 2:
+                continue
             _, controllers, path = line.split(":", 2)
             if (self.version == 1 and "cpuset" in controllers.split(",")) or (
                 self.version == 2 and line.startswith("0::")
@@ -242,8 +244,11 @@ def _read(path: str) -> str:
         raise HookError(f"cannot read {path}: {exc.strerror}") from None
 
 
+MOUNTINFO_ESCAPES = (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\"))
+
+
 def _unescape(field: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as \\ooo octal."""
-    if "\\" not in field:
-        return field
-    return field.encode().decode("unicode_escape")
+    """mountinfo writes space, tab, newline and backslash as octal escapes; the backslash comes last."""
+    for escaped, plain in MOUNTINFO_ESCAPES:
+        field = field.replace(escaped, plain)
+    return field

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deviceplugin.cdihook import HookError, expand_slice, pin, resolve_cgroup
+from deviceplugin.cdihook import CpusetHierarchy, HookError, expand_slice, pin, resolve_cgroup
 from tests.cdi.podman import CGROUP_ROOT, remove_cgroup_tree
 
 HOOK = [sys.executable, "-m", "kubenode.cli", "cdi-hook"]
@@ -187,3 +187,23 @@ def test_refusals_are_one_line_and_fail_the_hook(
         assert refusal(["memory"], state, code=2) == "kubenode cdi-hook: unknown hook 'memory'"
     finally:
         (CGROUP_ROOT / "cpuset/cgroup.procs").write_text(str(pid))
+
+
+def test_mountinfo_picks_the_cpuset_hierarchy() -> None:
+    hybrid = (
+        "35 25 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+        "38 25 0:33 /kubepods /sys/fs/cgroup/cpu\\040set rw - cgroup cgroup rw,cpuset\n"
+    )
+    v1 = CpusetHierarchy.find(hybrid)  # a v1 cpuset hierarchy wins over the unified one (hybrid hosts)
+    assert (v1.version, v1.mountpoint, v1.effective_cpus_file) == (
+        1,
+        "/sys/fs/cgroup/cpu set",
+        "cpuset.effective_cpus",
+    )
+    # The mount shows only /kubepods (e.g. inside a cgroup namespace): paths are relative to it.
+    assert v1.directory("/kubepods/pod1/ctr") == "/sys/fs/cgroup/cpu set/pod1/ctr"
+    assert v1.cgroup_of("12:cpuset:/kubepods/pod1/ctr\n0::/\n") == "/kubepods/pod1/ctr"
+    v2 = CpusetHierarchy.find("30 22 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    assert (v2.version, v2.directory("/a/b"), v2.cgroup_of("0::/a/b\n")) == (2, "/sys/fs/cgroup/a/b", "/a/b")
+    with pytest.raises(HookError, match="no cpuset cgroup hierarchy is mounted"):
+        CpusetHierarchy.find("22 1 0:21 / /proc rw - proc proc rw\n")
