@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class TokenAuthenticator:
-    def __init__(self, path: Path, recheck_seconds: float = 1.0) -> None:
+    def __init__(self, path: Path, recheck_seconds: float = 0.25) -> None:
         self._path = path
         self._recheck = recheck_seconds
         self._lock = threading.Lock()
