@@ -19,6 +19,7 @@ SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
     "scheduler_bench": "scheduler",
+    "cdihook_bench": "CDI cpuset hook",
 }
 
 
