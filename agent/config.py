@@ -134,13 +134,23 @@ def load_config(path: Path | None) -> AgentConfig:
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
     if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig"):
+        if value is not None and not isinstance(value, str):
+            raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None
     if isinstance(current, bool) or not isinstance(current, int | float | str):
         return value
+    kind = {int: "an integer", float: "a number", str: "a string"}[type(current)]
+    # int() and float() would quietly take a bool (true -> 1) or cut a fraction (1.5 -> 1); str() a list.
+    if (
+        isinstance(value, bool | list | dict)
+        or (isinstance(current, int) and isinstance(value, float) and not value.is_integer())
+        or (isinstance(current, int | float) and value is None)
+    ):
+        raise ValidationError(source, key, f"must be {kind}, got {value!r}")
     try:
         return type(current)(value)
     except (TypeError, ValueError):
-        raise ValidationError(source, key, f"must be a {type(current).__name__}, got {value!r}") from None
+        raise ValidationError(source, key, f"must be {kind}, got {value!r}") from None
 
 
 def _pairs_text(text: Any) -> dict[str, str]:

@@ -39,8 +39,12 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *argv: str, rc: int) -> 
     [
         (None, "cannot read"),
         ("maxPodz: 3\n", "maxPodz: unknown setting"),
-        ("maxPods: lots\n", "maxPods: must be a int, got 'lots'"),
-        ("listen: [1, 2]\n", "listen"),
+        ("maxPods: lots\n", "maxPods: must be an integer, got 'lots'"),
+        ("maxPods: 1.5\n", "maxPods: must be an integer, got 1.5"),
+        ("maxPods: true\n", "maxPods: must be an integer, got True"),
+        ("devicePluginWait: [1]\n", "devicePluginWait: must be a number, got [1]"),
+        ("manifests: 5\n", "manifests: must be a path, got 5"),
+        ("listen: [1, 2]\n", "listen: must be a string, got [1, 2]"),
     ],
 )
 def test_config_file_errors_name_the_file_and_key(
