@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    except ValidationError as exc:  # a kubeconfig that cannot be used (agent/cluster.py)
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         message = describe_start_error(exc, config.listen)
         if message is None:

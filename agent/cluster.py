@@ -22,9 +22,10 @@ from agent.admission import host_allocatable
 from agent.apisource import ApiPodSource
 from agent.config import AgentConfig
 from kubenode import __version__
-from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import KubeClient, KubeConfigError
 from kubenode.kubeclient import config as kubeconfig
 from kubenode.kubeclient.events import EventRecorder
+from kubenode.model import ValidationError
 
 if TYPE_CHECKING:
     from agent.devicemanager import DeviceEvent, DeviceManager
@@ -53,7 +54,11 @@ class ClusterMembership:
     @classmethod
     def connect(cls, config: AgentConfig) -> ClusterMembership:
         """Load the config (KubeConfigError names the file) and make the client and the pod source."""
-        loaded = kubeconfig.load(config.kubeconfig if not config.in_cluster else None)
+        try:
+            loaded = kubeconfig.load(config.kubeconfig if not config.in_cluster else None)
+        except KubeConfigError as exc:
+            where = str(config.kubeconfig) if config.kubeconfig and not config.in_cluster else "--in-cluster"
+            raise ValidationError(where, "", str(exc).removeprefix(f"{where}: ")) from None
         client = KubeClient(
             loaded, user_agent=f"kubenode-agent/{__version__} ({config.node_name})", pool_size=16
         )

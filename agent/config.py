@@ -88,6 +88,8 @@ class AgentConfig:
             parse_listen(self.listen, source)
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
+        if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():
+            raise ValidationError(source, "kubeconfig", f"{self.kubeconfig}: no such file")
         from agent.clusterflags import parse_node_labels, parse_reserved, parse_taints
 
         self.node_labels = parse_node_labels(self.node_labels, source)

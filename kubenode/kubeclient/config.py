@@ -91,8 +91,9 @@ def load_kubeconfig(path: Path | str, context: str | None = None) -> ClientConfi
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(path), context=context, client_configuration=cfg, persist_config=False
         )
-    except (config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
-        raise KubeConfigError(f"{path}: cannot load kubeconfig: {exc}") from None
+    except Exception as exc:  # the loader raises YAML, config, OS, key and type errors alike
+        detail = " ".join(str(exc).split())
+        raise KubeConfigError(f"{path}: cannot load kubeconfig: {detail}") from None
     return _from_official(cfg)
 
 

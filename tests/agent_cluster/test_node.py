@@ -33,7 +33,13 @@ KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
 
 @pytest.fixture(scope="module")
 def node(api: ApiServerProcess) -> Iterator[AgentProcess]:
-    agent = AgentProcess(api.kubeconfig, plugin=True)
+    settings = {
+        "nodeLabels": {"example.com/rack": "r1"},
+        "registerWithTaints": ["example.com/dedicated=test:NoSchedule"],
+        "systemReserved": {"cpu": "500m", "memory": "100Mi"},
+        "kubeReserved": {"memory": "28Mi", "example.com/accel": "1"},
+    }
+    agent = AgentProcess(api.kubeconfig, plugin=True, settings=settings)
     agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
     try:
         agent.start()
@@ -45,6 +51,12 @@ def node(api: ApiServerProcess) -> Iterator[AgentProcess]:
 
 def _node(admin: KubeClient, agent: AgentProcess) -> dict[str, Any]:
     return admin.get(NODES, agent.node)
+
+
+def _bytes(quantity: str) -> int:
+    from kubenode.model.quantity import to_amount
+
+    return to_amount("memory", quantity)
 
 
 def _pod_cgroups(agent: AgentProcess, uid: str) -> list[str]:
@@ -60,6 +72,10 @@ def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProces
     labels = registered["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == node.node
     assert labels["kubernetes.io/os"] == "linux" and labels["kubernetes.io/arch"]
+    assert labels["example.com/rack"] == "r1"  # --node-labels
+    assert registered["spec"]["taints"] == [
+        {"key": "example.com/dedicated", "value": "test", "effect": "NoSchedule"}
+    ]
 
     def status() -> Any:
         return _node(admin, node)["status"]
@@ -69,14 +85,18 @@ def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProces
         allocatable = s.get("allocatable", {})
         return (
             s
-            if (allocatable.get("example.com/dongle"), allocatable.get("example.com/accel")) == ("2", "4")
+            if (allocatable.get("example.com/dongle"), allocatable.get("example.com/accel")) == ("2", "3")
             else None
         )
 
     st = wait_until(both_plugins, 20, "the plugin's two resources")
     assert st["capacity"]["pods"] == "110" and int(st["capacity"]["cpu"]) >= 1
     assert {"cpu", "memory", "ephemeral-storage", "example.com/accel"} <= set(st["capacity"])
-    assert st["capacity"]["example.com/accel"] == "4"
+    assert st["capacity"]["example.com/accel"] == "4"  # capacity keeps what --kube-reserved takes
+    # allocatable = capacity - system-reserved - kube-reserved
+    cpu_capacity = int(st["capacity"]["cpu"]) * 1000
+    assert st["allocatable"]["cpu"] == f"{cpu_capacity - 500}m"
+    assert _bytes(st["capacity"]["memory"]) - _bytes(st["allocatable"]["memory"]) == 128 * 2**20
     conditions = {c["type"]: c for c in st["conditions"]}
     assert conditions["Ready"]["status"] == "True" and conditions["Ready"]["reason"] == "KubeletReady"
     for kind in ("MemoryPressure", "DiskPressure", "PIDPressure"):
