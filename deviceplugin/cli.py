@@ -89,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, kubelet_dir = _load(args)
         if not args.create_dirs and not os.path.isdir(kubelet_dir):
+            problem = "is not a directory" if os.path.exists(kubelet_dir) else "does not exist"
             raise ConfigError(
-                f"kubelet dir {kubelet_dir} does not exist (a typo? is the kubelet installed?);"
+                f"kubelet dir {kubelet_dir} {problem} (a typo? is the kubelet installed?);"
                 " --create-dirs makes it"
             )
         manager = PluginManager(config, kubelet_dir)

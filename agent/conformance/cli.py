@@ -99,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
         kubelet_dir = Path(DEFAULT_KUBELET_DIR)
     if temp_dir is None and not args.create_dirs and not kubelet_dir.is_dir():
         # A typo would otherwise make a stray directory and wait out --register-timeout for nothing.
+        problem = "is not a directory" if kubelet_dir.exists() else "does not exist"
         print(
-            f"kubenode conformance: --kubelet-dir {kubelet_dir} does not exist; --create-dirs makes it",
+            f"kubenode conformance: --kubelet-dir {kubelet_dir} {problem}; --create-dirs makes it",
             file=sys.stderr,
         )
         return 2
