@@ -70,7 +70,12 @@ class CpuBackend(Backend):
         cpuset = format_cpuset(cpus)
         allocation = ContainerAllocation(envs={CPUSET_ENV: cpuset}, annotations={CPUSET_ANNOTATION: cpuset})
         if self.cdi_spec is not None:
-            allocation.cdi_devices.append(self.cdi_spec.add(cpus))  # on disk before the kubelet hears
+            try:
+                allocation.cdi_devices.append(self.cdi_spec.add(cpus))  # on disk before the kubelet hears
+            except OSError as exc:  # fail the Allocate: a name without its entry would fail the start later
+                raise BackendError(
+                    f"{self.resource_name}: cannot write {self.cdi_spec.path}: {exc}"
+                ) from None
         elif not self._told_no_cdi:
             self._told_no_cdi = True
             # INFO, not a warning: under kubenode's own agent the env is all it needs to pin.

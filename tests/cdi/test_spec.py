@@ -176,3 +176,11 @@ def test_config_keys_and_discover(tmp_path: Path) -> None:
         == f"kubenode.io/cpu: CDI pinning on (spec dir {tmp_path} exists)"
     )
     assert list(tmp_path.iterdir()) == []  # discover writes nothing
+
+
+def test_allocate_fails_naming_the_file_when_the_entry_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "cdi"
+    backend = CpuBackend(CpuOptions(cdi=True, cdi_spec_dir=str(blocker), cdi_hook_path=HOOK))
+    blocker.write_text("a file where the spec dir should be")  # root ignores modes: break the path instead
+    with pytest.raises(BackendError, match=f"kubenode.io/cpu: cannot write {blocker}/kubenode-cpuset_"):
+        backend.allocate(["cpu0"])
