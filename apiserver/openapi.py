@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from apiserver import openapi_v2pb
 from apiserver.openapi_schemas import SchemaSet, add_patch_schema, kind_class, schema_set
 from apiserver.resources import ResourceInfo
 from apiserver.status import api_error
@@ -231,6 +232,7 @@ class Documents:
         self._lock = threading.Lock()
         self._v3: dict[str, tuple[bytes, str]] | None = None
         self._v2: tuple[bytes, str] | None = None
+        self._v2pb: bytes | None = None
 
     def v3(self) -> dict[str, tuple[bytes, str]]:
         with self._lock:
@@ -245,9 +247,16 @@ class Documents:
     def v2(self) -> tuple[bytes, str]:
         with self._lock:
             if self._v2 is None:
-                body = orjson.dumps(v2_document(self.resources))
+                document = v2_document(self.resources)
+                body = orjson.dumps(document)
                 self._v2 = (body, hashlib.sha512(body).hexdigest().upper())
+                self._v2pb = openapi_v2pb.encode_document(document)
             return self._v2
+
+    def v2_protobuf(self) -> bytes:
+        self.v2()
+        assert self._v2pb is not None
+        return self._v2pb
 
 
 def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
@@ -273,9 +282,11 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
 
     async def v2_handler(request: web.Request) -> web.Response:
         accept = request.headers.get("Accept", "")
+        if "protobuf" in accept:  # client-go's discovery.OpenAPISchema() asks for nothing else
+            body = await asyncio.to_thread(documents.v2_protobuf)
+            return web.Response(body=body, headers={"Content-Type": openapi_v2pb.MEDIA_TYPE})
         if accept and "json" not in accept and "*/*" not in accept:
-            # kube would answer protobuf here; only JSON is served, so say so as kube does (406).
-            return _status(406, "NotAcceptable", "only application/json is served for /openapi/v2")
+            return _status(406, "NotAcceptable", "only JSON and protobuf are served for /openapi/v2")
         body, digest = await asyncio.to_thread(documents.v2)
         return web.Response(body=body, content_type="application/json", headers={"Etag": f'"{digest}"'})
 

@@ -139,8 +139,10 @@ class SchemaSet:
             field = cls.model_fields.get(attr) or cls.model_fields.get("var_" + attr.lstrip("_"))
             prop = self.type_schema(cls.openapi_types[attr])
             if field is not None and field.description:
-                prop = {**prop, "description": field.description} if "$ref" not in prop else {
-                    "allOf": [prop], "description": field.description,
+                # v3 ignores siblings of $ref, so kube wraps a described reference in allOf; v2 does not.
+                wrap = "$ref" in prop and self.ref_prefix.startswith("#/components/")
+                prop = {"allOf": [prop], "description": field.description} if wrap else {
+                    **prop, "description": field.description,
                 }  # fmt: skip
             if (owner, json_name) in PATCH_META:
                 strategy, key = PATCH_META[(owner, json_name)]

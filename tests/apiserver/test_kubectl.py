@@ -268,6 +268,27 @@ def test_create_invalid_pod_shows_the_422_message(kubectl: Kubectl, tmp_path: Pa
     assert result.returncode == 1 and "bogusField" in result.stderr
 
 
+LIST = """\
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: listed-1}, spec: {containers: [{name: c, image: busybox,
+   resources: {limits: {cpu: 1}}, ports: [{containerPort: 80}]}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: listed-2}, spec: {containers: [{name: c, image: busybox}]}}
+"""
+
+
+def test_create_a_list_validates_against_openapi_v2_protobuf(kubectl: Kubectl, tmp_path: Path) -> None:
+    """kubectl validates a `kind: List` on the client, with the protobuf /openapi/v2 models."""
+    bad = LIST.replace("metadata: {name: listed-2}", "metadata: {name: listed-2}, bogus: 1")
+    result = kubectl.run("create", "-f", str(write(tmp_path, "bad.yaml", bad)), check=False)
+    assert result.returncode == 1
+    assert 'ValidationError(Pod): unknown field "bogus" in io.k8s.api.core.v1.Pod' in result.stderr
+    out = kubectl.out("apply", "-f", str(write(tmp_path, "list.yaml", LIST)))
+    assert out.split("\n")[:2] == ["pod/listed-1 created", "pod/listed-2 created"]
+    assert "RESOURCE: spec <Object>" in kubectl.out("explain", "pods.spec", "--output=plaintext-openapiv2")
+
+
 def test_a_call_without_a_token_is_refused(api: ApiServerProcess, tmp_path: Path) -> None:
     text = api.kubeconfig.read_text()
     token = api.token
