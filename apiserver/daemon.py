@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -132,6 +133,14 @@ async def serve(options: Options) -> None:
     strategies = build_strategies(clock)
     store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
     store.load()
+    # The loaded objects live until deleted: keep them out of the cyclic GC's full passes, and run those
+    # passes less often, so a collection of a big heap does not stall watch delivery.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    # The SQLite writer thread releases the GIL in its commit; a shorter switch interval gets the event
+    # loop back sooner when it wants the GIL after a syscall.
+    sys.setswitchinterval(0.001)
     loop = asyncio.get_running_loop()
     store.start(loop)
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
@@ -163,6 +172,7 @@ async def serve(options: Options) -> None:
         await stop.wait()
         sdnotify.notify("STOPPING=1")
         metrics_task.cancel()
+        store.cache.close_all()
     finally:
         if runner is not None:
             await runner.cleanup()

@@ -57,9 +57,17 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
     length = request.content_length
     if length is not None and length > MAX_BODY:
         raise too_large()
-    data = await request.content.read(MAX_BODY + 1)
-    if len(data) > MAX_BODY:
-        raise too_large()
+    chunks: list[bytes] = []
+    total = 0
+    while True:  # read() returns what has arrived so far, not the whole body
+        chunk = await request.content.read(1 << 20)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > MAX_BODY:
+            raise too_large()
+        chunks.append(chunk)
+    data = b"".join(chunks)
     if not data.strip():
         if allow_empty:
             return None

@@ -9,6 +9,7 @@ The REST handlers call these hooks in kube's order; the hooks never touch storag
 from __future__ import annotations
 
 import datetime
+import os
 import random
 import uuid
 from collections.abc import Callable, Mapping
@@ -33,6 +34,16 @@ LABEL_MESSAGE = (
     "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+
+
+# Seeded once from the OS: uuid.uuid4() reads /dev/urandom on every call, a syscall that drops the GIL
+# and then waits for the SQLite writer thread to hand it back (a few ms on a busy server).
+_uid_random = random.Random(os.urandom(32))
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID, as kube gives every object."""
+    return str(uuid.UUID(int=_uid_random.getrandbits(128), version=4))
 
 
 def utc_now() -> datetime.datetime:
@@ -198,7 +209,7 @@ class Strategy:
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = generate_name(str(meta["generateName"]))
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = format_time(self.clock())
         if self.info.namespaced:
             meta["namespace"] = namespace

@@ -18,9 +18,6 @@ from typing import Any
 
 import kubernetes.client
 
-# Paths (dotted, list indices removed) whose type is metav1.MicroTime.
-MICROTIME_FIELDS = frozenset({"spec.acquireTime", "spec.renewTime", "eventTime", "series.lastObservedTime"})
-
 
 def format_time(moment: datetime.datetime) -> str:
     """metav1.Time: RFC 3339 at whole seconds, UTC."""
@@ -46,8 +43,18 @@ def parse_time(text: str) -> datetime.datetime | None:
     return moment
 
 
-def _strip(annotation: Any) -> Any:
-    """Drop Optional[...] and Annotated[...] around a type."""
+# Compiled descriptors of the client's type annotations: (tag, argument).
+ANY, LIST, DICT, MODEL, TIME, MICROTIME, BOOL, NUMBER, INT, STRING = range(10)
+Descriptor = tuple[int, Any]
+# metav1.MicroTime fields (the models say datetime for both kinds of time): (model, JSON field).
+MICROTIME_FIELDS = frozenset(
+    {("V1LeaseSpec", "acquireTime"), ("V1LeaseSpec", "renewTime"), ("CoreV1Event", "eventTime"),
+     ("CoreV1EventSeries", "lastObservedTime")}
+)  # fmt: skip
+
+
+def _describe(annotation: Any, micro: bool = False) -> Descriptor:
+    """One annotation, with Optional[...] and Annotated[...] removed, as a descriptor."""
     while True:
         origin = typing.get_origin(annotation)
         if origin is typing.Annotated:
@@ -55,19 +62,31 @@ def _strip(annotation: Any) -> Any:
         elif origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(annotation) if a is not type(None)]
             if len(args) != 1:
-                return ("union", tuple(_strip(a) for a in args))
+                return (ANY, None)  # IntOrString and the like: any scalar goes
             annotation = args[0]
         else:
-            return annotation
+            break
+    if origin in (list, typing.List):  # noqa: UP006
+        (item,) = typing.get_args(annotation) or (Any,)
+        return (LIST, _describe(item))
+    if origin in (dict, typing.Dict):  # noqa: UP006
+        value_args = typing.get_args(annotation)
+        return (DICT, _describe(value_args[1]) if len(value_args) == 2 else (ANY, None))
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return (MODEL, annotation)
+    if annotation is datetime.datetime:
+        return (MICROTIME if micro else TIME, None)
+    simple = {bool: BOOL, int: INT, float: NUMBER, str: STRING}
+    return (simple.get(annotation, ANY), None)
 
 
 @functools.cache
-def _fields(model: Any) -> dict[str, Any]:
-    fields: Any = model.model_fields
-    return {
-        (info.serialization_alias or info.alias or name): _strip(info.annotation)
-        for name, info in fields.items()
-    }
+def _fields(model: Any) -> dict[str, Descriptor]:
+    result = {}
+    for name, info in model.model_fields.items():
+        key = info.serialization_alias or info.alias or name
+        result[key] = _describe(info.annotation, (model.__name__, key) in MICROTIME_FIELDS)
+    return result
 
 
 class DecodeError(ValueError):
@@ -90,59 +109,53 @@ def _type_name(value: object) -> str:
     return "null"
 
 
-def _walk(value: Any, annotation: Any, path: str, plain: str, unknown: list[str]) -> Any:
-    """Check one value; returns it, normalized (times)."""
-    if value is None:
-        return None
-    if isinstance(annotation, tuple) and annotation and annotation[0] == "union":
-        return value  # IntOrString and the like: any scalar goes
-    origin = typing.get_origin(annotation)
-    if annotation is Any or annotation is object:
+def _walk(value: Any, desc: Descriptor, path: str, unknown: list[str]) -> Any:
+    """Check one value against its descriptor; returns it, normalized (times, nulls dropped)."""
+    tag, arg = desc
+    if value is None or tag == ANY:
         return value
-    if origin in (list, typing.List):  # noqa: UP006
-        if not isinstance(value, list):
-            raise DecodeError(path, f"expected array, got {_type_name(value)}")
-        (item_type,) = typing.get_args(annotation) or (Any,)
-        return [_walk(item, item_type, f"{path}[{i}]", plain, unknown) for i, item in enumerate(value)]
-    if origin in (dict, typing.Dict):  # noqa: UP006
-        if not isinstance(value, Mapping):
+    if tag == MODEL:
+        if not isinstance(value, dict):
             raise DecodeError(path, f"expected object, got {_type_name(value)}")
-        args = typing.get_args(annotation)
-        item_type = args[1] if len(args) == 2 else Any
-        return {k: _walk(v, item_type, f"{path}[{k}]", plain, unknown) for k, v in value.items()}
-    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
-        if not isinstance(value, Mapping):
-            raise DecodeError(path, f"expected object, got {_type_name(value)}")
-        known = _fields(annotation)
+        known = _fields(arg)
         result = {}
         for key, item in value.items():
-            child_path = f"{path}.{key}" if path else str(key)
-            child_plain = f"{plain}.{key}" if plain else str(key)
-            if key not in known:
-                unknown.append(child_path)
-                continue
-            if item is None:  # Go drops null pointers (omitempty) when it re-encodes
-                continue
-            result[key] = _walk(item, known[key], child_path, child_plain, unknown)
+            child = known.get(key)
+            if child is None:
+                unknown.append(f"{path}.{key}" if path else str(key))
+            elif item is not None:  # Go drops null pointers (omitempty) when it re-encodes
+                result[key] = _walk(item, child, f"{path}.{key}" if path else key, unknown)
         return result
-    if annotation is datetime.datetime:
+    if tag == LIST:
+        if not isinstance(value, list):
+            raise DecodeError(path, f"expected array, got {_type_name(value)}")
+        if arg[0] == STRING and all(type(item) is str for item in value):
+            return value
+        return [_walk(item, arg, f"{path}[{i}]", unknown) for i, item in enumerate(value)]
+    if tag == DICT:
+        if not isinstance(value, dict):
+            raise DecodeError(path, f"expected object, got {_type_name(value)}")
+        if arg[0] == STRING and all(type(item) is str for item in value.values()):
+            return value
+        return {k: _walk(v, arg, f"{path}[{k}]", unknown) for k, v in value.items()}
+    if tag == STRING:
+        # Quantities are typed str in the client but are numbers in many manifests: accept both.
+        if type(value) is not str and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise DecodeError(path, f"expected string, got {_type_name(value)}")
+    elif tag in (TIME, MICROTIME):
         if not isinstance(value, str):
             raise DecodeError(path, f"expected a time string, got {_type_name(value)}")
         moment = parse_time(value)
         if moment is None:
             raise DecodeError(path, f"parsing time {value!r}: not RFC 3339")
-        return format_microtime(moment) if plain in MICROTIME_FIELDS else format_time(moment)
-    if annotation is bool:
+        return format_microtime(moment) if tag == MICROTIME else format_time(moment)
+    elif tag == BOOL:
         if not isinstance(value, bool):
             raise DecodeError(path, f"expected bool, got {_type_name(value)}")
-    elif annotation in (int, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DecodeError(path, f"expected number, got {_type_name(value)}")
-        if annotation is int and isinstance(value, float) and not value.is_integer():
-            raise DecodeError(path, f"expected integer, got {value}")
-    elif annotation is str and (isinstance(value, bool) or not isinstance(value, (str, int, float))):
-        # Quantities are typed str in the client but are numbers in many manifests: accept both.
-        raise DecodeError(path, f"expected string, got {_type_name(value)}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DecodeError(path, f"expected number, got {_type_name(value)}")
+    elif tag == INT and isinstance(value, float) and not value.is_integer():
+        raise DecodeError(path, f"expected integer, got {value}")
     return value
 
 
@@ -151,6 +164,5 @@ def decode(obj: Mapping[str, Any], model_name: str) -> tuple[dict[str, Any], lis
 
     Raises DecodeError (path, problem) for a value of the wrong JSON type."""
     unknown: list[str] = []
-    model = getattr(kubernetes.client, model_name)
-    result = _walk(obj, model, "", "", unknown)
+    result = _walk(obj, (MODEL, getattr(kubernetes.client, model_name)), "", unknown)
     return result, unknown

@@ -166,6 +166,13 @@ class WatchCache:
         watcher.closed = True
         self.watchers.get(watcher.resource, set()).discard(watcher)
 
+    def close_all(self) -> None:
+        """End every watch (shutdown): their handlers see `closed` and finish their responses."""
+        for watchers in self.watchers.values():
+            for watcher in watchers:
+                watcher.closed = True
+                watcher.wakeup.set()
+
     def since(self, resource: str, revision: int) -> list[Event] | None:
         """Events of `resource` after `revision`, or None when the window no longer reaches back."""
         if revision < self.history_start:

@@ -7,6 +7,7 @@
         api.token                             # the admin bearer token
         api.kill()                            # SIGKILL (a crash); api.restart() starts it again, same dir
         api.stop()                            # SIGTERM and wait
+        api.request("GET", "/api/v1/pods")    # (status, decoded JSON) as admin; token="" sends none
 
 Start-up raises RuntimeError with the server's output when it exits or is not ready within the
 deadline. The data dir (a TemporaryDirectory unless `data_dir` is given) is removed by `close()`
@@ -15,6 +16,7 @@ deadline. The data dir (a TemporaryDirectory unless `data_dir` is given) is remo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -29,6 +31,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 START_DEADLINE = 30.0
@@ -171,6 +174,37 @@ class ApiServerProcess:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+    # -- raw requests -------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+        token: str | None = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
+        """One HTTP request as admin (or `token`; "" for none): (status, decoded JSON body or text)."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        all_headers = {"Content-Type": content_type, **(headers or {})}
+        bearer = self.token if token is None else token
+        if bearer:
+            all_headers["Authorization"] = f"Bearer {bearer}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=all_headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context()) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, payload = exc.code, exc.read()
+        try:
+            return status, json.loads(payload)
+        except ValueError:
+            return status, payload.decode(errors="replace")
 
     # -- credentials --------------------------------------------------------------------------------------
 

@@ -1,0 +1,178 @@
+"""Watch streams: chunked lines, resume, 410 Expired, bookmarks, sendInitialEvents, selector
+transitions, timeoutSeconds, and a stuck watcher that must not block anyone."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.apiserver.support import ApiServerProcess
+from tests.apiserver.test_rest import PODS, created, pod
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServerProcess]:
+    # A small window, so that a few writes push a revision out of it.
+    with ApiServerProcess(args=["--default-watch-cache-size", "40"]) as server:
+        yield server
+
+
+class Stream:
+    """A watch response read line by line in a thread (so a test can write meanwhile)."""
+
+    def __init__(self, api: ApiServerProcess, query: str, path: str = PODS) -> None:
+        request = urllib.request.Request(
+            f"{api.url}{path}?watch=1&{query}", headers={"Authorization": f"Bearer {api.token}"}
+        )
+        self.response = urllib.request.urlopen(request, timeout=30, context=api.ssl_context())
+        self.headers = self.response.headers
+        self.events: list[dict[str, Any]] = []
+        self.ended = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.response:
+                self.events.append(json.loads(line))
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.ended.set()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while len(self.events) < count and time.monotonic() < deadline and not self.ended.is_set():
+            time.sleep(0.02)
+        assert len(self.events) >= count, f"got {len(self.events)} events, wanted {count}: {self.events}"
+        return self.events
+
+    def close(self) -> None:
+        # Shut the socket down first: close() alone waits for the reader thread's blocking read.
+        sock = getattr(getattr(self.response.fp, "raw", None), "_sock", None)
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        self.ended.wait(5)
+        self.response.close()
+
+
+def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["type"], e["object"].get("metadata", {}).get("name", "")) for e in events]
+
+
+def test_watch_is_chunked_and_resumes_from_a_revision(api: ApiServerProcess) -> None:
+    rv = created(api, PODS, pod("w1"))["metadata"]["resourceVersion"]
+    stream = Stream(api, f"resourceVersion={rv}&timeoutSeconds=10")
+    assert stream.headers["Transfer-Encoding"] == "chunked"
+    created(api, PODS, pod("w2"))
+    api.request("DELETE", PODS + "/w1")
+    events = stream.wait_for(2)
+    assert summary(events[:2]) == [("ADDED", "w2"), ("DELETED", "w1")]
+    assert int(events[1]["object"]["metadata"]["resourceVersion"]) > int(
+        events[0]["object"]["metadata"]["resourceVersion"]
+    )
+    stream.close()
+
+
+def test_watch_without_revision_starts_with_current_state(api: ApiServerProcess) -> None:
+    created(api, PODS, pod("w-state"))
+    stream = Stream(api, "timeoutSeconds=5&fieldSelector=metadata.name%3Dw-state")
+    assert summary(stream.wait_for(1)) == [("ADDED", "w-state")]
+    stream.close()
+
+
+def test_too_old_revision_gets_in_band_410(api: ApiServerProcess) -> None:
+    first = created(api, PODS, pod("old-0"))["metadata"]["resourceVersion"]
+    for i in range(1, 50):  # more than the window of 40 events
+        created(api, PODS, pod(f"old-{i}"))
+    stream = Stream(api, f"resourceVersion={first}")
+    events = stream.wait_for(1)
+    assert stream.ended.wait(5), "the server must close the stream after the error"
+    assert events[0]["type"] == "ERROR"
+    status = events[0]["object"]
+    assert status["code"] == 410 and status["reason"] == "Expired"
+    assert status["message"].startswith(f"too old resource version: {first} (")
+
+
+def test_send_initial_events_ends_with_annotated_bookmark(api: ApiServerProcess) -> None:
+    path = "/api/v1/namespaces/kube-system/pods"
+    created(api, path, pod("init-a"))
+    created(api, path, pod("init-b"))
+    query = (
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10"
+    )
+    stream = Stream(api, query, path)
+    events = stream.wait_for(3)
+    assert summary(events[:2]) == [("ADDED", "init-a"), ("ADDED", "init-b")]
+    bookmark = events[2]
+    assert bookmark["type"] == "BOOKMARK"
+    assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(
+        events[1]["object"]["metadata"]["resourceVersion"]
+    )
+    stream.close()
+
+
+def test_field_selector_watch_sees_a_pod_arrive_and_leave(api: ApiServerProcess) -> None:
+    created(api, PODS, pod("moving"))
+    stream = Stream(api, f"resourceVersion={api.request('GET', PODS)[1]['metadata']['resourceVersion']}"
+                    "&fieldSelector=spec.nodeName%3Dnode-w&timeoutSeconds=10")  # fmt: skip
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "moving"},
+        "target": {"name": "node-w"},
+    }
+    assert api.request("POST", PODS + "/moving/binding", binding)[0] == 201
+    api.request("DELETE", PODS + "/moving", {"gracePeriodSeconds": 0})
+    assert summary(stream.wait_for(2)[:2]) == [("ADDED", "moving"), ("DELETED", "moving")]
+    stream.close()
+
+
+def test_timeout_seconds_ends_the_stream(api: ApiServerProcess) -> None:
+    started = time.monotonic()
+    stream = Stream(api, "timeoutSeconds=1&resourceVersion=0")
+    assert stream.ended.wait(5)
+    assert 0.9 <= time.monotonic() - started < 4
+
+
+def test_stuck_watcher_blocks_neither_writes_nor_other_watchers(api: ApiServerProcess) -> None:
+    host, port = api.url.removeprefix("https://").rsplit(":", 1)
+    context = api.ssl_context()
+    raw = context.wrap_socket(socket.create_connection((host, int(port))), server_hostname=host)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    request = (
+        f"GET {PODS}?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {api.token}\r\n\r\n"
+    )
+    raw.sendall(request.encode())  # ... and never read the response
+    try:
+        healthy = Stream(
+            api,
+            f"resourceVersion={api.request('GET', PODS)[1]['metadata']['resourceVersion']}&timeoutSeconds=30",
+        )
+        big = pod("big")
+        started = time.monotonic()
+        # 12 MB of events: more than the kernel's socket buffers hold, so the stuck stream's writes block.
+        for i in range(120):
+            big["metadata"] = {"name": f"stuck-{i}", "annotations": {"pad": "x" * 100_000}}
+            created(api, PODS, big)
+        assert time.monotonic() - started < 20
+        assert len(healthy.wait_for(120)) >= 120
+        healthy.close()
+    finally:
+        raw.close()
+
+
+def test_ssl_is_required(api: ApiServerProcess) -> None:
+    plain = api.url.replace("https://", "http://")
+    with pytest.raises((OSError, ssl.SSLError)):
+        urllib.request.urlopen(plain + "/readyz", timeout=5).read()
