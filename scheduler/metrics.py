@@ -11,8 +11,9 @@ Names, labels and buckets follow `pkg/scheduler/metrics/metrics.go`:
 - scheduler_preemption_attempts_total and scheduler_preemption_victims.
 
 Each scheduler gets its own registry, so several can live in one process (tests).
-/healthz answers 200 "ok" while every registered check passes, else 500 naming the
-failing check, as kube's healthz does (leader election registers one).
+/healthz (and /livez) answer 200 "ok" while every registered check passes, else 500 naming
+the failing check, as kube's healthz does (leader election registers one); /readyz also
+waits for the informers' first sync.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class MetricsServer:
 
     def __init__(self, metrics: SchedulerMetrics, host: str, port: int) -> None:
         self.checks: dict[str, Callable[[], str | None]] = {}  # name -> None if fine, else why not
+        self.ready_checks: dict[str, Callable[[], str | None]] = {}  # /readyz only
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,7 +120,7 @@ class MetricsServer:
                 if path == "/metrics":
                     self._reply(200, metrics.exposition(), CONTENT_TYPE_LATEST)
                 elif path in ("/healthz", "/livez", "/readyz"):
-                    failures = server.failures()
+                    failures = server.failures(ready=path == "/readyz")
                     body = "ok" if not failures else "\n".join(f"[-]{f}" for f in failures)
                     self._reply(500 if failures else 200, body.encode(), "text/plain; charset=utf-8")
                 else:
@@ -142,9 +144,10 @@ class MetricsServer:
     def port(self) -> int:
         return int(self._httpd.server_address[1])
 
-    def failures(self) -> list[str]:
+    def failures(self, ready: bool = False) -> list[str]:
         found = []
-        for name, check in list(self.checks.items()):
+        checks = {**self.checks, **(self.ready_checks if ready else {})}
+        for name, check in checks.items():
             why = check()
             if why is not None:
                 found.append(f"{name} failed: {why}")

@@ -101,6 +101,9 @@ class LiveScheduler:
             self.metrics_server = MetricsServer(self.metrics, *options.metrics_address)
             if self.elector is not None:
                 self.metrics_server.checks["leaderElection"] = self.elector.health_problem
+            self.metrics_server.ready_checks["informerSync"] = lambda: (
+                None if self.synced() else "informers have not synced"
+            )
         self.router = EventRouter(self.engine, self._report_bad_pod)
         self.nodes = node_informer(self.client, self.router)
         self.pods = pod_informer(self.client, self.router)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ def _server_class() -> Any:
 
 
 @pytest.fixture
-def apiserver(tmp_path: Path) -> Iterator[Any]:
-    with _server_class()(tmp_path / "apiserver") as server:
+def apiserver() -> Iterator[Any]:
+    with _server_class()() as server:
         yield server
 
 

@@ -24,7 +24,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubenode.kubeclient import NODES, PODS, KubeClient, KubeError, NotFound, load_kubeconfig
+from kubenode.kubeclient import (
+    NODES,
+    PODS,
+    AlreadyExists,
+    KubeClient,
+    KubeError,
+    NotFound,
+    TransportError,
+    load_kubeconfig,
+)
 from kubenode.model.parse import parse_node, parse_pod
 
 ROOT = Path(__file__).parents[2]
@@ -88,10 +97,20 @@ def pod(
 
 def create_all(client: KubeClient, objects: Iterable[dict[str, Any]], workers: int = 8) -> None:
     def create(obj: dict[str, Any]) -> None:
-        if obj["kind"] == "Node":
-            client.create(NODES, obj)
-        else:
-            client.create(PODS, obj, obj["metadata"]["namespace"])
+        for attempt in range(50):  # a restarting server: retry (a create that landed is AlreadyExists)
+            try:
+                if obj["kind"] == "Node":
+                    client.create(NODES, obj)
+                else:
+                    client.create(PODS, obj, obj["metadata"]["namespace"])
+                return
+            except AlreadyExists:
+                if attempt == 0:
+                    raise
+                return
+            except TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"could not create {obj['metadata']['name']}")
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(create, objects))
