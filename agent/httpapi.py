@@ -1,9 +1,11 @@
 """The agent's local HTTP endpoint: `/healthz`, `/pods` (the pods and their status, as JSON), extra routes.
 
 The server is an asyncio loop on one background thread, so an idle connection costs a socket, not a
-thread. Every connection is bounded: at most `max_connections` are open at once (the next one is
-answered 503 and closed), the request head must arrive within `header_timeout` seconds and fit in
-`MAX_HEAD_BYTES`, and each connection serves one request (`Connection: close`). Handlers that call
+thread. Every connection is bounded: at most `max_connections` are open at once (beyond that the
+oldest connection still waiting for its request is closed, so idle sockets cannot lock a liveness
+probe out; if none is idle the newcomer is answered 503), the request head must arrive within
+`header_timeout` seconds and fit in `MAX_HEAD_BYTES`, and each connection serves one request
+(`Connection: close`). Handlers that call
 into the agent (which takes its lock) run on a small executor so a slow one never stalls the loop;
 `/healthz` runs on the loop itself so it answers even when the agent is wedged.
 
@@ -67,6 +69,7 @@ class StatusServer:
         self._max_connections = max_connections
         self._header_timeout = header_timeout
         self._open = 0
+        self._idle: dict[asyncio.StreamWriter, None] = {}  # waiting for their request head, oldest first
         self._loop = asyncio.new_event_loop()
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="status-http")
         # Bound now (not in start()) so `address` is known and a taken port fails at construction.
@@ -107,8 +110,13 @@ class StatusServer:
         self._open += 1
         try:
             if self._open > self._max_connections:
-                await self._send(writer, 503, "text/plain", b"too many connections\n")
-                return
+                if not self._idle:
+                    await self._send(writer, 503, "text/plain", b"too many connections\n")
+                    return
+                oldest = next(iter(self._idle))
+                del self._idle[oldest]
+                oldest.close()  # its read ends at once; the newcomer takes its place
+            self._idle[writer] = None
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._header_timeout)
             except asyncio.LimitOverrunError:
@@ -116,6 +124,8 @@ class StatusServer:
                 return
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 return  # a client that sends no request in time is dropped silently
+            finally:
+                self._idle.pop(writer, None)
             code, content_type, body = await self._answer(head)
             await self._send(writer, code, content_type, body)
         except Exception:
