@@ -101,6 +101,14 @@ def run(args: argparse.Namespace) -> int:
     from kubenode import runlock
 
     command = "kubenode agent drain" if args.action == "drain" else "kubenode agent"
+    if args.action == "drain" and config.cgroup_driver == "systemd" and not config.cgroup_root:
+        # The automatic root is the caller's own cgroup: right for the agent's unit, wrong for a shell.
+        print(
+            f"{command}: with --cgroup-driver systemd give --cgroup-root, the agent's cgroup"
+            " (for the shipped unit: /system.slice/kubenode-agent.service)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         with runlock.hold(runlock.cgroup_root_lock_name(_lock_root(config)), command):
             return drain(config) if args.action == "drain" else run_agent(config)

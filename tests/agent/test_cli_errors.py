@@ -174,3 +174,8 @@ def test_kubenode_up_config_errors_are_one_line(
         capsys, "up", "--once", "--cgroup-root", cgroup_root, "--plugin-config", str(missing), rc=2
     )
     assert str(missing) in err
+
+
+def test_drain_with_the_systemd_driver_needs_the_agents_cgroup(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _one_line_error(capsys, "agent", "drain", "--cgroup-driver", "systemd", rc=2)
+    assert "give --cgroup-root, the agent's cgroup" in err and "/system.slice/kubenode-agent.service" in err
