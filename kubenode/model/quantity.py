@@ -17,6 +17,7 @@ Value), so a larger one is refused here, with the error naming the value's limit
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -44,6 +45,19 @@ class QuantityError(ValueError):
 
 def to_fraction(value: object) -> Fraction:
     """The exact value of a quantity (string or number); raises QuantityError with the (cut) text."""
+    if type(value) is str:
+        return _string_fraction(value)
+    return _to_fraction(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_fraction(text: str) -> Fraction:
+    # Objects repeat a handful of quantity strings ("100m", "500Mi"): the scheduler and the API
+    # server parse every pod in full, so a bounded cache saves most of that. Errors are not cached.
+    return _to_fraction(text)
+
+
+def _to_fraction(value: object) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"quantity must be a string or a number, got {echo(value)}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -89,6 +103,17 @@ TOO_LARGE = f"the amount in the resource's unit (millicores for cpu) must be at 
 
 def to_amount(resource: str, value: object) -> int:
     """A quantity as this model's integer: millicores for cpu, base units (rounded up) otherwise."""
+    if type(value) is str:
+        return _string_amount(resource == CPU, value)
+    return _to_amount(resource, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_amount(is_cpu: bool, text: str) -> int:
+    return _to_amount(CPU if is_cpu else "", text)
+
+
+def _to_amount(resource: str, value: object) -> int:
     number = to_fraction(value)
     amount = math.ceil(number * 1000) if resource == CPU else math.ceil(number)
     if amount > INT64_MAX:
