@@ -68,7 +68,7 @@ class StatusServer:
         self._routes = {path.rstrip("/") or "/": route for path, route in extra_routes.items()}
         self._max_connections = max_connections
         self._header_timeout = header_timeout
-        self._open = 0
+        self._open: set[asyncio.StreamWriter] = set()
         self._idle: dict[asyncio.StreamWriter, None] = {}  # waiting for their request head, oldest first
         self._loop = asyncio.new_event_loop()
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="status-http")
@@ -85,7 +85,7 @@ class StatusServer:
 
     @property
     def open_connections(self) -> int:
-        return self._open
+        return len(self._open)
 
     def start(self) -> None:
         self._thread.start()
@@ -107,14 +107,15 @@ class StatusServer:
     # ----- one connection --------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._open += 1
+        self._open.add(writer)
         try:
-            if self._open > self._max_connections:
+            if len(self._open) > self._max_connections:
                 if not self._idle:
                     await self._send(writer, 503, "text/plain", b"too many connections\n")
                     return
                 oldest = next(iter(self._idle))
                 del self._idle[oldest]
+                self._open.discard(oldest)  # counted out now: its coroutine ends on its own
                 oldest.close()  # its read ends at once; the newcomer takes its place
             self._idle[writer] = None
             try:
@@ -131,7 +132,7 @@ class StatusServer:
         except Exception:
             log.exception("status endpoint: request failed")
         finally:
-            self._open -= 1
+            self._open.discard(writer)
             writer.close()
 
     async def _answer(self, head: bytes) -> tuple[int, str, bytes]:
