@@ -9,6 +9,7 @@ failures (exit 1).
 from __future__ import annotations
 
 import errno
+import socket
 
 from agent.cgroups.api import CgroupError
 
@@ -36,15 +37,23 @@ def describe_start_error(exc: BaseException, listen: str) -> str | None:
         return str(exc)
     if os_error is None:
         return None
-    if os_error.errno in (errno.EACCES, errno.EPERM):
-        return f"{os_error.filename}: {os_error.strerror}: {ROOT_NEEDED}"
+    if os_error.filename:  # a file or directory the agent makes or reads
+        if os_error.errno in (errno.EACCES, errno.EPERM):
+            return f"{os_error.filename}: {os_error.strerror}: {ROOT_NEEDED}"
+        return f"{os_error.filename}: {os_error.strerror}"
+    return _listen_error(os_error, listen)  # no file: binding the status endpoint
+
+
+def _listen_error(os_error: OSError, listen: str) -> str | None:
+    if isinstance(os_error, socket.gaierror):
+        return f"--listen {listen}: cannot resolve the host ({os_error.strerror})"
     if os_error.errno == errno.EADDRINUSE:
         return (
             f"--listen {listen}: address already in use (another kubenode agent?);"
             " choose a port with --listen"
         )
     if os_error.errno == errno.EADDRNOTAVAIL:
-        return f"--listen {listen}: no such local address"
-    if os_error.filename:
-        return f"{os_error.filename}: {os_error.strerror}"
+        return f"--listen {listen}: not an address of this machine"
+    if os_error.errno in (errno.EACCES, errno.EPERM):
+        return f"--listen {listen}: permission denied (ports below 1024 need root)"
     return None

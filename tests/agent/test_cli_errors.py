@@ -179,3 +179,17 @@ def test_kubenode_up_config_errors_are_one_line(
 def test_drain_with_the_systemd_driver_needs_the_agents_cgroup(capsys: pytest.CaptureFixture[str]) -> None:
     err = _one_line_error(capsys, "agent", "drain", "--cgroup-driver", "systemd", rc=2)
     assert "give --cgroup-root, the agent's cgroup" in err and "/system.slice/kubenode-agent.service" in err
+
+
+@pytest.mark.parametrize(
+    ("listen", "expected"),
+    [
+        ("host.invalid:10366", "cannot resolve the host"),
+        ("192.0.2.1:10366", "not an address of this machine"),  # TEST-NET-1: never local
+    ],
+)
+def test_a_status_address_that_cannot_be_bound_is_named(
+    cgroup_root: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str, expected: str
+) -> None:
+    err = _one_line_error(capsys, *_agent_argv(cgroup_root, tmp_path, "--listen", listen), rc=1)
+    assert err.startswith(f"kubenode agent: --listen {listen}: {expected}"), err
