@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     from kubenode import runlock
     from kubenode.model import ValidationError
 
+    if args.manifests and not os.path.isdir(args.manifests):
+        print(f"kubenode up: --manifests {args.manifests}: no such directory", file=sys.stderr)
+        return 2
     try:
         # Two runs on one cgroup root would each kill the other's pods as orphans.
         with runlock.hold(runlock.cgroup_root_lock_name(args.cgroup_root), "kubenode up"):

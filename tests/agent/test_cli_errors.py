@@ -193,3 +193,10 @@ def test_a_status_address_that_cannot_be_bound_is_named(
 ) -> None:
     err = _one_line_error(capsys, *_agent_argv(cgroup_root, tmp_path, "--listen", listen), rc=1)
     assert err.startswith(f"kubenode agent: --listen {listen}: {expected}"), err
+
+
+def test_kubenode_up_names_a_missing_manifest_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _one_line_error(capsys, "up", "--once", "--manifests", str(tmp_path / "nope"), rc=2)
+    assert err == f"kubenode up: --manifests {tmp_path / 'nope'}: no such directory"
