@@ -321,7 +321,16 @@ class NodeAgent:
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         record.qos = pod.qos_class.value
-        device_env, exclusive = self._allocate_devices(pod, record)
+        try:
+            device_env, exclusive = self._allocate_devices(pod, record)
+        except DeviceManagerError as exc:
+            if record.containers:
+                raise  # it ran before: retry (with backoff) rather than fail a running pod
+            # The kubelet allocates devices at admission, and a failure there fails the pod for good.
+            record.phase, record.reason = "Failed", "UnexpectedAdmissionError"
+            record.message = f"Allocate failed due to {exc}, which is unexpected"
+            log.warning("pod %s: %s", pod.key, record.message)
+            return SyncResult(terminal=True)
         if exclusive and self.cpu_pool.assign(pod.uid, exclusive):
             self._resync_others(pod.uid)
         cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()

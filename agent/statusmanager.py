@@ -264,7 +264,9 @@ class StatusManager:
         pod = view.pod
         assert pod is not None
         record = view.record
-        if view.worker == "rejected" and previous is None and record.reason:
+        failed_now = status["phase"] == "Failed" and status.get("reason")
+        if failed_now and (previous or {}).get("reason") != status.get("reason"):
+            # Refused at admission (OutOfcpu, UnexpectedAdmissionError, ...): an event with that reason.
             self._event(self._ref(pod.namespace, pod.name, pod.uid), WARNING, record.reason, record.message)
         before = {
             c["name"]: c
