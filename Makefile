@@ -56,6 +56,7 @@ bench: $(STAMP)
 	rm -f $(BENCH_FIGURES)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_cluster_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/apiserver_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cdihook_bench.py
