@@ -31,7 +31,7 @@ def test_a_dead_watcher_thread_is_restarted(make_harness: Callable[..., Harness]
             raise SystemExit("injected: the watcher thread ends")
         return real_read(timeout)
 
-    watcher.read = read_once_then_die  # type: ignore[method-assign]
+    watcher.read = read_once_then_die  # type: ignore[method-assign,assignment]
     watcher.wake()
     wait_until(lambda: h.source.restarts == 1, 5, "the supervisor to restart the watcher")
     write_manifest(manifests, "late.yaml", pod_manifest("late"))
