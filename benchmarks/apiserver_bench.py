@@ -168,10 +168,14 @@ async def time_list(server: Server, path: str, repeats: int = 3) -> tuple[float,
     return best, count
 
 
-async def watch_delivery(server: Server, watchers: int, events: int, rate: float) -> list[float]:
-    """Seconds from sending a create to each watcher seeing its ADDED event."""
-    sent: dict[str, float] = {}
-    delays: list[float] = []
+async def watch_delivery(
+    server: Server, watchers: int, events: int, rate: float
+) -> tuple[list[float], list[float]]:
+    """Per (event, watcher): seconds from sending the create, and from its acknowledgement (0 when the
+    event came first), to the watcher reading the ADDED line. The commit lies between the two."""
+    sent: dict[bytes, float] = {}
+    acked: dict[bytes, float] = {}
+    arrivals: list[tuple[bytes, float]] = []
     ready = asyncio.Event()
     started = 0
 
@@ -186,13 +190,15 @@ async def watch_delivery(server: Server, watchers: int, events: int, rate: float
                 ready.set()
             seen = 0
             async for line in r.content:
-                event = orjson.loads(line)
-                name = event["object"]["metadata"]["name"]
-                if event["type"] == "ADDED" and name in sent:
-                    delays.append(time.perf_counter() - sent[name])
-                    seen += 1
-                    if seen == events:
-                        return
+                # Only the type and the name, without decoding the object: the client's own parsing of
+                # 100 copies of each event would otherwise be measured as delivery delay.
+                if not line.startswith(b'{"type":"ADDED"'):
+                    continue
+                at = line.find(b'"name":"') + 8
+                arrivals.append((line[at : line.find(b'"', at)], time.perf_counter()))
+                seen += 1
+                if seen == events:
+                    return
 
     async with aiohttp.ClientSession(
         connector=server.connector(watchers + 8), headers=server.headers
@@ -206,13 +212,16 @@ async def watch_delivery(server: Server, watchers: int, events: int, rate: float
         await asyncio.wait_for(ready.wait(), 30)
         for i in range(events):
             name = f"w-{i}"
-            sent[name] = time.perf_counter()
+            sent[name.encode()] = time.perf_counter()
             path = "/api/v1/namespaces/watchbench/pods"
             async with session.post(server.url + path, data=orjson.dumps(pod_body(name, "node-0"))) as r:
                 await r.read()
+            acked[name.encode()] = time.perf_counter()
             await asyncio.sleep(1 / rate)
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
-    return delays
+    from_send = [at - sent[name] for name, at in arrivals]
+    from_ack = [max(0.0, at - acked[name]) for name, at in arrivals]
+    return from_send, from_ack
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -231,11 +240,11 @@ async def main_async(args: argparse.Namespace) -> None:
         await create_many(server, "/api/v1/namespaces/default/pods", rest, clients=8)
         seconds, count = await time_list(server, "/api/v1/pods")
         report(f"list of {count} pods (best of 3)", seconds, "s", "<= 1 s")
-        delays = await watch_delivery(server, args.watchers, events=100, rate=50)
-        report(f"watch delivery p50, {args.watchers} watchers", percentile(delays, 50) * 1000, "ms")
-        report(
-            f"watch delivery p99, {args.watchers} watchers", percentile(delays, 99) * 1000, "ms", "<= 50 ms"
-        )
+        from_send, from_ack = await watch_delivery(server, args.watchers, events=100, rate=50)
+        report(f"watch delivery p50, {args.watchers} watchers", percentile(from_send, 50) * 1000, "ms")
+        label = f"watch delivery p99, {args.watchers} watchers"
+        report(label, percentile(from_send, 99) * 1000, "ms", "<= 50 ms")
+        report(label + ", from the ack", percentile(from_ack, 99) * 1000, "ms")
         nodes = [node_body(f"node-{i}") for i in range(args.nodes)]
         await create_many(server, "/api/v1/nodes", nodes, clients=8)
         report(
