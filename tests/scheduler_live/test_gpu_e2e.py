@@ -47,6 +47,7 @@ class GpuAgent(AgentProcess):
              "--kubelet-dir", str(self.plugin_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            text=True,
             env=self.env(),
             cwd=REPO,
         )  # fmt: skip
