@@ -146,6 +146,18 @@ def test_node_lease_is_renewed(node: AgentProcess, admin: KubeClient) -> None:
     assert owners and owners[0]["kind"] == "Node" and owners[0]["name"] == node.node
 
 
+def test_node_status_is_written_only_when_it_changes(node: AgentProcess, admin: KubeClient) -> None:
+    # The status is computed every second here (nodeStatusUpdateFrequency 1) but sent only on change.
+    wait_until(
+        lambda: _node(admin, node)["status"]["allocatable"].get("example.com/dongle") == "2", 20, "settled"
+    )
+    version = _node(admin, node)["metadata"]["resourceVersion"]
+    time.sleep(3)
+    assert _node(admin, node)["metadata"]["resourceVersion"] == version, (
+        "an unchanged node status was written"
+    )
+
+
 def test_api_pod_runs_in_its_cgroup_with_status(node: AgentProcess, admin: KubeClient) -> None:
     body = pod_body(
         "web", node.node, resources={"limits": {"cpu": "250m", "memory": "64Mi", "example.com/dongle": "1"}}
