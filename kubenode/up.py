@@ -7,6 +7,10 @@ so they can be edited while it runs) under its own cgroup root, and `kubenode up
 what is advertised, the pods, their cgroups and their limits. It keeps running until
 Ctrl-C (or exits at once with --once); on exit every pod is stopped and its cgroup
 removed. Each part is one `_start_*` step on a shared ExitStack, stopped in reverse.
+
+One run per cgroup root (kubenode/runlock.py): a second `kubenode up` on the same root is refused with
+the first one's pid, since each would kill the other's pods as orphans. Errors are one line: 2 for a bad
+flag or file, 1 for a failure to run (agent/starterrors.py words those).
 """
 
 from __future__ import annotations
