@@ -7,16 +7,14 @@ handler; every APIError becomes its Status body, anything unexpected a 500 Statu
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from types import ModuleType
 from typing import Any
 
 from aiohttp import web
 
-from apiserver.handlers.common import CONTEXT, ApiContext, error_response
+from apiserver.handlers.common import CONTEXT, METRICS, ApiContext, error_response, optional_module
 from apiserver.handlers.rest import dispatch
 from apiserver.request import request_info
 from apiserver.resources import SERVED
@@ -31,16 +29,7 @@ AUTHENTICATOR: web.AppKey[Any] = web.AppKey("authenticator", object)
 AUTHORIZER: web.AppKey[Any] = web.AppKey("authorizer", object)
 
 
-def optional_module(name: str) -> ModuleType | None:
-    """SURFACE's modules (discovery, openapi, printers, metrics): serve without one that fails to import."""
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:
-        log.warning("%s unavailable: %s", name, exc)
-        return None
-
-
-_metrics = optional_module("apiserver.metrics")
+_metrics = METRICS
 
 
 def _public(path: str) -> bool:

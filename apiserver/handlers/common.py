@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from apiserver import protobody
 from apiserver.registry import Clock, Strategy
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
@@ -19,6 +22,18 @@ from apiserver.storage.cache import Filter
 from apiserver.storage.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def optional_module(name: str) -> ModuleType | None:
+    """SURFACE's modules (discovery, openapi, printers, metrics): serve without one that fails to import."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # a broken optional part must not stop the server
+        log.warning("%s unavailable: %s", name, exc)
+        return None
+
+
+METRICS = optional_module("apiserver.metrics")
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's limit for a request body (3 MiB)
 JSON = "application/json"
@@ -76,6 +91,13 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
     if request.method != "PATCH" and content_type not in (JSON, "", "application/octet-stream", "*/*"):
         if content_type.endswith("yaml"):
             return _yaml(data)
+        if content_type == protobody.MEDIA_TYPE:  # kubectl's typed clients (create namespace, ...)
+            try:
+                decoded = protobody.decode(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise bad_request(f"unable to decode the protobuf body: {exc}") from None
+            if decoded is not None:
+                return decoded
         raise unsupported_media_type(content_type)
     try:
         return orjson.loads(data)

@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 
 from apiserver.handlers.common import (
+    METRICS,
     ApiContext,
     list_filter,
     query_bool,
@@ -144,6 +145,10 @@ async def _forward(
             lines = [line for line, _, _ in watcher.pending]
             watcher.pending.clear()
             await _send(response, lines, table, request, strategy)
+            if METRICS is not None:
+                info = strategy.info
+                for _ in lines:
+                    METRICS.watch_event(info.group, info.version, info.kind)
         elif bookmarks and loop.time() >= next_bookmark:
             # Every event up to the cache's revision was offered to this watcher: none is skipped.
             await _send(

@@ -5,9 +5,12 @@ graceful deletion, binding and eviction (k8s pkg/registry/core/pod and pkg/apis/
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from apiserver.registry.base import Cause, Strategy, value_repr
 from apiserver.registry.schema import format_time
@@ -171,24 +174,17 @@ class PodStrategy(Strategy):
                     _default_container(container)
         obj["status"] = {"phase": "Pending"}
 
-    def _parse(self, obj: Mapping[str, Any]) -> Any:
-        from kubenode.model.parse import parse_pod
-
-        return parse_pod(obj)
-
     def validate(self, obj: dict[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
         causes: list[Cause] = []
         for key in ("initContainers", "containers"):
             for i, container in enumerate(obj.get("spec", {}).get(key) or ()):
                 if not container.get("image") and old is None:
                     causes.append((f"spec.{key}[{i}].image", "FieldValueRequired", "Required value"))
-        try:
-            pod = self._parse(obj)
-        except ValidationError as exc:
-            causes.insert(0, model_cause(obj, exc))
-            return causes
-        if old is None:
-            obj["status"]["qosClass"] = str(pod.qos_class)
+        error, qos = check_spec(orjson.dumps(obj.get("spec") or {}, option=orjson.OPT_SORT_KEYS))
+        if error is not None:
+            causes.insert(0, model_cause(obj, error))
+        elif old is None:
+            obj["status"]["qosClass"] = qos
         return causes
 
     def prepare_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
@@ -215,6 +211,20 @@ class PodStrategy(Strategy):
         if not spec.get("nodeName") or (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             return 0
         return grace
+
+
+@functools.lru_cache(maxsize=512)
+def check_spec(spec_json: bytes) -> tuple[ValidationError | None, str]:
+    """The shared model's validation of a pod spec, and its QoS class. Cached by the spec's JSON:
+    pods made from one template (a ReplicaSet, a benchmark) repeat a spec, and the model's parse
+    (quantities as exact fractions) is the largest cost of a create."""
+    from kubenode.model.parse import parse_pod
+
+    stub = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": orjson.loads(spec_json)}
+    try:
+        return None, str(parse_pod(stub).qos_class)
+    except ValidationError as exc:
+        return exc, ""
 
 
 def _comparable_spec(spec: Mapping[str, Any]) -> dict[str, Any]:

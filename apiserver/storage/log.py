@@ -90,8 +90,9 @@ class SQLiteLog:
         self._thread = threading.Thread(target=self._run, name="apiserver-sqlite-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, record: Record) -> None:
-        self._queue.put(("write", record))
+    def submit(self, records: list[Record]) -> None:
+        """Queue records (in revision order) for the next transaction."""
+        self._queue.put(("write", records))
 
     def compact(self, revision: int) -> None:
         self._queue.put(("compact", revision))
@@ -113,7 +114,7 @@ class SQLiteLog:
                 if item is None:
                     stop = True
                 elif item[0] == "write":
-                    batch.append(item[1])  # type: ignore[arg-type]
+                    batch.extend(item[1])  # type: ignore[arg-type]
                 else:
                     compactions.append(item[1])  # type: ignore[arg-type]
                 if stop or len(batch) >= MAX_BATCH:

@@ -46,6 +46,7 @@ class Store:
         self._pending: dict[tuple[str, str, str], Entry | None] = {}
         self._pending_rev: dict[tuple[str, str, str], int] = {}
         self._waiting: dict[int, tuple[Event, asyncio.Future[Entry]]] = {}
+        self._outbox: list[Record] = []
         self._since_compaction = 0
         self._compacted = 0
 
@@ -124,8 +125,16 @@ class Store:
         self._pending_rev[key] = rev
         future: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
         self._waiting[rev] = (Event(event_type, entry, prev), future)
-        self.log.submit(Record(rev, f"{resource}/{namespace}/{name}", _TYPES[event_type], data))
+        # Hand the writer thread one list per event-loop iteration rather than one record per write:
+        # every put wakes the thread, which then competes with the event loop for the GIL.
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.append(Record(rev, f"{resource}/{namespace}/{name}", _TYPES[event_type], data))
         return future
+
+    def _flush(self) -> None:
+        records, self._outbox = self._outbox, []
+        self.log.submit(records)
 
     def _committed(self, batch: Sequence[Record], error: BaseException | None) -> None:
         now = time.monotonic()
