@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.auth import UserInfo, protowire
+from apiserver import protobody
+from apiserver.auth import UserInfo
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
 from apiserver.status import api_error
@@ -44,34 +45,11 @@ def _reply(body: dict[str, Any], code: int = 201) -> web.Response:
     return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
 
 
-def access_review_from_protobuf(raw: bytes) -> dict[str, Any]:
-    """authorization/v1 generated.proto: review.spec = 2; spec.resourceAttributes = 1 (namespace 1,
-    verb 2, group 3, version 4, resource 5, subresource 6, name 7), spec.nonResourceAttributes = 2
-    (path 1, verb 2)."""
-    spec = protowire.message(protowire.unwrap(raw), 2)
-    out: dict[str, Any] = {}
-    resource = protowire.message(spec, 1)
-    if resource:
-        names = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
-        out["resourceAttributes"] = {
-            key: protowire.string(resource, i)
-            for i, key in enumerate(names, 1)
-            if protowire.string(resource, i)
-        }
-    other = protowire.message(spec, 2)
-    if other:
-        out["nonResourceAttributes"] = {
-            "path": protowire.string(other, 1),
-            "verb": protowire.string(other, 2),
-        }
-    return {"spec": out}
-
-
 async def _body(request: web.Request) -> dict[str, Any] | None:
     raw = await request.read()
     try:
-        if request.content_type == "application/vnd.kubernetes.protobuf":
-            return access_review_from_protobuf(raw)
+        if request.content_type == protobody.MEDIA_TYPE:  # kubectl's typed client sends nothing else
+            return protobody.decode(raw)
         body = orjson.loads(raw)
     except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError):
         return None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from apiserver.auth.protowire import ENVELOPE_MAGIC, fields
-from apiserver.auth.reviews import access_review_from_protobuf, attributes_to_info
+from apiserver.auth.reviews import attributes_to_info
+from apiserver.protobody import decode
+from apiserver.protowire import ENVELOPE_MAGIC, fields
 
 
 def field(number: int, value: bytes) -> bytes:
@@ -21,7 +22,9 @@ def test_protobuf_access_review_is_read() -> None:
         + field(2, review)
         + field(4, b"application/vnd.kubernetes.protobuf")
     )
-    spec = access_review_from_protobuf(body)["spec"]
+    decoded = decode(body)
+    assert decoded is not None
+    spec = decoded["spec"]
     assert spec == {
         "resourceAttributes": {
             "namespace": "default",

@@ -1,0 +1,125 @@
+"""Protobuf request bodies of kubectl's typed clients, turned into the JSON objects the handlers expect.
+
+Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
+clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
+`drain --disable-eviction`), Eviction (`drain`) and SelfSubjectAccessReview (auth/reviews.py). Any other kind
+gets `None`, which the caller answers with 415 as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver import protowire as pw
+
+MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
+
+
+def _string_map(data: bytes, number: int) -> dict[str, str]:
+    """map<string,string> = repeated entries {key 1, value 2}."""
+    return {pw.string(entry, 1): pw.string(entry, 2) for entry in pw.repeated(data, number)}
+
+
+def object_meta(data: bytes) -> dict[str, Any]:
+    """ObjectMeta: name 1, generateName 2, namespace 3, uid 5, resourceVersion 6, labels 11, annotations 12,
+    finalizers 14 (timestamps and managedFields are the server's to set)."""
+    meta: dict[str, Any] = {}
+    for key, number in (
+        ("name", 1),
+        ("generateName", 2),
+        ("namespace", 3),
+        ("uid", 5),
+        ("resourceVersion", 6),
+    ):
+        if value := pw.string(data, number):
+            meta[key] = value
+    if labels := _string_map(data, 11):
+        meta["labels"] = labels
+    if annotations := _string_map(data, 12):
+        meta["annotations"] = annotations
+    if finalizers := [f.decode() for f in pw.repeated(data, 14)]:
+        meta["finalizers"] = finalizers
+    return meta
+
+
+def delete_options(data: bytes) -> dict[str, Any]:
+    """DeleteOptions: gracePeriodSeconds 1, preconditions 2 {uid 1, resourceVersion 2}, orphanDependents 3,
+    propagationPolicy 4, dryRun 5."""
+    out: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    fields = pw.fields(data)
+    grace = fields.get(1)
+    if isinstance(grace, int):
+        out["gracePeriodSeconds"] = grace - (1 << 64) if grace >= 1 << 63 else grace  # int64 two's complement
+    if 2 in fields:
+        pre = pw.message(data, 2)
+        out["preconditions"] = {
+            k: v for k, v in (("uid", pw.string(pre, 1)), ("resourceVersion", pw.string(pre, 2))) if v
+        }
+    if isinstance(fields.get(3), int):
+        out["orphanDependents"] = bool(fields[3])
+    if policy := pw.string(data, 4):
+        out["propagationPolicy"] = policy
+    if dry_run := [d.decode() for d in pw.repeated(data, 5)]:
+        out["dryRun"] = dry_run
+    return out
+
+
+def namespace(data: bytes) -> dict[str, Any]:
+    """Namespace: metadata 1, spec 2 {finalizers 1}."""
+    out: dict[str, Any] = {
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": object_meta(pw.message(data, 1)),
+    }
+    finalizers = [f.decode() for f in pw.repeated(pw.message(data, 2), 1)]
+    if finalizers:
+        out["spec"] = {"finalizers": finalizers}
+    return out
+
+
+def eviction(data: bytes) -> dict[str, Any]:
+    """policy/v1 Eviction: metadata 1, deleteOptions 2."""
+    out: dict[str, Any] = {
+        "kind": "Eviction",
+        "apiVersion": "policy/v1",
+        "metadata": object_meta(pw.message(data, 1)),
+    }
+    if pw.message(data, 2):
+        out["deleteOptions"] = delete_options(pw.message(data, 2))
+    return out
+
+
+def access_review(raw: bytes) -> dict[str, Any]:
+    """authorization/v1 generated.proto: review.spec = 2; spec.resourceAttributes = 1 (namespace 1,
+    verb 2, group 3, version 4, resource 5, subresource 6, name 7), spec.nonResourceAttributes = 2
+    (path 1, verb 2)."""
+    spec = pw.message(raw, 2)
+    out: dict[str, Any] = {}
+    resource = pw.message(spec, 1)
+    if resource:
+        names = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
+        out["resourceAttributes"] = {
+            key: pw.string(resource, i) for i, key in enumerate(names, 1) if pw.string(resource, i)
+        }
+    other = pw.message(spec, 2)
+    if other:
+        out["nonResourceAttributes"] = {
+            "path": pw.string(other, 1),
+            "verb": pw.string(other, 2),
+        }
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1", "spec": out}
+
+
+DECODERS = {
+    "Namespace": namespace,
+    "DeleteOptions": delete_options,
+    "Eviction": eviction,
+    "SelfSubjectAccessReview": access_review,
+}
+
+
+def decode(body: bytes) -> dict[str, Any] | None:
+    """The JSON form of a protobuf body of a kind above; None for another kind; ValueError if malformed."""
+    _, kind = pw.envelope_kind(body)
+    decoder = DECODERS.get(kind)
+    return decoder(pw.unwrap(body)) if decoder is not None else None
