@@ -317,6 +317,32 @@ def test_a_node_user_gets_kubes_forbidden_message(
     assert "system:node:kn-9" in node.out("auth", "whoami")
 
 
+def test_typed_client_writes_in_protobuf(kubectl: Kubectl, tmp_path: Path) -> None:
+    """kubectl create namespace and typed deletes send protobuf bodies, with no JSON fallback."""
+    assert kubectl.out("create", "namespace", "typed-ns").strip() == "namespace/typed-ns created"
+    assert (
+        kubectl.out("create", "namespace", "dry-ns", "--dry-run=server", "-o", "name").strip()
+        == "namespace/dry-ns"
+    )
+    assert kubectl.run("get", "namespace", "dry-ns", check=False).returncode == 1
+    kubectl.out("create", "-f", str(write(tmp_path, "n.yaml", NODE.format(name="kn-drain"))))
+    kubectl.out("create", "-f", str(write(tmp_path, "p.yaml", pod_yaml("drained", node="kn-drain"))))
+    # drain --disable-eviction deletes through the typed client: a protobuf DeleteOptions with the grace.
+    drain = kubectl.popen(
+        "drain", "kn-drain", "--disable-eviction", "--force", "--grace-period=7", "--timeout=30s"
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while get_json(kubectl, "pod", "drained")["metadata"].get("deletionGracePeriodSeconds") != 7:
+            assert time.monotonic() < deadline, "drain's protobuf delete did not reach the pod"
+            time.sleep(0.1)
+        kubectl.out("delete", "pod", "drained", "--grace-period=0", "--force")  # what the kubelet would do
+        assert drain.wait(30) == 0
+    finally:
+        drain.kill()
+        drain.wait(10)
+
+
 def test_kubectl_run_without_a_pod_controller(kubectl: Kubectl) -> None:
     """`kubectl run` creates a bare pod (no kinds beyond pods needed)."""
     assert (
