@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.error
 import urllib.request
@@ -54,6 +55,25 @@ def test_request_counters_and_latency_have_kubes_names(api: ApiServerProcess) ->
         assert sample(text, "apiserver_storage_objects", resource=resource) is not None, resource
     assert "# TYPE apiserver_watch_events_total counter" in text
     assert "process_resident_memory_bytes" in text
+
+
+def test_watch_events_are_counted(api: ApiServerProcess) -> None:
+    _, body = get(api, "/api/v1/namespaces/default/pods", api.token)
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    url = f"{api.url}/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}&timeoutSeconds=10"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api.token}"})
+    with urllib.request.urlopen(request, timeout=15, context=api.ssl_context()) as stream:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "counted"},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+        create = urllib.request.Request(
+            api.url + "/api/v1/namespaces/default/pods",
+            data=json.dumps(pod).encode(),
+            headers={"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(create, timeout=10, context=api.ssl_context()).close()
+        assert json.loads(stream.readline())["type"] == "ADDED"
+    text = get(api, "/metrics", api.token)[1]
+    assert (sample(text, "apiserver_watch_events_total", group="", version="v1", kind="Pod") or 0) >= 1
 
 
 def test_metrics_need_a_privileged_user(api: ApiServerProcess) -> None:
