@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.sources import ManifestError, SourceSnapshot
 from kubenode.kubeclient import PODS, KubeClient
 from kubenode.kubeclient.informer import Informer, object_key
+from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model import Pod, ValidationError, parse_pod
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class ApiPodSource:
             decode=decode_api_pod,
             on_add=self._changed,
             on_update=lambda old, new: self._changed(new),
-            on_delete=self._changed,
+            on_delete=self._deleted,
             backoff_max_s=backoff_max,
             name="pods",
         )
@@ -99,6 +100,10 @@ class ApiPodSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported: dict[str, str] = {}  # key -> uid of invalid pods already reported
+        # Pods deleted at once (grace 0, a forced delete) whose last version the agent has not seen yet:
+        # delivered once as an update (deletionTimestamp, grace 0), so their kill uses that grace.
+        self._tombstones: dict[str, Pod] = {}
+        self._tombstone_lock = threading.Lock()
 
     @property
     def ready(self) -> bool:
@@ -125,6 +130,17 @@ class ApiPodSource:
         del pod
         self._dirty.set()
 
+    def _deleted(self, item: ApiPod) -> None:
+        pod = item.pod
+        if pod is not None and not item.mirror:
+            if pod.deletion_timestamp is None:
+                # kube-apiserver stamps an immediate delete with deletionTimestamp and grace 0 (BeforeDelete);
+                # a server that does not still meant it: the pod is gone now, so is its grace period.
+                pod = replace(pod, deletion_timestamp=rfc3339(), deletion_grace_period_seconds=0)
+            with self._tombstone_lock:
+                self._tombstones[item.uid] = pod
+        self._dirty.set()
+
     def _run(self, on_change: Callable[[SourceSnapshot], None]) -> None:
         while not self._stop.is_set():
             self._dirty.wait()
@@ -133,13 +149,17 @@ class ApiPodSource:
             self._dirty.clear()
             if not self.ready:
                 continue
+            with self._tombstone_lock:
+                tombstones, self._tombstones = self._tombstones, {}
             try:
+                if tombstones:
+                    on_change(self.snapshot(tombstones.values()))  # the last version first, then without
                 on_change(self.snapshot())
             except Exception:
                 log.exception("delivering the API pods to the agent")
 
-    def snapshot(self) -> SourceSnapshot:
-        pods: list[Pod] = []
+    def snapshot(self, deleted: Iterable[Pod] = ()) -> SourceSnapshot:
+        pods: list[Pod] = list(deleted)
         errors: list[ManifestError] = []
         mirrors: list[ApiPod] = []
         for item in self.informer.items():

@@ -248,8 +248,8 @@ class Informer(Generic[T]):
         key = object_key(obj)
         if kind == "DELETED":
             with self._lock:
-                entry = self._store.pop(key, None)
-            self._call(self.on_delete, entry.value if entry is not None else self.decode(obj))
+                self._store.pop(key, None)
+            self._call(self.on_delete, self.decode(obj))  # its final state, as client-go hands it over
             return
         new = _Entry(resource_version(obj), self.decode(obj))
         with self._lock:

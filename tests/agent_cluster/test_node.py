@@ -203,6 +203,19 @@ def test_kubectl_delete_stops_the_pod_and_removes_it(
     assert events_for(admin, "stopme", "Killing")
 
 
+def test_forced_delete_kills_with_grace_zero(node: AgentProcess, admin: KubeClient) -> None:
+    # The process ignores SIGTERM and its spec asks for 30 s; a forced delete must not wait for them.
+    command = "trap '' TERM; while true; do sleep 0.2; done"
+    uid = admin.create(PODS, pod_body("stubborn", node.node, command), "default")["metadata"]["uid"]
+    wait_until(lambda: phase_is(admin, "stubborn", "Running"), 20, "stubborn Running")
+    wait_until(lambda: _pod_cgroups(node, uid), 5, "its cgroup")
+    started = time.monotonic()
+    admin.delete(PODS, "stubborn", "default", grace_period_seconds=0)
+    assert gone(admin, "stubborn")
+    wait_until(lambda: not _pod_cgroups(node, uid), 15, "the pod cgroup removed")
+    assert time.monotonic() - started < 10, "the kill waited for the spec's 30 s grace period"
+
+
 def test_crash_loop_counts_restarts_and_backs_off(node: AgentProcess, admin: KubeClient) -> None:
     admin.create(PODS, pod_body("crasher", node.node, "exit 3"), "default")
 
@@ -219,6 +232,18 @@ def test_crash_loop_counts_restarts_and_backs_off(node: AgentProcess, admin: Kub
     )
     admin.delete(PODS, "crasher", "default", grace_period_seconds=1)
     wait_until(lambda: gone(admin, "crasher"), 20, "crasher deleted")
+
+
+def test_container_that_cannot_start_gets_a_failed_event(node: AgentProcess, admin: KubeClient) -> None:
+    body = pod_body("nostart", node.node, restart_policy="Never")
+    body["spec"]["containers"][0]["command"] = ["/nonexistent/program"]
+    admin.create(PODS, body, "default")
+    status = wait_until(lambda: phase_is(admin, "nostart", "Failed"), 20, "nostart Failed")
+    terminated = status["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["reason"] == "StartError" and terminated["exitCode"] == 128
+    events = wait_until(lambda: events_for(admin, "nostart", "Failed"), 10, "a Failed event")
+    assert events[0]["type"] == "Warning" and "/nonexistent/program" in events[0]["message"]
+    assert events[0]["involvedObject"]["fieldPath"] == "spec.containers{main}"
 
 
 def test_manifest_pod_gets_a_mirror_pod(node: AgentProcess, admin: KubeClient) -> None:
