@@ -42,7 +42,11 @@ from scheduler.statuswriter import StatusWriter
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_NAME = "kubenode-scheduler"
-BINDING_WORKERS = 16  # concurrent binds; kube's client allows 100 in a burst
+# Binds in flight at once. Throughput is at most workers / bind latency, and a durable API
+# server's write latency is tens of ms under load (its group commit batches concurrent
+# writes), so the pool is wide; the threads only wait on sockets. kube binds in a goroutine
+# each, within its client's burst of 100.
+BINDING_WORKERS = 64
 EVENT_QUEUE = 20000  # Scheduled events of a burst of pods are queued, not dropped
 
 
