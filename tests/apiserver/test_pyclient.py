@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.apiserver.support import ApiServerProcess
@@ -170,3 +170,7 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "nodes",
             "events",
         }
+        # The dynamic client builds its resource map from the same discovery documents.
+        dyn: Any = dynamic.DynamicClient(c)  # type: ignore[no-untyped-call]
+        leases = dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease")
+        assert leases.namespaced and leases.get(namespace="kube-node-lease").kind == "LeaseList"
