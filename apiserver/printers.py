@@ -64,6 +64,9 @@ def _pod_reason(pod: Obj, status: Mapping[str, Any]) -> tuple[str, int, int, int
     spec = _spec(pod)
     containers = spec.get("containers") or []
     reason = status.get("reason") or status.get("phase") or ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
     restarts, ready, last_restart = 0, 0, None
     init_statuses = status.get("initContainerStatuses") or []
     init_specs = {c.get("name"): c for c in spec.get("initContainers") or []}

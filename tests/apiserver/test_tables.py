@@ -90,6 +90,11 @@ def test_pod_rows() -> None:
     assert to_table(PODS, [pending], include_object="None", resource_version="1", now=NOW)["rows"][0] == {
         "cells": ["p", "0/1", "Pending", "0", "3s", "<none>", "<none>", "<none>", "<none>"]
     }
+    gated = pending | {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}  # fmt: skip
+    assert to_table(PODS, [gated], include_object="", resource_version="1", now=NOW)["rows"][0]["cells"][
+        2
+    ] == ("SchedulingGated")
     terminating = running_pod() | {"metadata": {"name": "t", "deletionTimestamp": ts(0)}}
     full = to_table(
         PODS, [terminating], include_object="Object", resource_version="1", continue_token="c", now=NOW
