@@ -18,7 +18,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-PATCH_TYPES = (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH)
+PATCH_TYPES = (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 
 def merge_patch(original: Any, patch: Any) -> Any:
@@ -156,6 +156,12 @@ def apply_patch(content_type: str, original: Mapping[str, Any], patch: Any, kind
         return merge_patch(original, patch)
     if content_type == STRATEGIC_PATCH:
         return strategic_merge(original, patch, kind)
+    if content_type == APPLY_PATCH:
+        # Server-side apply, simplified: the applied configuration is merged like a strategic merge
+        # patch (lists by their merge keys); no managedFields, so no field ownership and no conflicts.
+        applied = {k: v for k, v in patch.items() if k not in ("apiVersion", "kind")}
+        applied.get("metadata", {}).pop("resourceVersion", None)
+        return strategic_merge(original, applied, kind)
     raise APIError(
         415,
         "UnsupportedMediaType",

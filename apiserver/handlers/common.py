@@ -13,6 +13,8 @@ import orjson
 from aiohttp import web
 
 from apiserver import protobody
+from apiserver.protobuf import PROTOBUF
+from apiserver.protobuf import decode as decode_protobuf
 from apiserver.registry import Clock, Strategy
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
@@ -88,6 +90,10 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
             return None
         raise bad_request("the request body is empty")
     content_type = request.content_type
+    if content_type == PROTOBUF:
+        return decode_protobuf(data)
+    if content_type == "application/apply-patch+yaml":
+        return _yaml(data)
     if request.method != "PATCH" and content_type not in (JSON, "", "application/octet-stream", "*/*"):
         if content_type.endswith("yaml"):
             return _yaml(data)

@@ -29,7 +29,7 @@ from apiserver.handlers.common import (
     warning_headers,
 )
 from apiserver.handlers.writes import admit, latest_or_404, load, store_update
-from apiserver.patch import apply_patch
+from apiserver.patch import APPLY_PATCH, apply_patch
 from apiserver.registry import Strategy
 from apiserver.request import RequestInfo
 from apiserver.resources import lookup
@@ -179,8 +179,19 @@ def _dry_run(request: web.Request) -> bool:
 async def create(
     request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str
 ) -> web.Response:
+    return await create_object(request, ctx, strategy, info, user, namespace, await read_json(request))
+
+
+async def create_object(
+    request: web.Request,
+    ctx: ApiContext,
+    strategy: Strategy,
+    info: RequestInfo,
+    user: Any,
+    namespace: str,
+    body: Any,
+) -> web.Response:
     resource = strategy.info
-    body = await read_json(request)
     obj, warnings = strategy.decode_body(body, strict_fields(request))
     meta = obj.setdefault("metadata", {})
     if resource.namespaced and meta.get("namespace") not in (None, "", namespace):
@@ -244,6 +255,20 @@ async def patch(
 ) -> web.Response:
     resource = strategy.info
     body = await read_json(request)
+    if request.content_type == APPLY_PATCH:
+        if not request.query.get("fieldManager"):
+            raise APIError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                "is required for apply patch",
+            )
+        if not isinstance(body, dict):
+            raise bad_request("an apply patch must be one object")
+        if ctx.store.latest(resource.plural, namespace, info.name) is None and not info.subresource:
+            # Server-side apply creates what does not exist yet.
+            body.setdefault("metadata", {}).setdefault("name", info.name)
+            return await create_object(request, ctx, strategy, info, user, namespace, body)
     old = latest_or_404(ctx, strategy, namespace, info.name)
     old_obj = load(old)
     patched = apply_patch(request.content_type, old_obj, body, resource.kind)

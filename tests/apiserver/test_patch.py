@@ -151,7 +151,7 @@ def test_smp_element_without_merge_key_is_400() -> None:
 
 def test_unknown_patch_type_is_415() -> None:
     with pytest.raises(APIError) as error:
-        apply_patch("application/apply-patch+yaml", POD, {}, "Pod")
+        apply_patch("application/x-unknown-patch", POD, {}, "Pod")
     assert error.value.code == 415
 
 
