@@ -55,7 +55,8 @@ def test_protobuf_pod_is_415(api: ApiServerProcess) -> None:
 
 
 def test_yaml_body(api: ApiServerProcess) -> None:
-    body = b"apiVersion: v1\nkind: Pod\nmetadata: {name: from-yaml}\nspec: {containers: [{name: c, image: x}]}"
+    body = b"apiVersion: v1\nkind: Pod\n"
+    body += b"metadata: {name: from-yaml}\nspec: {containers: [{name: c, image: i}]}"
     status, reply = api.request("POST", PODS, raw=body, content_type="application/yaml")
     assert status == 201 and reply["metadata"]["name"] == "from-yaml"
 
