@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.apisource import API_SOURCE, MIRROR_ANNOTATION, ApiPod
+from agent.background import BackgroundLoop
 from agent.sources import CONFIG_HASH, CONFIG_MIRROR_SOURCE, CONFIG_SOURCE
 from agent.statusmanager import StatusTarget
 from kubenode.kubeclient import PODS, AlreadyExists, Conflict, KubeClient, KubeError, NotFound
@@ -56,7 +57,9 @@ def mirror_body(pod: Pod, node_name: str, node_uid: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-class MirrorPods:
+class MirrorPods(BackgroundLoop):
+    thread_name = "mirror-pods"
+
     def __init__(
         self,
         client: KubeClient,
@@ -66,6 +69,7 @@ class MirrorPods:
         *,
         interval: float = 2.0,
     ) -> None:
+        super().__init__()
         self.client = client
         self.agent = agent
         self.node_name = node_name
@@ -74,9 +78,6 @@ class MirrorPods:
         self._lock = threading.Lock()
         self._mirrors: dict[str, ApiPod] = {}  # by namespace/name
         self._known = False  # the API source has delivered its list
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def mirrors_seen(self, mirrors: list[ApiPod]) -> None:
         with self._lock:
@@ -92,16 +93,6 @@ class MirrorPods:
                     meta = m.raw.get("metadata") or {}
                     return StatusTarget(str(meta.get("namespace")), str(meta.get("name")), m.uid)
         return None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mirror-pods", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.background import BackgroundLoop
 from agent.clusterflags import taint_json
 from agent.config import AgentConfig
 from kubenode import __version__
@@ -136,7 +137,9 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in sorted(amounts.items())}
 
 
-class NodeStatusReporter:
+class NodeStatusReporter(BackgroundLoop):
+    thread_name = "node-status"
+
     def __init__(
         self,
         client: KubeClient,
@@ -150,6 +153,7 @@ class NodeStatusReporter:
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self.client = client
         self.config = config
         self.facts = facts or host_facts()
@@ -168,25 +172,10 @@ class NodeStatusReporter:
         self._last_sent: dict[str, Any] | None = None
         self._last_sent_at = 0.0
         self._transitions: dict[str, str] = {}
-        self._poke = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # ----- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="node-status", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._poke.set()
-        if self._thread is not None:
-            self._thread.join(5)
 
     def poke(self) -> None:
         """Something in the status changed (devices): compute and send it now."""
-        self._poke.set()
+        self._wake.set()
 
     # ----- what is reported --------------------------------------------------------------------
 
@@ -292,16 +281,16 @@ class NodeStatusReporter:
             if self._stop.wait(backoff.next()):
                 return
         while not self._stop.is_set():
-            self._poke.wait(self.config.node_status_update_frequency)
+            self._wake.wait(self.config.node_status_update_frequency)
             if self._stop.is_set():
                 return
-            self._poke.clear()
+            self._wake.clear()
             try:
                 self.update()
             except KubeError as exc:
                 log.warning("updating node status: %s", exc)
                 self._stop.wait(min(1.0, self.config.node_status_update_frequency))
-                self._poke.set()  # try again soon: a changed status must not wait a whole period
+                self._wake.set()  # try again soon: a changed status must not wait a whole period
 
 
 def _existing(path: Path) -> Path:

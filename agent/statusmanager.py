@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.apisource import API_SOURCE, ApiPod
+from agent.background import BackgroundLoop
 from agent.podstatus import api_pod_status, rejected_status
 from kubenode.kubeclient import PODS, ApiError, Conflict, KubeClient, NotFound, TransportError
 from kubenode.kubeclient.events import NORMAL, WARNING, EventRecorder, ObjectReference
@@ -56,7 +57,9 @@ class StatusTarget:
     uid: str
 
 
-class StatusManager:
+class StatusManager(BackgroundLoop):
+    thread_name = "status-manager"
+
     def __init__(
         self,
         client: KubeClient,
@@ -70,6 +73,7 @@ class StatusManager:
         backoff_max: float = 10.0,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__()
         self.client = client
         self.agent = agent
         self.host_ip = host_ip
@@ -90,9 +94,6 @@ class StatusManager:
         self._awaiting_delete: set[str] = set()
         self._deleted: set[str] = set()
         self.writes = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pod-status")
 
     # ----- the agent's side --------------------------------------------------------------------------
@@ -112,15 +113,8 @@ class StatusManager:
             self._dirty.add(pod.uid)
         self._wake.set()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="status-manager", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        super().stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # ----- the loop ----------------------------------------------------------------------------------
