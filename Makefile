@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall test-cgroup2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(VENV)/bin/kubenode up
 
-test: $(STAMP) lint typecheck pytest
+test: $(STAMP) lint typecheck pytest test-cgroup2
+
+# The cgroup v2 suite on a real v2 kernel: Debian's kernel booted under virtme-ng/qemu (TCG), the host's
+# filesystem as its root (tools/cgroup2_guest.py; installs qemu-system-x86 and linux-image-amd64 as root).
+test-cgroup2: $(STAMP)
+	$(PY) tools/cgroup2_guest.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -60,6 +65,7 @@ bench: $(STAMP)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/apiserver_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cdihook_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cgroup2_guest_bench.py
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked

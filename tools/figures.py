@@ -20,6 +20,7 @@ SCRIPTS = {
     "agent_bench": "node agent",
     "scheduler_bench": "scheduler",
     "cdihook_bench": "CDI cpuset hook",
+    "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
 }
 
 

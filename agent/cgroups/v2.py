@@ -4,7 +4,9 @@ Creating a cgroup enables the controllers it needs in each ancestor's cgroup.sub
 (those the ancestor offers in cgroup.controllers), as runc's fs2 does. Shares become cpu.weight
 with the kubelet's linear conversion. mkdir and rmdir go through a `Cgroup2Kernel`, so tests can
 run against a plain directory tree with a double that creates the files the kernel would.
-Files are only ever written, never created.
+Files are only ever written, never created. An empty cpuset inherits the parent's CPUs, but
+the kernel refuses to empty the cpuset of a populated cgroup (ENOSPC), so a pod that leaves its
+own CPUs gets the parent's effective CPUs written out instead (found on a real v2 kernel).
 """
 
 from __future__ import annotations
@@ -113,8 +115,14 @@ class V2Hierarchies:
         wanted["memory.max"] = MAX if validate.is_unlimited(config.memory_limit) else str(config.memory_limit)
         wanted["pids.max"] = MAX if validate.is_unlimited(config.pids_limit) else str(config.pids_limit)
         wanted["cpuset.cpus"], wanted["cpuset.mems"] = self._wanted_cpuset(dirs, config)
+        current = {file: read_file(directory, file) for file in wanted}
+        for file in ("cpuset.cpus", "cpuset.mems"):
+            if current[file] and not wanted[file]:
+                # The kernel refuses to empty the cpuset of a populated cgroup (ENOSPC), so a pod
+                # that leaves its own CPUs for "the parent's" gets the parent's CPUs spelled out.
+                wanted[file] = read_file(self._path(dirs[:-1]), file + ".effective")
         for file, value in wanted.items():
-            if read_file(directory, file) != value:
+            if current[file] != value:
                 # An empty cpuset (inherit the parent's) is written as a bare newline.
                 write_file(directory, file, value or "\n")
 

@@ -48,7 +48,7 @@ def sweep(root: str) -> list[str]:
     return sweep_v1_root(root)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -56,7 +56,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
             return value
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll)
 
 
 def write_manifest(directory: Path, name: str, text: str) -> Path:

@@ -145,6 +145,17 @@ def test_cpuset_pin_and_refusal(v2: PodCgroupManager, mount: Path) -> None:
     assert not v2.exists(other)
 
 
+def test_unpinned_pod_gets_the_parents_cpus_spelled_out(v2: PodCgroupManager, mount: Path) -> None:
+    # A real v2 kernel refuses to empty a populated cpuset (ENOSPC, found by the guest run:
+    # tests/cgroup2_guest/guest_kernel_rules.py), so leaving a pin writes the parent's CPUs.
+    pinned = guaranteed(2000)
+    info = v2.ensure(pinned, cpuset="2,3")
+    v2.ensure(pinned, cpuset=None)
+    assert files(mount, info.name, "cpuset.cpus") == ["0-3"]
+    never_pinned = v2.ensure(guaranteed(100))
+    assert files(mount, never_pinned.name, "cpuset.cpus") == [""]  # empty: inherits
+
+
 def test_drift_is_repaired(v2: PodCgroupManager, mount: Path) -> None:
     pod_ = guaranteed(500, 32 << 20)
     info = v2.ensure(pod_)

@@ -1,0 +1,180 @@
+"""Run the agent's cgroup v2 tests on a real cgroup v2 kernel: `make test-cgroup2`.
+
+The hosts here are cgroup v1 hybrids, so this boots Debian's kernel under virtme-ng (qemu, TCG:
+no KVM, which asserts on MSR 0x10a here) with the host's filesystem as the guest's read-only
+root, and runs pytest inside it on tests/cgroup2_guest/guest_*.py (modules the host's pytest
+does not collect). Flow:
+
+1. Prerequisites: a kernel in /boot, qemu-system-x86_64, and virtme-ng's `vng` in this venv.
+   Missing apt packages (linux-image-amd64, qemu-system-x86) are installed when we are root;
+   otherwise, and for a missing vng, it fails naming what is missing. Never a skip.
+2. One guest boot (~30 s under load) runs every selected module in ONE pytest process; the
+   guest writes its transcript (summary.txt, figures.tsv, rc) to a temp dir shared read-write.
+3. The guest's console streams here as it runs; a deadline kills qemu's whole process group,
+   so no qemu outlives this script, whatever happens.
+4. Prints the summary and the run time; exits with the guest pytest's status (1 if none came back).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import NoReturn
+
+REPO = Path(__file__).resolve().parents[1]
+GUEST_DIR = "tests/cgroup2_guest"
+MODULES = {"rules": "guest_kernel_rules.py", "agent": "guest_agent_e2e.py", "figures": "guest_figures.py"}
+APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
+OUT_ENV = "KUBENODE_CGROUP2_GUEST_OUT"  # read by tests/cgroup2_guest/conftest.py
+GUEST_TEST_TIMEOUT_S = 420  # per test inside the guest (the end-to-end test is long under emulation)
+DEFAULT_DEADLINE_S = 540
+
+
+def fail(message: str) -> NoReturn:
+    print(f"test-cgroup2: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def newest_kernel() -> Path | None:
+    kernels = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: p.stat().st_mtime)
+    return kernels[-1] if kernels else None
+
+
+def missing_packages() -> list[str]:
+    missing = []
+    if newest_kernel() is None:
+        missing.append(APT_PACKAGES["kernel"])
+    if shutil.which("qemu-system-x86_64") is None:
+        missing.append(APT_PACKAGES["qemu"])
+    return missing
+
+
+def ensure_prerequisites() -> tuple[Path, Path]:
+    """The kernel and vng to use; installs missing apt packages as root, else fails naming them."""
+    missing = missing_packages()
+    if missing:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            fail(f"missing {', '.join(missing)}: apt-get install {' '.join(missing)} (as root)")
+        print(f"test-cgroup2: installing {', '.join(missing)} with apt-get", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+        ):
+            if subprocess.run(argv, env=env).returncode != 0:
+                fail(f"`{' '.join(argv)}` failed; still missing {', '.join(missing)}")
+        if missing_packages():
+            fail(f"still missing after apt-get: {', '.join(missing_packages())}")
+    kernel = newest_kernel()
+    assert kernel is not None
+    if not os.access(kernel, os.R_OK):
+        fail(f"cannot read {kernel} (Debian installs it mode 0600: run as root)")
+    bin_dir = Path(sys.executable).parent
+    vng = bin_dir / "vng"
+    if not vng.exists() or not (bin_dir / "virtme-run").exists():
+        fail(f"virtme-ng is not installed in {bin_dir.parent}: pip install -e '.[dev]' (it is a dev extra)")
+    if os.geteuid() != 0:
+        fail("the guest tests run as the same user inside the guest and need root there: run as root")
+    return kernel, vng
+
+
+def guest_command(out: Path, modules: list[str]) -> str:
+    """What the guest runs: pytest on the selected modules, its status written where the host reads it."""
+    paths = [f"{GUEST_DIR}/{MODULES[name]}" for name in modules]
+    pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:logging", "-s", "-v"]
+    pytest += ["--timeout", str(GUEST_TEST_TIMEOUT_S), *paths]
+    env = f"{OUT_ENV}={shlex.quote(str(out))} GRPC_ENABLE_FORK_SUPPORT=false PYTHONDONTWRITEBYTECODE=1"
+    rc_file = shlex.quote(str(out / "rc"))
+    return f"cd {shlex.quote(str(REPO))} && {env} {shlex.join(pytest)}; echo $? > {rc_file}"
+
+
+def run_guest(kernel: Path, vng: Path, out: Path, modules: list[str], deadline_s: float) -> int | None:
+    """Boot the guest and stream its console; returns the guest pytest's status (None: none came back)."""
+    argv = [str(vng), "--disable-kvm", "--run", str(kernel), "--memory", "2G", "--cpus", "2"]
+    argv += ["--rwdir", str(out), "--exec", guest_command(out, modules)]
+    env = dict(os.environ, PATH=f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    console = (out / "console.log").open("w", encoding="utf-8", errors="replace")
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    timed_out = threading.Event()
+
+    def kill_group() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # vng, virtme-run and qemu: the whole session
+
+    def on_deadline() -> None:
+        timed_out.set()
+        kill_group()
+
+    timer = threading.Timer(deadline_s, on_deadline)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            console.write(line)
+        proc.wait()
+    finally:
+        timer.cancel()
+        kill_group()  # nothing of the guest outlives us, on success, failure or interrupt
+        proc.wait()
+        console.close()
+    if timed_out.is_set():
+        fail(f"the guest ran past {deadline_s:.0f} s and was killed (console: {out}/console.log)")
+    rc_file = out / "rc"
+    if not rc_file.exists():
+        return None
+    return int(rc_file.read_text().strip() or "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(MODULES), help=f"comma list of {', '.join(MODULES)}")
+    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="kill the guest after S s")
+    parser.add_argument("--out", type=Path, help="keep the guest's transcript in this dir (default: temp)")
+    args = parser.parse_args(argv)
+    modules = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in modules if name not in MODULES]
+    if unknown or not modules:
+        parser.error(f"--only: unknown {unknown or 'empty'}; choose from {', '.join(MODULES)}")
+
+    # SIGTERM (make killed, CI cancel) must still take qemu down: turn it into the finally path.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    kernel, vng = ensure_prerequisites()
+    out = args.out or Path(tempfile.mkdtemp(prefix="kn-cg2-", dir="/tmp"))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    print(
+        f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), modules: {', '.join(modules)}",
+        flush=True,
+    )
+    rc = run_guest(kernel, vng, out, modules, args.deadline)
+    took = time.monotonic() - started
+    summary = out / "summary.txt"
+    print("\n=== cgroup v2 guest transcript ===")
+    print(summary.read_text().rstrip() if summary.exists() else "(the guest wrote no summary)")
+    print(f"=== guest run {took:.0f} s (boot + tests), pytest status {rc} ===", flush=True)
+    if rc != 0:
+        print(f"test-cgroup2: FAILED; transcript and console in {out}", file=sys.stderr)
+        return 1
+    if args.out is None:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
