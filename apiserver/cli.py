@@ -16,6 +16,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _duration(text: str) -> float:
+    """Go-style durations as kube-apiserver's flags take them: 1h, 30m, 90s, 1h30m."""
+    import re
+
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", text.strip())
+    if not text.strip() or parts is None:
+        raise argparse.ArgumentTypeError(f"not a duration like 1h, 30m or 90s: {text!r}")
+    hours, minutes, seconds = parts.groups()
+    total = int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return total
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -53,6 +67,12 @@ def register(subparsers: Any) -> None:
         default=10000,
         help="events kept for watches to resume from (older resourceVersions get 410 Expired)",
     )
+    parser.add_argument(
+        "--event-ttl",
+        type=_duration,
+        default="1h",
+        help="how long events are kept after they last happened (e.g. 1h, 30m, 90s; default 1h)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -68,5 +88,6 @@ def run(args: argparse.Namespace) -> int:
         write_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
         authorization_mode=args.authorization_mode,
         watch_cache_size=args.default_watch_cache_size,
+        event_ttl=args.event_ttl,
     )
     return run_daemon(options)

@@ -11,6 +11,7 @@ end the watches and close the database.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import fcntl
 import gc
 import logging
@@ -22,11 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from apiserver.handlers.app import build_app
 from apiserver.handlers.common import ApiContext
 from apiserver.registry import build_strategies, utc_now
+from apiserver.registry.kinds import event_last_seen
+from apiserver.storage.cache import Filter
 from apiserver.storage.store import Store
 from kubenode import sdnotify
 
@@ -51,6 +55,7 @@ class Options:
     authorization_mode: str = "Node,RBAC"
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
+    event_ttl: float = 3600.0
 
 
 def lock_data_dir(data_dir: Path) -> int:
@@ -100,6 +105,19 @@ async def _metrics_loop(ctx: ApiContext) -> None:
     while True:
         _report_objects(ctx)
         await asyncio.sleep(10)
+
+
+async def _expire_events(ctx: ApiContext, ttl: float) -> None:
+    """kube-apiserver's --event-ttl: events go this long after they last happened (etcd leases there)."""
+    while True:
+        await asyncio.sleep(min(60.0, max(ttl / 4, 0.5)))
+        cutoff = ctx.clock() - datetime.timedelta(seconds=ttl)
+        for entry in list(ctx.store.cache.entries("events", Filter())):
+            obj = orjson.loads(entry.data)
+            seen = event_last_seen(obj)
+            current = ctx.store.latest("events", entry.namespace, entry.name)
+            if seen is not None and seen < cutoff and current is not None and current.rev == entry.rev:
+                await ctx.store.write("events", entry.namespace, entry.name, obj, "DELETED")
 
 
 async def serve(options: Options) -> None:
@@ -166,12 +184,14 @@ async def serve(options: Options) -> None:
         print(f"kubenode apiserver: serving on {url} (kubeconfig {kubeconfig})", flush=True)
         sdnotify.ready(f"serving on {url}")
         metrics_task = asyncio.create_task(_metrics_loop(ctx))
+        events_task = asyncio.create_task(_expire_events(ctx, options.event_ttl))
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         sdnotify.notify("STOPPING=1")
         metrics_task.cancel()
+        events_task.cancel()
         store.cache.close_all()
     finally:
         if runner is not None:

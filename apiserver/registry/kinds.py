@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
 from apiserver.registry.base import Cause, Strategy
 from apiserver.registry.pods import model_cause
+from apiserver.registry.schema import parse_time
 from kubenode.model.errors import ValidationError
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -116,6 +118,18 @@ class EventStrategy(Strategy):
                 )
             ]
         return []
+
+
+def event_last_seen(obj: Mapping[str, Any]) -> datetime.datetime | None:
+    """When an event last happened: its newest timestamp (kube refreshes the event's TTL on update)."""
+    candidates = (
+        obj.get("lastTimestamp"),
+        obj.get("eventTime"),
+        (obj.get("series") or {}).get("lastObservedTime"),
+        (obj.get("metadata") or {}).get("creationTimestamp"),
+    )
+    moments = [parse_time(value) for value in candidates if isinstance(value, str)]
+    return max((m for m in moments if m is not None), default=None)
 
 
 class LeaseStrategy(Strategy):
