@@ -4,7 +4,8 @@ The authorizer already limited a node to the verbs of the Node authorizer; this 
 kube's plugin/pkg/admission/noderestriction does:
 - pods: create and delete only mirror pods (annotation `kubernetes.io/config.mirror`) bound to itself; status
   and eviction only for pods bound to itself;
-- nodes: only its own Node; no deleting it, no taint changes, no `node-restriction.kubernetes.io/` labels;
+- nodes: only its own Node; no deleting it, no taint changes, no `node-restriction.kubernetes.io/` labels
+  and no other kubernetes.io / k8s.io labels than the kubelet's own (hostname, os, arch, zone, ...);
 - leases: only `kube-node-lease/<n>`.
 `admit` returns kube's 403 message (`pods "x" is forbidden: node "a" can only ...`) or None to admit.
 """
@@ -99,14 +100,37 @@ def _taints(obj: Mapping[str, Any] | None) -> list[Any]:
     return list(taints) if isinstance(taints, list) else []
 
 
-def _restricted_labels(obj: Mapping[str, Any] | None) -> dict[str, Any]:
-    labels = _meta(obj).get("labels") or {}
-    return {
-        k: v
-        for k, v in labels.items()
-        if k.split("/", 1)[0] == RESTRICTED_LABEL_DOMAIN
-        or k.split("/", 1)[0].endswith("." + RESTRICTED_LABEL_DOMAIN)
+# kubeletapis: the kubernetes.io / k8s.io labels a kubelet may set on its own Node.
+KUBELET_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+        "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
     }
+)  # fmt: skip
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _label_namespace(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def forbidden_label(key: str) -> bool:
+    """kube's getForbiddenLabels: node-restriction labels, and kubernetes.io/k8s.io ones not the kubelet's."""
+    namespace = _label_namespace(key)
+    if namespace == RESTRICTED_LABEL_DOMAIN or namespace.endswith("." + RESTRICTED_LABEL_DOMAIN):
+        return True
+    kube = any(namespace == d or namespace.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+    kubelet = key in KUBELET_LABELS or any(
+        namespace == d or namespace.endswith("." + d) for d in KUBELET_LABEL_NAMESPACES
+    )
+    return kube and not kubelet
+
+
+def _labels(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    labels = _meta(obj).get("labels")
+    return dict(labels) if isinstance(labels, Mapping) else {}
 
 
 def _node(
@@ -117,16 +141,20 @@ def _node(
     if info.verb == "delete":
         return f'node "{node}" is not allowed to delete nodes'
     if info.verb == "create":
-        # A node may register with taints and with its own labels, but not with restricted ones.
-        bad = sorted(_restricted_labels(new))
+        # A node may register with taints, and with labels outside the reserved namespaces.
+        bad = sorted(k for k in _labels(new) if forbidden_label(k))
         if bad:
             return f'node "{node}" is not allowed to set the following labels: {", ".join(bad)}'
         return None
     if old is not None and new is not None:
         if _taints(old) != _taints(new):
             return f'node "{node}" is not allowed to modify taints'
-        before, after = _restricted_labels(old), _restricted_labels(new)
-        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        before, after = _labels(old), _labels(new)
+        changed = sorted(
+            k for k in set(before) | set(after) if before.get(k) != after.get(k) and forbidden_label(k)
+        )
         if changed:
-            return f'node "{node}" is not allowed to modify labels: {", ".join(changed)}'
+            return (
+                f"is not allowed to modify labels: {', '.join(changed)}"  # kube's text has no node name here
+            )
     return None

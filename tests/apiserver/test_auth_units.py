@@ -158,6 +158,26 @@ def test_node_restriction() -> None:
         'nodes "a" is forbidden: node "a" is not allowed to modify taints'
     )
     assert admit(NODE_A, info("DELETE", "/api/v1/nodes/a"), {"metadata": {"name": "a"}}, None) is not None
+    register = info("POST", "/api/v1/nodes")
+    allowed = {
+        "kubernetes.io/hostname": "a",
+        "topology.kubernetes.io/zone": "z",
+        "node.kubernetes.io/x": "1",
+        "team": "a",
+    }
+    assert admit(NODE_A, register, None, {"metadata": {"name": "a", "labels": allowed}}) is None
+    role = {"metadata": {"name": "a", "labels": {"node-role.kubernetes.io/worker": ""}}}
+    assert admit(NODE_A, register, None, role) == (
+        'nodes "a" is forbidden: node "a" is not allowed to set the following labels: '
+        "node-role.kubernetes.io/worker"
+    )
+    assert admit(NODE_A, own, {"metadata": {"name": "a"}}, role) == (
+        'nodes "a" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/worker'
+    )
+    assert (
+        admit(NODE_A, own, {"metadata": {"name": "a"}}, {"metadata": {"name": "a", "labels": {"team": "b"}}})
+        is None
+    )
     assert admit(ADMIN, delete, _pod("b"), None) is None
 
 
