@@ -1,4 +1,4 @@
-"""`/openapi/v2` and `/openapi/v3` for the served resources, built once at start-up.
+"""`/openapi/v2` and `/openapi/v3` for the served resources, built once, on first request.
 
 kubectl's strict validation (the default for `create`/`apply`) reads `/openapi/v3`, finds the group-version's
 document and looks for a PATCH operation of the kind with a `fieldValidation` query parameter; finding it, it
@@ -25,8 +25,8 @@ from apiserver.openapi_schemas import SchemaSet, add_patch_schema, kind_class, s
 from apiserver.resources import ResourceInfo
 from apiserver.status import api_error
 
+# Server-side apply (application/apply-patch+yaml) is not served, so it is not offered.
 PATCH_TYPES = (
-    "application/apply-patch+yaml",
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
