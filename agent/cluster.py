@@ -84,6 +84,7 @@ class ClusterMembership:
             device_allocatable=devices.allocatable if devices is not None else dict,
             facts=facts,
             port=port,
+            recorder=self.recorder,
         )
         reporter = self.reporter
         self.lease = node_lease(self.client, config, lambda: reporter.node_uid)

@@ -34,6 +34,7 @@ from agent.clusterflags import taint_json
 from agent.config import AgentConfig
 from kubenode import __version__
 from kubenode.kubeclient import NODES, AlreadyExists, KubeClient, KubeError
+from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.kubeclient.informer import Backoff
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model.quantity import format_amount
@@ -152,11 +153,13 @@ class NodeStatusReporter(BackgroundLoop):
         port: int = 0,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
+        recorder: EventRecorder | None = None,
     ) -> None:
         super().__init__()
         self.client = client
         self.config = config
         self.facts = facts or host_facts()
+        self.recorder = recorder
         self.port = port
         self._base = dict(base_capacity)
         self._base.setdefault(EPHEMERAL_STORAGE, shutil.disk_usage(_existing(config.state_dir)).total)
@@ -224,6 +227,9 @@ class NodeStatusReporter(BackgroundLoop):
             since = self._transitions.get(c["type"], "")
             if not since.startswith(key + "@"):
                 since = self._transitions[c["type"]] = f"{key}@{now}"
+                if c["type"] == "Ready":
+                    ready = "NodeReady" if c["status"] == "True" else "NodeNotReady"
+                    self._node_event("Normal", ready, f"Node {self.config.node_name} status is now: {ready}")
             conditions.append({**c, "lastHeartbeatTime": now, "lastTransitionTime": since.partition("@")[2]})
         return {**status, "conditions": conditions}
 
@@ -252,9 +258,17 @@ class NodeStatusReporter(BackgroundLoop):
                 NODES, self.config.node_name, {"metadata": {"labels": body["metadata"]["labels"]}}
             )
             log.info("node %s exists; taking it over", self.config.node_name)
+            self.update(force=True)  # its status is a previous run's (or the node controller's Unknown)
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "")
         self.registered.set()
+        self._node_event("Normal", "Starting", "Starting kubelet.")
         return node
+
+    def _node_event(self, kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            # The kubelet names its Node by name in both name and uid (kubectl describe looks for both).
+            ref = ObjectReference("Node", self.config.node_name, uid=self.config.node_name)
+            self.recorder.event(ref, kind, reason, message)
 
     def update(self, *, force: bool = False) -> bool:
         """Compute the status and PATCH it if changed (or due, or forced); True if it was sent."""

@@ -273,6 +273,8 @@ class StatusManager(BackgroundLoop):
             ref = self._ref(pod.namespace, pod.name, pod.uid, name)
             state, old_state = c["state"], old.get("state", {})
             if "running" in state and state["running"] != old_state.get("running"):
+                # A process is created and started in one step: the kubelet's two events, back to back.
+                self._event(ref, NORMAL, "Created", f"Created container: {name}")
                 self._event(ref, NORMAL, "Started", f"Started container {name}")
             waiting = state.get("waiting", {})
             old_waiting = old_state.get("waiting", {})

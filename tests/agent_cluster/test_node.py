@@ -4,6 +4,7 @@ cgroups with status in the API, kubectl delete, a crash loop, a mirror pod, bad 
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -108,6 +109,11 @@ def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProces
     assert info["bootID"] and info["machineID"] is not None
     assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] == int(node.status_address.rsplit(":", 1)[1])
     assert any(a["type"] == "InternalIP" for a in st["addresses"])
+    for reason in ("Starting", "NodeReady"):  # in namespace default: a Node is cluster-scoped
+        (event,) = wait_until(
+            functools.partial(events_for, admin, node.node, reason), 5, f"the {reason} event"
+        )
+        assert event["involvedObject"]["kind"] == "Node" and event["source"]["component"] == "kubelet"
 
     # An unhealthy device lowers allocatable only, within about a second.
     started = time.monotonic()

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from kubenode.kubeclient import LEASES, PODS, KubeClient
+from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
 from tests.agent_cluster.support import AgentProcess, gone, phase_is, pod_body, pod_status, wait_until
 from tests.apiserver.support import ApiServerProcess
@@ -117,3 +117,37 @@ def test_agent_sigkill_and_restart_adopts_running_pods(
     status = pod_status(admin, keep)
     assert status["phase"] == "Running" and status["containerStatuses"][0]["restartCount"] == 0
     assert admin.get(PODS, keep, "default")["metadata"]["uid"] == uid_before
+
+
+def test_existing_node_is_taken_over_not_duplicated(
+    admin: KubeClient, make_agent: Callable[..., AgentProcess]
+) -> None:
+    agent = make_agent()
+    stale = {
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting",
+    }
+    admin.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": agent.node, "labels": {"keep": "me"}},
+            "status": {"conditions": [stale], "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+        },
+    )
+    uid = admin.get(NODES, agent.node)["metadata"]["uid"]
+    agent.start()
+
+    def ready() -> dict[str, Any] | None:
+        node = admin.get(NODES, agent.node)
+        conditions = {c["type"]: c for c in node["status"].get("conditions") or []}
+        return node if conditions.get("Ready", {}).get("status") == "True" else None
+
+    node = wait_until(ready, 20, "the existing Node taken over and Ready")
+    assert node["metadata"]["uid"] == uid
+    assert node["metadata"]["labels"]["keep"] == "me"
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == agent.node
+    assert node["status"]["capacity"]["pods"] == "110"
