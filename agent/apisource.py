@@ -19,6 +19,7 @@ pods it finds running as orphans (an API outage at start must not kill them).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -52,13 +53,47 @@ class ApiPod:
         return MIRROR_ANNOTATION in ((self.raw.get("metadata") or {}).get("annotations") or {})
 
 
+UNKNOWN_FIELD = "unknown field"
+MAX_DROPPED_FIELDS = 32
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _without(obj: Any, path: str) -> Any:
+    """A copy of obj without the field at `path` (spec.containers[0].newField); obj if it is not there."""
+    parts = [(name, index) for name, index in _PATH_PART.findall(path)]
+    if not parts:
+        return obj
+    name, index = parts[0]
+    rest = path[len(name) if name else len(index) + 2 :].lstrip(".")
+    if name and isinstance(obj, Mapping) and name in obj:
+        if not rest:
+            return {k: v for k, v in obj.items() if k != name}
+        return {**obj, name: _without(obj[name], rest)}
+    if index and isinstance(obj, list) and int(index) < len(obj):
+        copy = list(obj)
+        copy[int(index)] = _without(copy[int(index)], rest)
+        return copy
+    return obj
+
+
 def decode_api_pod(obj: dict[str, Any]) -> ApiPod:
     key = object_key(obj)
     uid = str((obj.get("metadata") or {}).get("uid") or "")
-    try:
-        pod = parse_pod(obj, f"pod {key}")
-    except ValidationError as exc:
-        return ApiPod(key, uid, obj, error=exc)
+    readable: Any = obj
+    for _ in range(MAX_DROPPED_FIELDS):
+        try:
+            pod = parse_pod(readable, f"pod {key}")
+            break
+        except ValidationError as exc:
+            # The API server has validated the pod already; a field our model does not know is one newer
+            # than it, and the kubelet ignores what it does not know (Go's JSON decoding drops it): so do we.
+            if exc.message != UNKNOWN_FIELD or _without(readable, exc.field) is readable:
+                return ApiPod(key, uid, obj, error=exc)
+            log.debug("pod %s: ignoring the field %s this agent does not know", key, exc.field)
+            readable = _without(readable, exc.field)
+    else:
+        return ApiPod(key, uid, obj, error=ValidationError(f"pod {key}", "", "too many unknown fields"))
+    pod = replace(pod, raw=obj)
     # As the kubelet's config merger: a change of status alone (most often our own write coming back)
     # is not an update of the pod. Only a terminal phase matters to the workers (a finished pod is not
     # started again), so the rest of the status is left out of the Pod the agent compares.
