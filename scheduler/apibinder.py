@@ -19,6 +19,7 @@ Lease writes nothing more.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,22 +60,26 @@ def disruption_target_patch(pod: Pod, scheduler_name: str, now: float) -> dict[s
     return {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
 
 
-class ApiBinder:
+class ApiWriter:
+    """What the scheduler's writers share: the client, the event recorder, the leadership gate
+    (`may_act`) and a wall clock for the times they write."""
+
     def __init__(
         self,
         client: KubeClient,
         recorder: EventRecorder,
         *,
         may_act: Callable[[], bool] = lambda: True,
-        wall: Callable[[], float] | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        import time
-
         self.client = client
         self.recorder = recorder
         self.may_act = may_act
-        self._wall = wall or time.time
-        self.already_bound = 0  # 409s answered "already assigned" (for tests and logs)
+        self._wall = wall
+
+
+class ApiBinder(ApiWriter):
+    already_bound = 0  # 409s answered "already assigned" (for tests and logs)
 
     def _check(self) -> None:
         if not self.may_act():

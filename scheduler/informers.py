@@ -98,9 +98,15 @@ def decode_node(obj: dict[str, Any]) -> Node | BadObject:
 class EventRouter:
     """The informers' handlers: each event becomes an engine call."""
 
-    def __init__(self, engine: Scheduler, report_bad_pod: Callable[[BadObject], None]) -> None:
+    def __init__(
+        self,
+        engine: Scheduler,
+        report_bad_pod: Callable[[BadObject], None],
+        pod_gone: Callable[[str], None] = lambda key: None,
+    ) -> None:
         self.engine = engine
         self._report_bad_pod = report_bad_pod
+        self._pod_gone = pod_gone  # e.g. the status writer forgets what it wrote for the pod
         self._reported: dict[str, tuple[str, str]] = {}  # key -> (uid, message) already reported
 
     # --- nodes ------------------------------------------------------------------------
@@ -130,6 +136,7 @@ class EventRouter:
 
     def pod_deleted(self, pod: Pod | BadObject) -> None:
         self._reported.pop(pod.key, None)
+        self._pod_gone(pod.key)
         if isinstance(pod, BadObject):
             self.engine.remove_pod(Pod(name=pod.name, namespace=pod.namespace, uid=pod.uid))
         else:

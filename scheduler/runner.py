@@ -108,7 +108,7 @@ class LiveScheduler:
             self.metrics_server.ready_checks["informerSync"] = lambda: (
                 None if self.synced() else "informers have not synced"
             )
-        self.router = EventRouter(self.engine, self._report_bad_pod)
+        self.router = EventRouter(self.engine, self._report_bad_pod, pod_gone=self.status.forget)
         self.nodes = node_informer(self.client, self.router)
         self.pods = pod_informer(self.client, self.router)
         self._threads: list[threading.Thread] = []

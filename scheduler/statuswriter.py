@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +25,7 @@ from kubenode.kubeclient import PODS, KubeClient, KubeError, NotFound
 from kubenode.kubeclient.events import WARNING, EventRecorder
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model.objects import Pod
-from scheduler.apibinder import NotLeading, pod_reference
+from scheduler.apibinder import ApiWriter, NotLeading, pod_reference
 
 log = logging.getLogger(__name__)
 
@@ -61,22 +61,11 @@ def failure_patch(pod: Pod, reason: str, message: str, nominated: str, now: floa
     return {"metadata": {"uid": pod.uid}, "status": status}
 
 
-class StatusWriter:
+class StatusWriter(ApiWriter):
     def __init__(
-        self,
-        client: KubeClient,
-        recorder: EventRecorder,
-        *,
-        may_act: Callable[[], bool] = lambda: True,
-        wall: Callable[[], float] | None = None,
-        workers: int = 2,
+        self, client: KubeClient, recorder: EventRecorder, *, workers: int = 2, **options: Any
     ) -> None:
-        import time
-
-        self.client = client
-        self.recorder = recorder
-        self.may_act = may_act
-        self._wall = wall or time.time
+        super().__init__(client, recorder, **options)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kubenode-status")
         self._lock = threading.Lock()
         self._sent: dict[str, tuple[str, str, str, str]] = {}  # key -> (uid, reason, message, nominated)
