@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -93,12 +95,27 @@ def _serving_is_fresh(path: Path, hosts: set[str]) -> bool:
     return hosts <= have
 
 
+def machine_names() -> set[str]:
+    """This machine's host name and interface addresses: what clients elsewhere dial when the server
+    listens on every address (0.0.0.0 or ::)."""
+    names = {socket.gethostname()}
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family in (socket.AF_INET, socket.AF_INET6):
+                names.add(address.address.split("%", 1)[0])  # drop an IPv6 zone (fe80::1%eth0)
+    return names
+
+
 def ensure_serving_cert(data_dir: Path, hosts: Sequence[str]) -> ServingCert:
-    """CA + serving certificate for `hosts` (IPs or DNS names) plus localhost, 127.0.0.1 and ::1."""
+    """CA + serving certificate for `hosts` (IPs or DNS names; a wildcard address means every address of
+    this machine) plus localhost, 127.0.0.1 and ::1."""
     pki = data_dir / "pki"
     pki.mkdir(parents=True, exist_ok=True, mode=0o700)
+    named = set(hosts)
+    if named & {"0.0.0.0", "::"}:
+        named |= machine_names()
     wanted = {
-        str(ipaddress.ip_address(h)) if _is_ip(h) else h for h in hosts if h and h not in ("0.0.0.0", "::")
+        str(ipaddress.ip_address(h)) if _is_ip(h) else h for h in named if h and h not in ("0.0.0.0", "::")
     }
     wanted |= {"localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default"}
     result = ServingCert(pki / "ca.crt", pki / "apiserver.crt", pki / "apiserver.key")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from apiserver.auth.authn import TokenAuthenticator
 from apiserver.auth.authz import new_authorizer
 from apiserver.auth.kubeconfig import kubeconfig_document
 from apiserver.auth.noderestriction import admit
-from apiserver.auth.pki import ensure_serving_cert, is_loopback
+from apiserver.auth.pki import ensure_serving_cert, is_loopback, machine_names
 from apiserver.auth.tokens import ensure_token_file, issue_token, parse_token_file, token_for
 from apiserver.request import RequestInfo, request_info
 
@@ -196,6 +197,13 @@ def test_pki_and_kubeconfig(tmp_path: Path) -> None:
     again = ensure_serving_cert(tmp_path, ["10.9.9.9"])  # new host: new serving cert from the same CA
     assert again.ca_path.read_bytes() == ca_before
     assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+    wildcard = ensure_serving_cert(tmp_path / "any", ["0.0.0.0"])  # every address of this machine
+    wild_san = x509.load_pem_x509_certificate(
+        wildcard.cert_path.read_bytes()
+    ).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    ips = {str(v) for v in wild_san.value.get_values_for_type(x509.IPAddress)}
+    assert ips >= {a.split("%")[0] for a in machine_names() if ":" not in a and "." in a}
+    assert socket.gethostname() in wild_san.value.get_values_for_type(x509.DNSName)
     doc = kubeconfig_document("https://10.1.2.3:6443", "tok", cert.ca_pem)
     assert doc["clusters"][0]["cluster"]["certificate-authority-data"]
     assert doc["users"][0]["user"] == {"token": "tok"}
