@@ -60,6 +60,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
             raise method_not_allowed(f"{info.verb} is not supported on bindings")
         return await subresources.legacy_binding(request, ctx, info, user)
     strategy = ctx.strategies[resource.plural]
+    if resource.namespaced and not info.namespace and info.verb not in ("list", "watch"):
+        raise _not_served()  # only lists and watches span namespaces (/api/v1/pods)
     namespace = info.namespace if resource.namespaced else ""
     if info.subresource:
         sub = resource.subresource(info.subresource)

@@ -243,3 +243,23 @@ def test_namespace_label_and_deletion(api: ApiServerProcess) -> None:
 def test_no_token_is_401(api: ApiServerProcess) -> None:
     status, body = api.request("GET", PODS, token="")
     assert status == 401 and body["reason"] == "Unauthorized"
+
+
+def test_namespaced_writes_need_a_namespace(api: ApiServerProcess) -> None:
+    assert api.request("POST", "/api/v1/pods", pod("nowhere"))[0] == 404
+    assert api.request("GET", "/api/v1/pods/nowhere")[0] == 404
+
+
+def test_delete_collection_with_a_label_selector(api: ApiServerProcess) -> None:
+    api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "coll"}}
+    )
+    path = "/api/v1/namespaces/coll/pods"
+    for name, team in (("x1", "a"), ("x2", "a"), ("x3", "b")):
+        body = pod(name)
+        body["metadata"]["labels"] = {"team": team}
+        created(api, path, body)
+    status, body = api.request("DELETE", f"{path}?labelSelector=team%3Da")
+    assert status == 200 and sorted(item["metadata"]["name"] for item in body["items"]) == ["x1", "x2"]
+    _, left = api.request("GET", path)
+    assert [item["metadata"]["name"] for item in left["items"]] == ["x3"]
