@@ -124,7 +124,7 @@ async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
     from apiserver.auth.authz import new_authorizer
-    from apiserver.auth.kubeconfig import write_kubeconfig
+    from apiserver.auth.kubeconfig import write_component_kubeconfigs, write_kubeconfig
     from apiserver.auth.noderestriction import admit
     from apiserver.auth.pki import ensure_serving_cert
     from apiserver.auth.tokens import ensure_token_file, token_for
@@ -181,6 +181,7 @@ async def serve(options: Options) -> None:
         token = token_for(token_file, ADMIN_USER)
         if token is not None:
             write_kubeconfig(kubeconfig, url, token, ca_pem)
+        write_component_kubeconfigs(data_dir, url, token_file, ca_pem)  # scheduler, node: next to the admin's
         print(f"kubenode apiserver: serving on {url} (kubeconfig {kubeconfig})", flush=True)
         sdnotify.ready(f"serving on {url}")
         metrics_task = asyncio.create_task(_metrics_loop(ctx))

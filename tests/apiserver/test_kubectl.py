@@ -343,6 +343,16 @@ def test_typed_client_writes_in_protobuf(kubectl: Kubectl, tmp_path: Path) -> No
         drain.wait(10)
 
 
+def test_component_kubeconfigs_written_beside_the_admin_one(api: ApiServerProcess, tmp_path: Path) -> None:
+    scheduler = Kubectl(api.data_dir / "scheduler.kubeconfig", tmp_path / "s-cache")
+    assert "system:kube-scheduler" in scheduler.out("auth", "whoami")
+    assert scheduler.out("auth", "can-i", "create", "pods", "--subresource=binding").strip() == "yes"
+    nodes = sorted(api.data_dir.glob("node-*.kubeconfig"))
+    assert len(nodes) == 1  # the local node's
+    node = Kubectl(nodes[0], tmp_path / "n-cache")
+    assert f"system:node:{nodes[0].name[5:-11]}" in node.out("auth", "whoami")
+
+
 def test_kubectl_run_without_a_pod_controller(kubectl: Kubectl) -> None:
     """`kubectl run` creates a bare pod (no kinds beyond pods needed)."""
     assert (
