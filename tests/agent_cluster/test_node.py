@@ -183,8 +183,8 @@ def test_api_pod_runs_in_its_cgroup_with_status(node: AgentProcess, admin: KubeC
     assert container["ready"] and container["started"] and container["restartCount"] == 0
     assert "startedAt" in container["state"]["running"]
     assert _pod_cgroups(node, uid), "no pod cgroup"
-    events = events_for(admin, "web", "Started")
-    assert events and events[0]["source"] == {"component": "kubelet", "host": node.node}
+    events = wait_until(lambda: events_for(admin, "web", "Started"), 5, "the Started event")  # written async
+    assert events[0]["source"] == {"component": "kubelet", "host": node.node}
 
 
 def test_kubectl_delete_stops_the_pod_and_removes_it(
@@ -206,7 +206,7 @@ def test_kubectl_delete_stops_the_pod_and_removes_it(
     assert gone(admin, "stopme")
     assert marker.read_text().strip() == "TERM"
     assert not _pod_cgroups(node, uid)
-    assert events_for(admin, "stopme", "Killing")
+    wait_until(lambda: events_for(admin, "stopme", "Killing"), 5, "the Killing event")
 
 
 def test_forced_delete_kills_with_grace_zero(node: AgentProcess, admin: KubeClient) -> None:
