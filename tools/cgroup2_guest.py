@@ -33,7 +33,12 @@ from typing import NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 GUEST_DIR = "tests/cgroup2_guest"
-MODULES = {"rules": "guest_kernel_rules.py", "agent": "guest_agent_e2e.py", "figures": "guest_figures.py"}
+MODULES = {
+    "rules": "guest_kernel_rules.py",
+    "agent": "guest_agent_e2e.py",
+    "figures": "guest_figures.py",
+    "cdi": "guest_cdi_hook.py",  # the CDI cpuset hook (deviceplugin/cdihook.py) on real cgroup v2
+}
 APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
 OUT_ENV = "KUBENODE_CGROUP2_GUEST_OUT"  # read by tests/cgroup2_guest/conftest.py
 GUEST_TEST_TIMEOUT_S = 420  # per test inside the guest (the end-to-end test is long under emulation)
