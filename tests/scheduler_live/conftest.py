@@ -11,7 +11,7 @@ from kubenode.kubeclient import KubeClient
 from tests.scheduler_live.support import client_for
 
 
-def _server_class() -> Any:
+def server_class() -> Any:
     try:
         from tests.apiserver.support import ApiServerProcess  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:  # a missing prerequisite fails, never skips
@@ -21,7 +21,7 @@ def _server_class() -> Any:
 
 @pytest.fixture
 def apiserver() -> Iterator[Any]:
-    with _server_class()() as server:
+    with server_class()() as server:
         yield server
 
 

@@ -10,18 +10,47 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, load_kubeconfig
+from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, NotFound, load_kubeconfig
 from scheduler.profile import Configuration
 from scheduler.runner import LiveScheduler, RunOptions
+from tests.scheduler_live.conftest import server_class
 from tests.scheduler_live.support import (
     BindingWatch,
     FakeKubelet,
     check_no_overcommit,
+    client_for,
     create_all,
     node,
     pod,
     wait_for,
 )
+
+
+@pytest.fixture(scope="module")
+def apiserver() -> Iterator[Any]:
+    """One API server for this module (starting one takes seconds); each test empties it after."""
+    with server_class()() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def admin(apiserver: Any) -> Iterator[KubeClient]:
+    client = client_for(apiserver.kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def empty_cluster(admin: KubeClient) -> Iterator[None]:
+    yield
+    for obj in admin.list_all(PODS)[0]:
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFound):
+            admin.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+    for obj in admin.list_all(NODES)[0]:
+        with contextlib.suppress(NotFound):
+            admin.delete(NODES, obj["metadata"]["name"])
+    wait_for(lambda: not admin.list_all(PODS)[0] and not admin.list_all(NODES)[0], 10, "an empty cluster")
 
 
 @contextlib.contextmanager
