@@ -94,6 +94,7 @@ class StatusManager(BackgroundLoop):
         self._awaiting_delete: set[str] = set()
         self._deleted: set[str] = set()
         self.writes = 0
+        self._started_at = rfc3339(wall())
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pod-status")
 
     # ----- the agent's side --------------------------------------------------------------------------
@@ -272,8 +273,10 @@ class StatusManager(BackgroundLoop):
             name, old = c["name"], before.get(c["name"], {})
             ref = self._ref(pod.namespace, pod.name, pod.uid, name)
             state, old_state = c["state"], old.get("state", {})
-            if "running" in state and state["running"] != old_state.get("running"):
+            adopted = previous is None and state.get("running", {}).get("startedAt", "~") < self._started_at
+            if "running" in state and state["running"] != old_state.get("running") and not adopted:
                 # A process is created and started in one step: the kubelet's two events, back to back.
+                # (Not for a container a restarted agent adopted: it started before this agent did.)
                 self._event(ref, NORMAL, "Created", f"Created container: {name}")
                 self._event(ref, NORMAL, "Started", f"Started container {name}")
             waiting = state.get("waiting", {})

@@ -15,7 +15,15 @@ from typing import Any
 
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
-from tests.agent_cluster.support import AgentProcess, gone, phase_is, pod_body, pod_status, wait_until
+from tests.agent_cluster.support import (
+    AgentProcess,
+    events_for,
+    gone,
+    phase_is,
+    pod_body,
+    pod_status,
+    wait_until,
+)
 from tests.apiserver.support import ApiServerProcess
 
 OUTAGE_S = float(os.environ.get("KUBENODE_TEST_API_OUTAGE_S", "20"))
@@ -117,6 +125,10 @@ def test_agent_sigkill_and_restart_adopts_running_pods(
     status = pod_status(admin, keep)
     assert status["phase"] == "Running" and status["containerStatuses"][0]["restartCount"] == 0
     assert admin.get(PODS, keep, "default")["metadata"]["uid"] == uid_before
+    started = [e for e in events_for(admin, keep, "Started")]
+    assert len(started) == 1 and started[0]["count"] == 1, (
+        "an adopted container was reported as started again"
+    )
 
 
 def test_existing_node_is_taken_over_not_duplicated(
