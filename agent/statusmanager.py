@@ -213,7 +213,9 @@ class StatusManager(BackgroundLoop):
         assert pod is not None
         if uid in self._deleted:
             return
-        if not self.agent.workers.is_finished(uid):
+        # A pod refused at admission, or still waiting for its device plugin, never ran: nothing to stop.
+        never_ran = view.worker in ("rejected", "waiting")
+        if not never_ran and not self.agent.workers.is_finished(uid):
             self._awaiting_delete.add(uid)
             return
         try:

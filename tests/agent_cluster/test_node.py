@@ -288,6 +288,9 @@ def test_bad_pod_fails_with_reason_and_others_keep_running(node: AgentProcess, a
     status = wait_until(lambda: phase_is(admin, "too-many", "Failed"), 20, "too-many Failed")
     assert status["reason"] == "OutOfexample.com/dongle"
     assert phase_is(admin, "web", "Running"), "the other pod stopped"
+    for name in ("wants-nothing", "too-many"):  # a refused pod that is deleted goes away too
+        admin.delete(PODS, name, "default")
+        wait_until(functools.partial(gone, admin, name), 10, f"{name} deleted")
 
 
 def test_metrics_use_the_kubelet_names(node: AgentProcess) -> None:
