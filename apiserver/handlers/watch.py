@@ -35,6 +35,9 @@ from apiserver.storage.cache import Watcher
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WRITE_TIMEOUT = 30.0  # a client that takes no bytes for this long is disconnected
+WRITE_BUFFER = (
+    1 << 16
+)  # below this much buffered output a write returns without waiting (aiohttp's drain limit)
 
 
 def bookmark_line(strategy: Strategy, revision: int, *, initial_end: bool = False) -> bytes:
@@ -132,31 +135,34 @@ async def _forward(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + duration
     next_bookmark = loop.time() + ctx.bookmark_interval
-    while not watcher.closed:
-        now = loop.time()
-        if now >= deadline:
-            return
-        wait = min(deadline, next_bookmark) - now if bookmarks else deadline - now
-        if not watcher.pending:
-            watcher.wakeup.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(watcher.wakeup.wait(), timeout=max(wait, 0.0))
-        if watcher.pending:
-            lines = [line for line, _, _ in watcher.pending]
-            watcher.pending.clear()
-            await _send(response, lines, table, request, strategy)
-            if METRICS is not None:
-                info = strategy.info
-                for _ in lines:
-                    METRICS.watch_event(info.group, info.version, info.kind)
-        elif bookmarks and loop.time() >= next_bookmark:
-            # Every event up to the cache's revision was offered to this watcher: none is skipped.
-            await _send(
-                response, [bookmark_line(strategy, ctx.store.cache.revision)], False, request, strategy
-            )
-            next_bookmark = loop.time() + ctx.bookmark_interval
-        if watcher.overflowed:
-            return  # too slow: close, the client re-watches from the last resourceVersion it saw
+    # One timer wakes the stream for its deadline or next bookmark; events wake it through the same
+    # asyncio.Event. (wait_for per wake-up cost more than the write itself with 100 watchers.)
+    timer = loop.call_at(min(deadline, next_bookmark) if bookmarks else deadline, watcher.wakeup.set)
+    try:
+        while not watcher.closed:
+            if not watcher.pending:
+                watcher.wakeup.clear()
+                await watcher.wakeup.wait()
+            now = loop.time()
+            if watcher.pending:
+                lines = [line for line, _, _ in watcher.pending]
+                watcher.pending.clear()
+                await _send(response, lines, table, request, strategy)
+                if METRICS is not None:
+                    info = strategy.info
+                    for _ in lines:
+                        METRICS.watch_event(info.group, info.version, info.kind)
+            if now >= deadline or watcher.overflowed:
+                return  # timeoutSeconds; or too slow: the client re-watches from its last resourceVersion
+            if bookmarks and now >= next_bookmark:
+                # Every event up to the cache's revision was offered to this watcher: none is skipped.
+                line = bookmark_line(strategy, ctx.store.cache.revision)
+                await _send(response, [line], False, request, strategy)
+                next_bookmark = loop.time() + ctx.bookmark_interval
+                timer.cancel()
+                timer = loop.call_at(min(deadline, next_bookmark), watcher.wakeup.set)
+    finally:
+        timer.cancel()
 
 
 async def _send(
@@ -164,8 +170,13 @@ async def _send(
 ) -> None:
     if table:
         lines = [_as_table(line, request, strategy) for line in lines]
+    data = b"".join(lines)
+    transport = request.transport
+    if transport is not None and transport.get_write_buffer_size() + len(data) < WRITE_BUFFER:
+        await response.write(data)  # room in the buffer: this write does not wait for the client
+        return
     async with asyncio.timeout(WRITE_TIMEOUT):
-        await response.write(b"".join(lines))
+        await response.write(data)
 
 
 def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
