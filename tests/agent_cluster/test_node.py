@@ -305,3 +305,24 @@ def test_metrics_use_the_kubelet_names(node: AgentProcess) -> None:
         "kubelet_device_plugin_alloc_duration_seconds_bucket",
     ):
         assert name in text, f"{name} missing from /metrics"
+
+
+def test_the_official_client_reads_what_the_agent_wrote(node: AgentProcess, api: ApiServerProcess) -> None:
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(api.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        core: Any = client.CoreV1Api(api_client)  # its models type every field as optional
+        read_node = core.read_node(node.node)
+        assert read_node.status.daemon_endpoints.kubelet_endpoint.port > 0
+        assert {c.type for c in read_node.status.conditions} >= {"Ready", "MemoryPressure"}
+        assert read_node.status.conditions[0].last_heartbeat_time is not None
+        coordination: Any = client.CoordinationV1Api(api_client)
+        lease = coordination.read_namespaced_lease(node.node, "kube-node-lease")
+        assert lease.spec.renew_time is not None and lease.spec.lease_duration_seconds == 40
+        pod = core.read_namespaced_pod_status("web", "default")
+        assert pod.status.phase == "Running" and pod.status.container_statuses[0].state.running.started_at
+        events = core.list_namespaced_event("default", field_selector="involvedObject.name=web")
+        assert any(e.reason == "Started" and e.count >= 1 for e in events.items)
+    finally:
+        api_client.close()
