@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="kn-cg2-bench-"))
-    runner = [sys.executable, str(REPO / "tools/cgroup2_guest.py"), "--only", "figures"]
+    runner = [sys.executable, str(REPO / "tools/cgroup2_guest.py"), "--only", "figures", "--deadline", "1200"]
     with (out / "runner.log").open("w") as log:
         done = subprocess.run([*runner, "--out", str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     figures = out / "figures.tsv"
