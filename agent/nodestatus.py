@@ -160,6 +160,7 @@ class NodeStatusReporter(BackgroundLoop):
         self.config = config
         self.facts = facts or host_facts()
         self.recorder = recorder
+        self._announced = False  # the Starting event is recorded once, before the first registration
         self.port = port
         self._base = dict(base_capacity)
         self._base.setdefault(EPHEMERAL_STORAGE, shutil.disk_usage(_existing(config.state_dir)).total)
@@ -249,6 +250,9 @@ class NodeStatusReporter(BackgroundLoop):
 
     def register(self) -> dict[str, Any]:
         """POST the Node; if it exists, take it over (merge our labels in). Raises KubeError."""
+        if not self._announced:
+            self._announced = True
+            self._node_event("Normal", "Starting", "Starting kubelet.")
         body = self.node_object()
         try:
             node = self.client.create(NODES, body)
@@ -261,7 +265,6 @@ class NodeStatusReporter(BackgroundLoop):
             self.update(force=True)  # its status is a previous run's (or the node controller's Unknown)
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "")
         self.registered.set()
-        self._node_event("Normal", "Starting", "Starting kubelet.")
         return node
 
     def _node_event(self, kind: str, reason: str, message: str) -> None:
