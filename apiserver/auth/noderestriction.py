@@ -76,7 +76,7 @@ def _pod(
                 return why + " can only create mirror pods"
             if not _bound_to(new, node):
                 return f'node "{node}" can only create pods with spec.nodeName set to itself'
-            return None
+            return _mirror_pod_problem(node, new)
         if info.verb == "delete":
             if not _bound_to(old, node):
                 return f'node "{node}" can only delete pods with spec.nodeName set to itself'
@@ -93,6 +93,64 @@ def _pod(
             return f'node "{node}" can only evict pods with spec.nodeName set to itself'
         return None
     return f'node "{node}" cannot write pods/{info.subresource}'
+
+
+def _mirror_pod_problem(node: str, pod: Mapping[str, Any] | None) -> str | None:
+    """kube's admitPodCreate after the annotation check: owned by this Node, referencing no API objects (the
+    owner's uid is not compared: admission here does not read the Node)."""
+    owners = _meta(pod).get("ownerReferences") or []
+    if len(owners) > 1:
+        return f'node "{node}" can only create pods with a single owner reference set to itself'
+    owner = owners[0] if owners and isinstance(owners[0], Mapping) else {}
+    if (owner.get("apiVersion"), owner.get("kind"), owner.get("name")) != ("v1", "Node", node):
+        return f'node "{node}" can only create pods with an owner reference set to itself'
+    referenced = referenced_api_object(_spec(pod))
+    return f'node "{node}" can not create pods that reference {referenced}' if referenced else None
+
+
+VOLUME_REFERENCES = {
+    "secret": "secrets",
+    "configMap": "configmaps",
+    "persistentVolumeClaim": "persistentvolumeclaims",
+    "ephemeral": "persistentvolumeclaims",
+}
+PROJECTION_REFERENCES = {
+    "secret": "secrets",
+    "configMap": "configmaps",
+    "serviceAccountToken": "serviceaccounts",
+    "clusterTrustBundle": "clustertrustbundles",
+}
+
+
+def referenced_api_object(spec: Mapping[str, Any]) -> str | None:
+    """The first kind of API object a pod spec refers to (kube's podReferencesAPIObjects), or None."""
+    if spec.get("serviceAccountName"):
+        return "serviceaccounts"
+    for volume in spec.get("volumes") or []:
+        for key, kind in VOLUME_REFERENCES.items():
+            if volume.get(key):
+                return kind
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            for key, kind in PROJECTION_REFERENCES.items():
+                if source.get(key):
+                    return kind
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    containers += spec.get("ephemeralContainers") or []
+    for container in containers:
+        for env in container.get("env") or []:
+            source = env.get("valueFrom") or {}
+            if source.get("secretKeyRef"):
+                return "secrets"
+            if source.get("configMapKeyRef"):
+                return "configmaps"
+        for env_from in container.get("envFrom") or []:
+            if env_from.get("secretRef"):
+                return "secrets"
+            if env_from.get("configMapRef"):
+                return "configmaps"
+    if spec.get("resourceClaims"):
+        return "resourceclaims"
+    return None
 
 
 def _taints(obj: Mapping[str, Any] | None) -> list[Any]:

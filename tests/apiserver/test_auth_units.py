@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,9 +129,11 @@ def test_node_authorizer_rules() -> None:
     assert not other_lease.allowed and "same name as the requesting node" in other_lease.message
 
 
-def _pod(node: str = "a", mirror: bool = False) -> dict[str, object]:
+def _pod(node: str = "a", mirror: bool = False, **spec: Any) -> dict[str, Any]:
     annotations = {"kubernetes.io/config.mirror": "h"} if mirror else {}
-    return {"metadata": {"name": "p", "annotations": annotations}, "spec": {"nodeName": node}}
+    owners = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": "u", "controller": True}]
+    meta = {"name": "p", "annotations": annotations, "ownerReferences": owners}
+    return {"metadata": meta, "spec": {"nodeName": node, **spec}}
 
 
 def test_node_restriction() -> None:
@@ -141,6 +144,17 @@ def test_node_restriction() -> None:
         'node "a" can only create mirror pods'
     )
     assert "spec.nodeName set to itself" in (admit(NODE_A, create, None, _pod("b", mirror=True)) or "")
+    orphan = _pod(mirror=True)
+    orphan["metadata"]["ownerReferences"] = []
+    assert admit(NODE_A, create, None, orphan) == (
+        'pods "p" is forbidden: node "a" can only create pods with an owner reference set to itself'
+    )
+    secret_volume = _pod(mirror=True, volumes=[{"name": "s", "secret": {"secretName": "x"}}])
+    assert admit(NODE_A, create, None, secret_volume) == (
+        'pods "p" is forbidden: node "a" can not create pods that reference secrets'
+    )
+    env = [{"name": "c", "env": [{"name": "E", "valueFrom": {"configMapKeyRef": {"name": "m", "key": "k"}}}]}]
+    assert admit(NODE_A, create, None, _pod(mirror=True, containers=env)) is not None
     status = info("PATCH", "/api/v1/namespaces/d/pods/p/status")
     assert admit(NODE_A, status, _pod(), _pod()) is None
     assert admit(NODE_A, status, _pod("b"), _pod("b")) == (
