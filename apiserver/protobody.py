@@ -110,11 +110,22 @@ def access_review(raw: bytes) -> dict[str, Any]:
     return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1", "spec": out}
 
 
+def rules_review(raw: bytes) -> dict[str, Any]:
+    """authorization/v1 SelfSubjectRulesReview: spec = 2 {namespace = 1}."""
+    namespace = pw.string(pw.message(raw, 2), 1)
+    return {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "spec": {"namespace": namespace},
+    }
+
+
 DECODERS = {
     "Namespace": namespace,
     "DeleteOptions": delete_options,
     "Eviction": eviction,
     "SelfSubjectAccessReview": access_review,
+    "SelfSubjectRulesReview": rules_review,
 }
 
 

@@ -84,6 +84,7 @@ DISCOVERY_RULES = (
     rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
     # system:basic-user: ask what you may do, and who you are
     rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectaccessreviews",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectrulesreviews",)),
     rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
 
@@ -177,6 +178,29 @@ class NodeRBACAuthorizer:
                 )
             return ALLOW
         return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
+
+
+EVERYTHING = (rule("*", groups=("*",), resources=("*",)), rule("*", urls=("*",)))
+NODE_LEASE_RULE = rule(
+    " ".join(sorted(NODE_LEASE_VERBS)), groups=("coordination.k8s.io",), resources=("leases",)
+)
+
+
+def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> tuple[Rule, ...]:
+    """The rules that apply to `user` in `namespace`, for SelfSubjectRulesReview (`auth can-i --list`).
+    The node's lease rule is listed in kube-node-lease only, without its name limit."""
+    if not isinstance(authorizer, NodeRBACAuthorizer) or MASTERS_GROUP in user.groups:
+        return EVERYTHING
+    rules: list[Rule] = [*DISCOVERY_RULES]
+    if MONITORING_GROUP in user.groups:
+        rules += MONITORING_RULES
+    if user.name == SCHEDULER_USER:
+        rules += SCHEDULER_RULES
+    if node_name_of(user) is not None:
+        rules += NODE_RULES
+        if namespace == NODE_LEASE_NAMESPACE:
+            rules.append(NODE_LEASE_RULE)
+    return tuple(rules)
 
 
 def new_authorizer(mode: str) -> Authorizer:

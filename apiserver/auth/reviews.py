@@ -1,4 +1,4 @@
-"""SelfSubjectAccessReview and SelfSubjectReview: what `kubectl auth can-i` and `kubectl auth whoami` ask.
+"""SelfSubject{Access,Rules}Review and SelfSubjectReview: what `kubectl auth can-i [--list]` and `whoami` ask.
 
 Both are create-only, never stored: the answer comes from the caller's own UserInfo (set by the request
 middleware) and the server's authorizer, as kube-apiserver's authorization/authentication registries do.
@@ -14,11 +14,13 @@ from aiohttp import web
 
 from apiserver import protobody
 from apiserver.auth import UserInfo
+from apiserver.auth.authz import rules_for
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
 from apiserver.status import api_error
 
 ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+RULES_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 SELF_REVIEW_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
@@ -80,5 +82,29 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
         return _reply({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                        "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})  # fmt: skip
 
+    async def rules_review(request: web.Request) -> web.Response:
+        from apiserver.handlers.app import AUTHORIZER
+
+        user: UserInfo | None = request.get("user")
+        body = await _body(request)
+        spec = (body or {}).get("spec")
+        if user is None or not isinstance(spec, dict):
+            return _reply(api_error(400, "BadRequest", "a SelfSubjectRulesReview needs a spec"), 400)
+        rules = rules_for(request.app.get(AUTHORIZER), user, str(spec.get("namespace", "")))
+        status = {
+            "resourceRules": [
+                {"verbs": sorted(r.verbs), "apiGroups": sorted(r.groups), "resources": sorted(r.resources)}
+                for r in rules
+                if r.resources
+            ],
+            "nonResourceRules": [
+                {"verbs": sorted(r.verbs), "nonResourceURLs": list(r.urls)} for r in rules if r.urls
+            ],
+            "incomplete": False,
+        }
+        return _reply({"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
+                       "metadata": {"creationTimestamp": None}, "spec": spec, "status": status})  # fmt: skip
+
     app.router.add_post(ACCESS_REVIEW_PATH, access_review)
+    app.router.add_post(RULES_REVIEW_PATH, rules_review)
     app.router.add_post(SELF_REVIEW_PATH, self_review)

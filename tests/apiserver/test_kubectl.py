@@ -315,6 +315,12 @@ def test_a_node_user_gets_kubes_forbidden_message(
     assert node.out("auth", "can-i", "patch", "pods", "--subresource=status").strip() == "yes"
     assert node.out("auth", "can-i", "update", "leases", "-n", "kube-node-lease").strip() == "yes"
     assert "system:node:kn-9" in node.out("auth", "whoami")
+    rules = {
+        line.split()[0]: line.split()[-1]
+        for line in node.out("auth", "can-i", "--list", "-n", "kube-node-lease").splitlines()[1:]
+        if not line.startswith(" ")
+    }
+    assert rules["pods/status"] == "update]" and "leases.coordination.k8s.io" in rules
 
 
 def test_typed_client_writes_in_protobuf(kubectl: Kubectl, tmp_path: Path) -> None:
