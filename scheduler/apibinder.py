@@ -97,6 +97,10 @@ class ApiBinder(ApiWriter):
             self.already_bound += 1
             if match.group(1) != node:
                 return  # someone else placed it; the informer's view wins
+        self.scheduled(pod, node)
+
+    def scheduled(self, pod: Pod, node: str) -> None:
+        """Record that the pod is bound (also after a binding extender bound it)."""
         self.recorder.event(
             pod_reference(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}"
         )

@@ -28,6 +28,7 @@ import numpy as np
 from kubenode.model.objects import Node, Pod
 from scheduler.cache import SchedulerCache
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.extenders import ExtenderChain
 from scheduler.filters import (
     FIT_PLUGIN,
     OK,
@@ -112,6 +113,8 @@ class Scheduler:
         self._victims_leave_on_eviction = victims_leave_on_eviction
         self._binding_workers = binding_workers
         self._last_leftover_flush = self.clock.now()
+        # Extenders of the configuration (scheduler.extenders); None keeps the plain path as it was.
+        self.extenders = ExtenderChain(self.config.extenders) if self.config.extenders else None
 
     def profile_for(self, pod: Pod) -> Profile | None:
         return self.config.profiles.get(pod.scheduler_name)
@@ -218,7 +221,10 @@ class Scheduler:
         feasible = np.flatnonzero(result.feasible)
         if len(feasible) <= 1:
             return int(feasible[0]) if len(feasible) else None
-        totals = total_scores(self.cache.table, profile, pod, demand, result.feasible)[feasible]
+        totals = total_scores(self.cache.table, profile, pod, demand, result.feasible)
+        if self.extenders is not None:
+            totals += self.extenders.scores(pod, self.cache.table, result.feasible)
+        totals = totals[feasible]
         best = feasible[totals == totals.max()]
         return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
 
@@ -262,6 +268,9 @@ class Scheduler:
             return Outcome(pod, None, NO_NODES)
         reserved = self.reserved_for(pod)
         result = run_filters(table, pod, demand, reserved)
+        if self.extenders is not None and (failure := self.extenders.filter(pod, table, result)):
+            self.queue.add_error(qp)  # an extender error fails the cycle: back off and retry
+            return Outcome(pod, None, failure, error=True)
         slot = self._pick(pod, profile, demand, result)
         if slot is None:
             return self._fail(qp, demand, result, reserved)
@@ -346,6 +355,8 @@ class Scheduler:
         """Wait for bindings in flight and stop the binding threads (if the engine made them)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self.extenders is not None:
+            self.extenders.close()
 
     def run(self, stop: threading.Event) -> None:
         """Schedule until stop is set, sleeping while there is nothing to do."""

@@ -28,6 +28,7 @@ from kubenode.model.resources import (
     is_extended_resource_name,
     is_native_resource,
 )
+from scheduler.extender_config import ExtenderConfig, parse_extenders
 
 FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
@@ -90,6 +91,7 @@ class Configuration:
     profiles: Mapping[str, Profile] = field(default_factory=lambda: {DEFAULT_SCHEDULER_NAME: Profile()})
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
+    extenders: tuple[ExtenderConfig, ...] = ()  # called by every profile, as kube's top-level list
 
 
 def _bounded(reader: Fields, key: str, default: int, low: int, high: int) -> int:
@@ -210,7 +212,14 @@ def parse_configuration(data: Any, source: str) -> Configuration:
         source,
         "",
         data,
-        allowed=("apiVersion", "kind", "profiles", "podInitialBackoffSeconds", "podMaxBackoffSeconds"),
+        allowed=(
+            "apiVersion",
+            "kind",
+            "profiles",
+            "podInitialBackoffSeconds",
+            "podMaxBackoffSeconds",
+            "extenders",
+        ),
     )
     kind = top.string("kind", "KubeSchedulerConfiguration")
     if kind != "KubeSchedulerConfiguration":
@@ -228,7 +237,14 @@ def parse_configuration(data: Any, source: str) -> Configuration:
         if profile.scheduler_name in profiles:
             raise entry.error("schedulerName", f"duplicate profile {profile.scheduler_name!r}")
         profiles[profile.scheduler_name] = profile
-    return Configuration(profiles or {DEFAULT_SCHEDULER_NAME: Profile()}, float(initial), float(maximum))
+    extenders = parse_extenders(top)
+    # Resources an extender manages with ignoredByScheduler: NodeResourcesFit leaves them to it.
+    left_to_extenders = frozenset().union(*(e.ignored_resources for e in extenders))
+    profiles = {
+        name: replace(p, ignored_resources=p.ignored_resources | left_to_extenders)
+        for name, p in (profiles or {DEFAULT_SCHEDULER_NAME: Profile()}).items()
+    }
+    return Configuration(profiles, float(initial), float(maximum), extenders)
 
 
 def load_configuration(path: Path) -> Configuration:

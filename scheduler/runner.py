@@ -33,6 +33,7 @@ from kubenode.model.objects import Pod
 from scheduler.apibinder import ApiBinder, pod_reference
 from scheduler.clock import MonotonicClock
 from scheduler.engine import Outcome, Scheduler
+from scheduler.extenders import with_extender_binder
 from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer
 from scheduler.metrics import MetricsServer, SchedulerMetrics
 from scheduler.profile import Configuration
@@ -99,6 +100,8 @@ class LiveScheduler:
             victims_leave_on_eviction=False,
             binding_workers=options.binding_workers,
         )
+        # kube's extendersBinding: a pod an interested binding extender manages is bound by it.
+        self.engine.binder = with_extender_binder(self.binder, self.engine.extenders)
         self.metrics = SchedulerMetrics(self._pending_counts)
         self.metrics_server: MetricsServer | None = None
         if options.metrics_address is not None:
