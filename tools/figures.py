@@ -19,6 +19,7 @@ SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
     "scheduler_bench": "scheduler",
+    "apiserver_bench": "API server",
     "cdihook_bench": "CDI cpuset hook",
     "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
 }
