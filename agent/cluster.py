@@ -101,6 +101,7 @@ class ClusterMembership:
         )
         self.source.on_invalid = self.status.report_invalid
         self.source.on_mirrors = self.mirrors.mirrors_seen
+        self.mirrors.on_mirrors_changed = self.status.resync
         agent.observers.append(self.status.pod_synced)
         if devices is not None:
             devices.add_listener(self._device_changed)

@@ -68,6 +68,7 @@ class MirrorPods(BackgroundLoop):
         node_uid: Callable[[], str],
         *,
         interval: float = 2.0,
+        on_mirrors_changed: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.client = client
@@ -75,15 +76,20 @@ class MirrorPods(BackgroundLoop):
         self.node_name = node_name
         self.node_uid = node_uid
         self.interval = interval
+        self.on_mirrors_changed = on_mirrors_changed
         self._lock = threading.Lock()
         self._mirrors: dict[str, ApiPod] = {}  # by namespace/name
         self._known = False  # the API source has delivered its list
 
     def mirrors_seen(self, mirrors: list[ApiPod]) -> None:
+        fresh = {m.key: m for m in mirrors}
         with self._lock:
-            self._mirrors = {m.key: m for m in mirrors}
+            changed = {k: m.uid for k, m in fresh.items()} != {k: m.uid for k, m in self._mirrors.items()}
+            self._mirrors = fresh
             self._known = True
         self._wake.set()
+        if changed:
+            self.on_mirrors_changed()
 
     def mirror_of(self, static_uid: str) -> StatusTarget | None:
         with self._lock:

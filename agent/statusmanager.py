@@ -85,6 +85,7 @@ class StatusManager(BackgroundLoop):
         self._backoff = Backoff(0.1, backoff_max)
         self._lock = threading.Lock()
         self._dirty: set[str] = set()
+        self._resync_now = False
         self._killing: set[str] = set()
         self._invalid: dict[str, ApiPod] = {}
         self._computed: dict[str, dict[str, Any]] = {}
@@ -106,6 +107,12 @@ class StatusManager(BackgroundLoop):
             self._dirty.add(uid)
             if operation == "killing":
                 self._killing.add(uid)
+        self._wake.set()
+
+    def resync(self) -> None:
+        """Look at every pod soon (e.g. mirror pods appeared: static pods have somewhere to write now)."""
+        with self._lock:
+            self._resync_now = True
         self._wake.set()
 
     def report_invalid(self, pod: ApiPod) -> None:
@@ -137,8 +144,10 @@ class StatusManager(BackgroundLoop):
             with self._lock:
                 batch = self._dirty | self._awaiting_delete
                 self._dirty = set()
-                if time.monotonic() - last_resync >= self.resync_interval or retry_in is not None:
+                # Every pod now and then; a retry after a failure takes only the pods that failed.
+                if time.monotonic() - last_resync >= self.resync_interval or self._resync_now:
                     last_resync = time.monotonic()
+                    self._resync_now = False
                     batch |= set(views) | set(self._invalid)
             # Pods are independent: their writes go out side by side (one pod's are never reordered).
             uids = sorted(batch)
