@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,29 @@ def kubeconfig_document(server: str, token: str, ca_pem: bytes | None, user: str
     }
 
 
+def merged(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
+    """`ours` merged into an existing kubeconfig the way `kind` and `minikube` do it: entries of the same name
+    are replaced, every other cluster, user and context is kept, and ours becomes the current context."""
+    if not isinstance(existing, dict) or existing.get("kind") != "Config":
+        return ours
+    result = dict(existing)
+    for section in ("clusters", "users", "contexts"):
+        names = {entry["name"] for entry in ours[section]}
+        kept = [
+            e for e in existing.get(section) or [] if not (isinstance(e, dict) and e.get("name") in names)
+        ]
+        result[section] = kept + ours[section]
+    result["current-context"] = ours["current-context"]
+    return result
+
+
 def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None, user: str = "admin") -> None:
-    """Write atomically with mode 0600 (it holds a bearer token)."""
-    text = yaml.safe_dump(kubeconfig_document(server, token, ca_pem, user), sort_keys=False)
-    write_private(path, text.encode())
+    """Write atomically with mode 0600 (it holds a bearer token). An existing kubeconfig there (say
+    ~/.kube/config) keeps its other clusters, users and contexts; a file that is not one is replaced."""
+    document = kubeconfig_document(server, token, ca_pem, user)
+    with contextlib.suppress(OSError, yaml.YAMLError):  # no file yet, or not YAML: ours alone
+        document = merged(yaml.safe_load(path.read_text()), document)
+    write_private(path, yaml.safe_dump(document, sort_keys=False).encode())
 
 
 def write_component_kubeconfigs(

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from apiserver.auth import MASTERS_GROUP, NODES_GROUP, UserInfo
 from apiserver.auth.authn import TokenAuthenticator
 from apiserver.auth.authz import new_authorizer
-from apiserver.auth.kubeconfig import kubeconfig_document
+from apiserver.auth.kubeconfig import kubeconfig_document, write_kubeconfig
 from apiserver.auth.noderestriction import admit
 from apiserver.auth.pki import ensure_serving_cert, is_loopback, machine_names
 from apiserver.auth.tokens import ensure_token_file, issue_token, parse_token_file, token_for
@@ -218,6 +219,22 @@ def test_pki_and_kubeconfig(tmp_path: Path) -> None:
     ips = {str(v) for v in wild_san.value.get_values_for_type(x509.IPAddress)}
     assert ips >= {a.split("%")[0] for a in machine_names() if ":" not in a and "." in a}
     assert socket.gethostname() in wild_san.value.get_values_for_type(x509.DNSName)
+    other = {"apiVersion": "v1", "kind": "Config", "current-context": "prod",
+             "clusters": [{"name": "prod", "cluster": {"server": "https://prod"}},
+                          {"name": "kubenode", "cluster": {"server": "https://stale"}}],
+             "users": [{"name": "me", "user": {"token": "x"}}],
+             "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}]}  # fmt: skip
+    home = tmp_path / "config"
+    home.write_text(yaml.safe_dump(other))
+    write_kubeconfig(home, "https://127.0.0.1:6443", "tok", cert.ca_pem)
+    both = yaml.safe_load(home.read_text())
+    assert [c["name"] for c in both["clusters"]] == [
+        "prod",
+        "kubenode",
+    ]  # the stale entry replaced, prod kept
+    assert both["clusters"][1]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert [u["name"] for u in both["users"]] == ["me", "admin"]
+    assert both["current-context"] == "admin@kubenode" and len(both["contexts"]) == 2
     doc = kubeconfig_document("https://10.1.2.3:6443", "tok", cert.ca_pem)
     assert doc["clusters"][0]["cluster"]["certificate-authority-data"]
     assert doc["users"][0]["user"] == {"token": "tok"}
