@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -35,9 +36,9 @@ from apiserver.storage.cache import Watcher
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WRITE_TIMEOUT = 30.0  # a client that takes no bytes for this long is disconnected
-WRITE_BUFFER = (
-    1 << 16
-)  # below this much buffered output a write returns without waiting (aiohttp's drain limit)
+# Below this much buffered output a write returns without waiting (aiohttp's drain limit).
+WRITE_BUFFER = 1 << 16
+DIRECT_BUFFER = 8 << 20  # a direct watcher whose client leaves this much unread is closed
 
 
 def bookmark_line(strategy: Strategy, revision: int, *, initial_end: bool = False) -> bytes:
@@ -135,6 +136,8 @@ async def _forward(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + duration
     next_bookmark = loop.time() + ctx.bookmark_interval
+    if not table:
+        watcher.go_direct(_direct_sink(request, strategy))
     # One timer wakes the stream for its deadline or next bookmark; events wake it through the same
     # asyncio.Event. (wait_for per wake-up cost more than the write itself with 100 watchers.)
     timer = loop.call_at(min(deadline, next_bookmark) if bookmarks else deadline, watcher.wakeup.set)
@@ -155,7 +158,9 @@ async def _forward(
             if now >= deadline or watcher.overflowed:
                 return  # timeoutSeconds; or too slow: the client re-watches from its last resourceVersion
             if bookmarks and now >= next_bookmark:
-                # Every event up to the cache's revision was offered to this watcher: none is skipped.
+                # Every event up to the cache's revision was offered to this watcher (and is written
+                # before the bookmark): none is skipped.
+                watcher.flush()
                 line = bookmark_line(strategy, ctx.store.cache.revision)
                 await _send(response, [line], False, request, strategy)
                 next_bookmark = loop.time() + ctx.bookmark_interval
@@ -163,6 +168,24 @@ async def _forward(
                 timer = loop.call_at(min(deadline, next_bookmark), watcher.wakeup.set)
     finally:
         timer.cancel()
+
+
+def _direct_sink(request: web.Request, strategy: Strategy) -> Callable[[bytes, int], bool]:
+    """Writes chunks straight to the connection (headers went out in prepare()): no coroutine per
+    watcher per event. False once the client is gone or lets DIRECT_BUFFER bytes pile up unread."""
+    info = strategy.info
+
+    def sink(data: bytes, count: int) -> bool:
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return False
+        transport.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        if METRICS is not None:
+            for _ in range(count):
+                METRICS.watch_event(info.group, info.version, info.kind)
+        return transport.get_write_buffer_size() <= DIRECT_BUFFER
+
+    return sink
 
 
 async def _send(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from apiserver.selectors import EVERYTHING, Selector
@@ -68,8 +68,36 @@ class Filter:
         return self.labels.matches(entry.labels) and self.fields.matches(entry.fields)
 
 
+Sink = Callable[[bytes, int], bool]  # (lines, how many) -> False when the client is too far behind
+
+
+class Flusher:
+    """Sends what direct watchers were offered, once per event-loop iteration: one write per watcher
+    for a whole committed batch, without waking a coroutine per watcher."""
+
+    def __init__(self) -> None:
+        self.dirty: set[Watcher] = set()
+        self.scheduled = False
+
+    def mark(self, watcher: Watcher) -> None:
+        self.dirty.add(watcher)
+        if not self.scheduled:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        dirty, self.dirty = self.dirty, set()
+        for watcher in dirty:
+            watcher.flush()
+
+
+FLUSHER = Flusher()
+
+
 class Watcher:
-    """One watch request's buffer; the handler drains `pending` after `wakeup` fires."""
+    """One watch request's buffer. With a `sink` (direct mode) the Flusher hands it the lines; without
+    one, the handler drains `pending` after `wakeup` fires (Table output, the initial events)."""
 
     def __init__(self, resource: str, filter_: Filter, limit: int = WATCHER_BUFFER) -> None:
         self.resource = resource
@@ -79,6 +107,23 @@ class Watcher:
         self.wakeup = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        self.sink: Sink | None = None
+
+    def go_direct(self, sink: Sink) -> None:
+        """From now on, lines go to `sink` at the end of each event-loop iteration (and what waits now)."""
+        self.sink = sink
+        self.flush()
+
+    def flush(self) -> None:
+        if self.sink is None or not self.pending or self.closed:
+            return
+        count = len(self.pending)
+        data = b"".join(line for line, _, _ in self.pending)
+        self.pending.clear()
+        if not self.sink(data, count):
+            self.overflowed = True
+            self.closed = True
+            self.wakeup.set()
 
     def offer(self, event: Event, now: float) -> None:
         if self.closed:
@@ -101,6 +146,9 @@ class Watcher:
             self.closed = True
         else:
             self.pending.append((event.line(kind), event.rev, now))
+            if self.sink is not None:
+                FLUSHER.mark(self)
+                return
         self.wakeup.set()
 
 
