@@ -13,8 +13,6 @@ import orjson
 from aiohttp import web
 
 from apiserver import protobody
-from apiserver.protobuf import PROTOBUF
-from apiserver.protobuf import decode as decode_protobuf
 from apiserver.registry import Clock, Strategy
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
@@ -90,20 +88,24 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
             return None
         raise bad_request("the request body is empty")
     content_type = request.content_type
-    if content_type == PROTOBUF:
-        return decode_protobuf(data)
+    if content_type == protobody.MEDIA_TYPE:  # kubectl's typed clients (create namespace, drain, ...)
+        try:
+            decoded = protobody.decode(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise bad_request(f"unable to decode the protobuf body: {exc}") from None
+        if decoded is None:
+            raise APIError(
+                415,
+                "UnsupportedMediaType",
+                f"{protobody.MEDIA_TYPE} bodies are read only for {', '.join(protobody.DECODERS)}: "
+                "send application/json",
+            )
+        return decoded
     if content_type == "application/apply-patch+yaml":
         return _yaml(data)
     if request.method != "PATCH" and content_type not in (JSON, "", "application/octet-stream", "*/*"):
         if content_type.endswith("yaml"):
             return _yaml(data)
-        if content_type == protobody.MEDIA_TYPE:  # kubectl's typed clients (create namespace, ...)
-            try:
-                decoded = protobody.decode(data)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise bad_request(f"unable to decode the protobuf body: {exc}") from None
-            if decoded is not None:
-                return decoded
         raise unsupported_media_type(content_type)
     try:
         return orjson.loads(data)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import subprocess
 
-from apiserver.protobuf import MAGIC, decode
+from apiserver.protobody import decode
 from tests.apiserver.support import REPO, ApiServerProcess
 from tests.apiserver.test_rest import PODS, created, pod
+
+MAGIC = b"k8s\x00"
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -51,7 +53,7 @@ def test_protobuf_pod_is_415(api: ApiServerProcess) -> None:
     type_meta = _field(1, b"v1") + _field(2, b"Pod")
     body = MAGIC + _field(1, type_meta) + _field(2, b"")
     status, reply = api.request("POST", PODS, raw=body, content_type="application/vnd.kubernetes.protobuf")
-    assert status == 415 and "not Pod" in reply["message"]
+    assert status == 415 and "read only for Namespace" in reply["message"]
 
 
 def test_yaml_body(api: ApiServerProcess) -> None:
