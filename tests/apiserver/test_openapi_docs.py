@@ -6,7 +6,6 @@ from typing import Any
 
 import kubernetes.client.models as models
 
-from apiserver.discovery import api_groups, api_resources
 from apiserver.openapi import v2_document, v3_document
 from apiserver.resources import SERVED
 
@@ -73,23 +72,3 @@ def test_v2_document_is_swagger() -> None:
     assert "io.k8s.api.coordination.v1.Lease" in doc["definitions"]
     ref = doc["paths"]["/api/v1/nodes/{name}"]["get"]["responses"]["200"]["schema"]["$ref"]
     assert ref == "#/definitions/io.k8s.api.core.v1.Node"
-
-
-def test_discovery_documents() -> None:
-    core = api_resources("", "v1", SERVED)
-    by_name = {r["name"]: r for r in core["resources"]}
-    assert by_name["pods"]["shortNames"] == ["po"] and by_name["pods"]["categories"] == ["all"]
-    assert by_name["pods"]["verbs"] == sorted(
-        ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-    )
-    assert by_name["pods/binding"]["kind"] == "Binding" and by_name["pods/binding"]["verbs"] == ["create"]
-    eviction = by_name["pods/eviction"]
-    assert (eviction["group"], eviction["version"], eviction["kind"]) == ("policy", "v1", "Eviction")
-    assert by_name["pods/status"]["verbs"] == ["get", "patch", "update"]
-    assert {by_name[n]["shortNames"][0] for n in ("nodes", "namespaces", "events")} == {"no", "ns", "ev"}
-    assert not by_name["nodes"]["namespaced"]
-    groups = api_groups(SERVED)["groups"]
-    assert [g["name"] for g in groups] == ["coordination.k8s.io"]
-    assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
-    leases = api_resources("coordination.k8s.io", "v1", SERVED)
-    assert leases["groupVersion"] == "coordination.k8s.io/v1" and leases["resources"][0]["kind"] == "Lease"
