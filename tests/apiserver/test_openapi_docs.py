@@ -6,7 +6,9 @@ from typing import Any
 
 import kubernetes.client.models as models
 
+from apiserver import protowire
 from apiserver.openapi import v2_document, v3_document
+from apiserver.openapi_v2pb import encode_document
 from apiserver.resources import SERVED
 
 POD = "io.k8s.api.core.v1.Pod"
@@ -72,3 +74,20 @@ def test_v2_document_is_swagger() -> None:
     assert "io.k8s.api.coordination.v1.Lease" in doc["definitions"]
     ref = doc["paths"]["/api/v1/nodes/{name}"]["get"]["responses"]["200"]["schema"]["$ref"]
     assert ref == "#/definitions/io.k8s.api.core.v1.Node"
+
+
+def test_v2_protobuf_carries_the_definitions() -> None:
+    """gnostic's Document: definitions = 9 {NamedSchema 1 {name 1, Schema 2 {vendor_extension 31}}}."""
+    body = encode_document(v2_document(SERVED))
+    assert protowire.string(body, 1) == "2.0"
+    named = {
+        protowire.string(e, 1): protowire.message(e, 2)
+        for e in protowire.repeated(protowire.message(body, 9), 1)
+    }
+    pod = named["io.k8s.api.core.v1.Pod"]
+    extensions = {protowire.string(e, 1): protowire.message(e, 2) for e in protowire.repeated(pod, 31)}
+    gvk_yaml = protowire.string(extensions["x-kubernetes-group-version-kind"], 2)
+    assert "kind: Pod" in gvk_yaml and "version: v1" in gvk_yaml
+    spec = named["io.k8s.api.core.v1.PodSpec"]
+    properties = {protowire.string(e, 1) for e in protowire.repeated(protowire.message(spec, 25), 1)}
+    assert {"containers", "nodeName", "tolerations"} <= properties
