@@ -57,7 +57,7 @@ spec:
       resources:
         limits: {kubenode.io/cpu: 2, cpu: "2", memory: 32Mi}
 EOF
-  cat > "$work/m/limited.yaml" <<'EOF'
+  cat > "$work/limited.yaml" <<'EOF'
 apiVersion: v1
 kind: Pod
 metadata: {name: limited, uid: bbbbbbbb-0000-0000-0000-000000000002}
@@ -68,6 +68,7 @@ spec:
       resources:
         limits: {cpu: 200m, memory: 64Mi}
 EOF
+  cp "$work/limited.yaml" "$work/m/"
   $K deviceplugin --config tests/configs/cpu.yaml --kubelet-dir "$work/dp" > "$work/plugin.log" 2>&1 &
   plugin=$!
   agent_cmd="$K agent --manifests $work/m --state-dir $work/state --cgroup-root /$cg --device-plugin-dir $work/dp --listen ''"
@@ -94,17 +95,7 @@ EOF
 
   echo "== cgroup v2: systemd driver in a handed-over cgroup (what Delegate=yes gives)"
   mkdir "/sys/fs/cgroup/$cg.service"
-  cat > "$work/m/limited.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata: {name: limited, uid: bbbbbbbb-0000-0000-0000-000000000002}
-spec:
-  containers:
-    - name: spin
-      command: [sh, -c, 'while :; do :; done']
-      resources:
-        limits: {cpu: 200m, memory: 64Mi}
-EOF
+  cp "$work/limited.yaml" "$work/m/"
   sh -c "echo \$\$ > /sys/fs/cgroup/$cg.service/cgroup.procs; exec $K agent --cgroup-driver systemd --manifests $work/m --state-dir $work/state2 --device-plugin-dir none --listen ''" > "$work/agent2.log" 2>&1 &
   agent=$!
   waitfor '[ -n "$(podcg /sys/fs/cgroup/$cg.service bbbbbbbb)" ]'
