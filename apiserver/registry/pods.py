@@ -128,6 +128,20 @@ def set_condition(status: dict[str, Any], new: dict[str, Any]) -> None:
     conditions.append(new)
 
 
+def default_spec(spec: dict[str, Any]) -> None:
+    """SetDefaults_PodSpec and SetDefaults_Container (pkg/apis/core/v1/defaults.go), the parts served."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or ():
+            if isinstance(container, dict):
+                _default_container(container)
+
+
 class PodStrategy(Strategy):
     model = "V1Pod"
     field_labels = POD_FIELDS
@@ -151,13 +165,8 @@ class PodStrategy(Strategy):
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
         spec = obj.setdefault("spec", {})
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("securityContext", {})
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("enableServiceLinks", True)
-        # Priority admission without a PriorityClass; DefaultTolerationSeconds admission.
+        default_spec(spec)
+        # Priority admission without a PriorityClass; DefaultTolerationSeconds admission (create only).
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         tolerations = spec.setdefault("tolerations", [])
@@ -168,10 +177,6 @@ class PodStrategy(Strategy):
                 tolerations.append(
                     {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
                 )
-        for key in ("containers", "initContainers"):
-            for container in spec.get(key) or ():
-                if isinstance(container, dict):
-                    _default_container(container)
         obj["status"] = {"phase": "Pending"}
 
     def validate(self, obj: dict[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
@@ -190,7 +195,13 @@ class PodStrategy(Strategy):
     def prepare_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
         super().prepare_update(new, old)
         old_spec = old.get("spec") or {}
-        new_spec = new.get("spec") or {}
+        new_spec = new.setdefault("spec", {})
+        default_spec(
+            new_spec
+        )  # the decoder defaults every body, so a manifest without defaults compares equal
+        for key in ("priority", "preemptionPolicy"):  # set by admission on create; kept
+            if key in old_spec:
+                new_spec.setdefault(key, old_spec[key])
         if _comparable_spec(new_spec) != _comparable_spec(old_spec):
             name = old.get("metadata", {}).get("name", "")
             raise _forbidden_spec_change(name)

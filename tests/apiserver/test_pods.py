@@ -174,3 +174,17 @@ def test_lease_microtime_is_six_digits(api: ApiServerProcess) -> None:
     assert status == 200 and renewed["spec"]["renewTime"] == "2026-01-02T03:04:06.500000Z"
     status, missing = api.request("GET", path + "/nope")
     assert missing["message"] == 'leases.coordination.k8s.io "nope" not found'
+
+
+def test_replace_with_a_manifest_without_defaults(api: ApiServerProcess) -> None:
+    obj = created(api, PODS, pod("replaced"))
+    manifest = pod("replaced")
+    manifest["metadata"]["labels"] = {"edited": "yes"}
+    manifest["spec"]["containers"][0]["image"] = "busybox:latest"  # same pull policy (Always)
+    status, body = api.request("PUT", PODS + "/replaced", manifest)
+    assert status == 200, body
+    assert (
+        body["metadata"]["labels"] == {"edited": "yes"}
+        and body["spec"]["containers"][0]["image"] == "busybox:latest"
+    )
+    assert body["metadata"]["uid"] == obj["metadata"]["uid"] and body["spec"]["priority"] == 0
