@@ -90,13 +90,13 @@ def build_node_agent(
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
     from agent.cgroups import make_pod_cgroups
-    from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf
+    from agent.cgroups.delegation import default_cgroup_root, leave_if_inside
     from agent.cgroups.detect import CGROUP_MOUNT, detect_version
 
     version = detect_version(CGROUP_MOUNT)
     cgroup_root = config.cgroup_root or default_cgroup_root(config.cgroup_driver, version)
-    if version == 2 and config.cgroup_driver == "systemd" and not config.cgroup_root:
-        leave_for_leaf(CGROUP_MOUNT, cgroup_root)
+    # v2: the agent may not stay in a cgroup that is to hold pod cgroups (no internal processes).
+    leave_if_inside(CGROUP_MOUNT, version, cgroup_root)
     cgroups = make_pod_cgroups(
         cgroup_root,
         "systemd" if config.cgroup_driver == "systemd" else "cgroupfs",

@@ -98,20 +98,22 @@ def ensure_prerequisites() -> tuple[Path, Path]:
     return kernel, vng
 
 
-def guest_command(out: Path, modules: list[str]) -> str:
+def guest_command(out: Path, modules: list[str], select: str = "") -> str:
     """What the guest runs: pytest on the selected modules, its status written where the host reads it."""
     paths = [f"{GUEST_DIR}/{MODULES[name]}" for name in modules]
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:logging", "-s", "-v"]
-    pytest += ["--timeout", str(GUEST_TEST_TIMEOUT_S), *paths]
+    pytest += ["--timeout", str(GUEST_TEST_TIMEOUT_S), *paths, *(["-k", select] if select else [])]
     env = f"{OUT_ENV}={shlex.quote(str(out))} GRPC_ENABLE_FORK_SUPPORT=false PYTHONDONTWRITEBYTECODE=1"
     rc_file = shlex.quote(str(out / "rc"))
     return f"cd {shlex.quote(str(REPO))} && {env} {shlex.join(pytest)}; echo $? > {rc_file}"
 
 
-def run_guest(kernel: Path, vng: Path, out: Path, modules: list[str], deadline_s: float) -> int | None:
+def run_guest(
+    kernel: Path, vng: Path, out: Path, modules: list[str], deadline_s: float, select: str = ""
+) -> int | None:
     """Boot the guest and stream its console; returns the guest pytest's status (None: none came back)."""
     argv = [str(vng), "--disable-kvm", "--run", str(kernel), "--memory", "2G", "--cpus", "2"]
-    argv += ["--rwdir", str(out), "--exec", guest_command(out, modules)]
+    argv += ["--rwdir", str(out), "--exec", guest_command(out, modules, select)]
     env = dict(os.environ, PATH=f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = (out / "console.log").open("w", encoding="utf-8", errors="replace")
     proc = subprocess.Popen(
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default=default, help=f"comma list of {', '.join(MODULES)} (default {default})"
     )
     parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="kill the guest after S s")
+    parser.add_argument("-k", dest="select", default="", help="pytest -k expression inside the guest")
     parser.add_argument("--out", type=Path, help="keep the guest's transcript in this dir (default: temp)")
     args = parser.parse_args(argv)
     modules = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), modules: {', '.join(modules)}",
         flush=True,
     )
-    rc = run_guest(kernel, vng, out, modules, args.deadline)
+    rc = run_guest(kernel, vng, out, modules, args.deadline, args.select)
     took = time.monotonic() - started
     if took > BUDGET_S:
         print(

@@ -9,7 +9,9 @@ changes.
 
 On cgroup v2 a cgroup with children may hold no processes once controllers are enabled for
 them (the no-internal-processes rule), so the agent first moves itself into a leaf,
-`<own>/supervisor`, as systemd's DelegateSubgroup= would do.
+`<own>/supervisor`, as systemd's DelegateSubgroup= would do, whenever its own cgroup is the
+cgroup root or an ancestor of it: under the systemd driver by default, and under cgroupfs when
+`--cgroup-root` names the delegated subtree (a case a real v2 kernel refused with EBUSY).
 """
 
 from __future__ import annotations
@@ -64,3 +66,19 @@ def leave_for_leaf(mount_root: Path, own: str, pid: int | None = None) -> None:
         raise CgroupError(
             f"{own}/{SUPERVISOR_LEAF}", "cgroup.procs", f"cannot move the agent there: {exc}"
         ) from exc
+
+
+def leave_if_inside(
+    mount_root: Path, version: int, cgroup_root: str, proc_self_cgroup: str | None = None
+) -> bool:
+    """cgroup v2: move this process into `<own>/supervisor` if its cgroup is `cgroup_root` or an
+    ancestor of it (the mount root is exempt from the rule); True if it moved."""
+    if version != 2:
+        return False
+    text = proc_self_cgroup if proc_self_cgroup is not None else Path("/proc/self/cgroup").read_text()
+    own = "/" + own_cgroup(2, text).strip("/")
+    root = "/" + cgroup_root.strip("/")
+    if own == "/" or not (root == own or root.startswith(own + "/")):
+        return False
+    leave_for_leaf(mount_root, own)
+    return True

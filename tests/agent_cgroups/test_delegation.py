@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.cgroups.api import CgroupError
-from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf, own_cgroup
+from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf, leave_if_inside, own_cgroup
 
 V1_UNDER_SYSTEMD = """\
 12:pids:/system.slice/kubenode-agent.service
@@ -47,3 +47,21 @@ def test_leave_for_leaf_writes_the_pid_into_a_supervisor_leaf(tmp_path: Path) ->
     leave_for_leaf(tmp_path, "/", pid=1)  # not delegated: nothing to do
     with pytest.raises(CgroupError, match="supervisor"):
         leave_for_leaf(tmp_path, "/missing/unit.service", pid=1)
+
+
+def test_leave_if_inside_only_when_the_root_is_at_or_below_its_own_cgroup(tmp_path: Path) -> None:
+    own = tmp_path / "system.slice" / "agent.service"
+    own.mkdir(parents=True)
+    proc = "0::/system.slice/agent.service\n"
+    assert not leave_if_inside(tmp_path, 1, "/system.slice/agent.service", proc)  # v1: no such rule
+    assert not leave_if_inside(tmp_path, 2, "/", proc)  # kubepods beside it: nothing to do
+    assert not leave_if_inside(tmp_path, 2, "/kubepods", "0::/\n")  # the mount root is exempt
+    assert not (own / "supervisor").exists()
+    # --cgroup-root at its own delegated cgroup (cgroupfs driver), or below it.
+    assert leave_if_inside(tmp_path, 2, "/system.slice/agent.service", proc)
+    assert (own / "supervisor" / "cgroup.procs").read_text().strip().isdigit()
+    assert leave_if_inside(tmp_path, 2, "/system.slice/agent.service/pods", proc)
+    # Restarted in the leaf: the root is beside it, not below it.
+    assert not leave_if_inside(
+        tmp_path, 2, "/system.slice/agent.service", proc.replace(".service", ".service/supervisor")
+    )

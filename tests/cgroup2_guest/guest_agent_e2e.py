@@ -72,6 +72,7 @@ class Node:
     work: Path
     root: str
     driver: str = "cgroupfs"
+    cgroup_root: str = ""  # --cgroup-root under cgroupfs; default: `root`
     listen: str = field(default_factory=lambda: f"127.0.0.1:{free_port()}")
     agent_pid: int | None = None
     plugin_pid: int | None = None
@@ -91,7 +92,7 @@ class Node:
         argv += ["--pod-pids-limit", str(PODS_PIDS_LIMIT), "--cgroup-driver", self.driver]
         argv += ["--device-plugin-dir", str(self.work / "plugins") if devices else "none"]
         if self.driver == "cgroupfs":
-            argv += ["--cgroup-root", self.root]
+            argv += ["--cgroup-root", self.cgroup_root or self.root]
         self.agent_pid = fork_cli(argv, self.work / "agent.log", cgroup)
         wait_until(self._serving, START_S, "the agent's /healthz")
 
@@ -309,4 +310,34 @@ def test_systemd_driver_in_a_delegated_subtree(node: Node, transcript: Transcrip
     node.kill_agent(signal.SIGTERM)
     transcript.line(
         "systemd driver: restart in the supervisor leaf adopted the pod; its slice removed with it"
+    )
+
+
+def test_cgroupfs_driver_rooted_at_its_own_delegated_cgroup(node: Node, transcript: Transcript) -> None:
+    """docs/cgroups.md's advice for cgroupfs on a systemd host: Delegate=yes, --cgroup-root = that subtree.
+
+    The agent then runs in the cgroup that becomes kubepods' parent: on v2 it must leave it for the
+    supervisor leaf first, or enabling controllers there fails (EBUSY) and the agent cannot start.
+    """
+    handed = f"{node.root}/kubenode-agent.service"
+    cgroup_dir(handed).mkdir(parents=True)
+    for ancestor in ("/", node.root):
+        (cgroup_dir(ancestor) / "cgroup.subtree_control").write_text("+cpu +cpuset +memory +pids")
+    node.cgroup_root = handed
+    (node.manifests / "db.yaml").write_text(
+        manifest("db", "sleep 600", "{limits: {cpu: 100m, memory: 32Mi}}")
+    )
+    node.start_agent(devices=False, cgroup=handed)
+    db = node.running("db")
+    assert db["kubenode"]["cgroup"] == f"{handed}/kubepods/pod{db['metadata']['uid']}"
+    assert read(db["kubenode"]["cgroup"], "cpu.max") == "10000 100000"
+    assert node.agent_pid is not None
+    agent_cgroup = Path(f"/proc/{node.agent_pid}/cgroup").read_text().strip()
+    assert agent_cgroup == f"0::{handed}/{SUPERVISOR_LEAF}"
+    assert procs(handed) == set()
+    (node.manifests / "db.yaml").unlink()
+    wait_until(lambda: not node.pod_cgroups(), START_S, "the pod cgroup removed")
+    node.kill_agent(signal.SIGTERM)
+    transcript.line(
+        f"cgroupfs driver, --cgroup-root = its own delegated cgroup: agent in {SUPERVISOR_LEAF}, pod ran"
     )
