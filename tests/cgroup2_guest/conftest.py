@@ -2,7 +2,8 @@
 
 The modules here are named `guest_*.py`, not `test_*.py`, so the host's plain `pytest` run never
 collects them (this host is a v1 hybrid); the guest runner names them explicitly. Run anywhere
-else they fail at once, saying the kernel is not cgroup v2 (never a skip).
+else they fail at once, saying the kernel is not cgroup v2 (never a skip). `test_runner.py` is the
+one host test here: it checks the runner itself.
 
 Every test gets a unique root (/kn-guest-<random>) that is killed (cgroup.kill) and removed at
 teardown; a leak fails the test. Summary lines (controllers, cgroup files, measured quota,
@@ -96,6 +97,8 @@ def warm_imports() -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Under emulation a run is long: show each failure and each test's time as it happens."""
+    if not os.environ.get(GUEST_ENV):
+        return  # on the host (test_runner.py) pytest's own report is enough
     if report.when == "call" or report.failed:
         print(
             f"\n[guest] {report.nodeid} {report.when}: {report.outcome} in {report.duration:.1f} s",

@@ -1,0 +1,53 @@
+"""The host side of `make test-cgroup2` (tools/cgroup2_guest.py), runnable on this host: a missing
+kernel or qemu fails naming the package (never a skip), and what the guest is asked to run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_runner() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cgroup2_guest_runner", REPO / "tools/cgroup2_guest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_packages_fail_naming_them_when_not_root(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = load_runner()
+    monkeypatch.setattr(runner, "newest_kernel", lambda: None)
+    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as exited:
+        runner.ensure_prerequisites()
+    assert exited.value.code == 1
+    message = capsys.readouterr().err
+    assert "linux-image-amd64" in message and "qemu-system-x86" in message
+
+
+def test_guest_command_runs_the_named_guest_modules_and_records_the_status(tmp_path: Path) -> None:
+    runner = load_runner()
+    command = runner.guest_command(tmp_path, ["rules", "agent"], "quota")
+    assert f"cd {REPO} && " in command
+    assert "tests/cgroup2_guest/guest_kernel_rules.py tests/cgroup2_guest/guest_agent_e2e.py" in command
+    assert f"KUBENODE_CGROUP2_GUEST_OUT={tmp_path}" in command
+    assert "-k quota" in command
+    assert command.endswith(f"; echo $? > {tmp_path}/rc")
+    assert sys.executable in command
+
+
+def test_an_unknown_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        load_runner().main(["--only", "rules,nope"])
+    assert exited.value.code == 2
+    assert "--only: unknown ['nope']" in capsys.readouterr().err
