@@ -49,6 +49,19 @@ def binding_body(pod: Pod, node: str) -> dict[str, Any]:
     }
 
 
+def post_binding(client: KubeClient, pod: Pod, node: str) -> str | None:
+    """POST the pod's Binding. None: bound now; a node name: it was already bound there (409
+    "already assigned", which is not a failure). Any other error raises (e.g. being deleted)."""
+    try:
+        client.create(PODS, binding_body(pod, node), pod.namespace, name=pod.name, subresource="binding")
+    except Conflict as exc:
+        match = _ALREADY_ASSIGNED.search(exc.message)
+        if match is None:
+            raise
+        return match.group(1)
+    return None
+
+
 def disruption_target_patch(pod: Pod, scheduler_name: str, now: float) -> dict[str, Any]:
     condition = {
         "type": "DisruptionTarget",
@@ -87,15 +100,10 @@ class ApiBinder(ApiWriter):
 
     def bind(self, pod: Pod, node: str) -> None:
         self._check()
-        try:
-            body = binding_body(pod, node)
-            self.client.create(PODS, body, pod.namespace, name=pod.name, subresource="binding")
-        except Conflict as exc:
-            match = _ALREADY_ASSIGNED.search(exc.message)
-            if match is None:
-                raise  # e.g. being deleted: a real failure, retried with backoff
+        earlier = post_binding(self.client, pod, node)
+        if earlier is not None:
             self.already_bound += 1
-            if match.group(1) != node:
+            if earlier != node:
                 return  # someone else placed it; the informer's view wins
         self.scheduled(pod, node)
 

@@ -36,6 +36,16 @@ def register(subparsers: Any) -> None:
         "--binding-workers", type=int, default=64, help="binds in flight at once (the bounded pool)"
     )
     live.set_defaults(func=run_live)
+    extender = commands.add_parser(
+        "extender", help="serve /filter, /prioritize and /bind to kube-scheduler as a scheduler extender"
+    )
+    extender.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    extender.add_argument("--profile", help="KubeSchedulerConfiguration file: the score strategies to use")
+    extender.add_argument("--bind-address", default="0.0.0.0", help="address to listen on")
+    extender.add_argument("--port", type=int, default=8888, help="port to listen on (0: any free port)")
+    extender.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
+    extender.add_argument("--tls-private-key-file", help="the certificate's private key (PEM)")
+    extender.set_defaults(func=run_extender)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,3 +108,34 @@ def run_live(args: argparse.Namespace) -> int:
         binding_workers=args.binding_workers,
     )
     return run_scheduler(client_config, options)
+
+
+def run_extender(args: argparse.Namespace) -> int:
+    import ssl
+    from pathlib import Path
+
+    from kubenode.kubeclient import KubeConfigError, load
+    from kubenode.model.errors import ValidationError
+    from scheduler.extender.server import run_extender as serve
+    from scheduler.extender.server import server_ssl_context
+    from scheduler.profile import Configuration, load_configuration
+
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("kubenode scheduler: --tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"kubenode scheduler: --port {args.port} is not a port number", file=sys.stderr)
+        return 2
+    try:
+        config = load_configuration(Path(args.profile)) if args.profile else Configuration()
+        client_config = load(args.kubeconfig)
+        tls = None
+        if args.tls_cert_file:
+            tls = server_ssl_context(args.tls_cert_file, args.tls_private_key_file)
+    except (ValidationError, KubeConfigError) as exc:
+        print(f"kubenode scheduler: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ssl.SSLError) as exc:
+        print(f"kubenode scheduler: --tls-cert-file/--tls-private-key-file: {exc}", file=sys.stderr)
+        return 2
+    return serve(client_config, config, args.bind_address, args.port, tls)

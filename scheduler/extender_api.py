@@ -64,7 +64,8 @@ def reasons(value: Any, what: str) -> dict[str, str]:
 
 
 def node_list(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    return {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": list(nodes)}
+    """A v1.NodeList as Go marshals kube's `&v1.NodeList{Items: ...}` (empty TypeMeta omitted)."""
+    return {"metadata": {}, "items": list(nodes)}
 
 
 def extender_args(
@@ -106,24 +107,29 @@ def binding_result(error: str = "") -> dict[str, str]:
     return {ERROR: error}
 
 
+def node_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The Node objects of an ExtenderArgs or ExtenderFilterResult (None if Nodes is null)."""
+    nodes = get(body, NODES)
+    if nodes is None:
+        return None
+    items = get(mapping(nodes, NODES), "items") or []
+    if not isinstance(items, list):
+        raise BadBody("Nodes.items must be a list")
+    return [mapping(item, "Nodes.items[]") for item in items]
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    name = mapping(node.get("metadata") or {}, "Nodes.items[].metadata").get("name")
+    if not isinstance(name, str):
+        raise BadBody("Nodes.items[].metadata.name must be a string")
+    return name
+
+
 def passed_names(result: Mapping[str, Any], node_cache_capable: bool) -> list[str]:
     """The node names an ExtenderFilterResult lets through (from NodeNames or Nodes.items)."""
     if node_cache_capable:
         return strings(get(result, NODE_NAMES), NODE_NAMES)
-    nodes = get(result, NODES)
-    if nodes is None:
-        return []
-    items = get(mapping(nodes, NODES), "items") or []
-    if not isinstance(items, list):
-        raise BadBody("Nodes.items must be a list")
-    names = []
-    for item in items:
-        meta = mapping(item, "Nodes.items[]").get("metadata") or {}
-        name = mapping(meta, "Nodes.items[].metadata").get("name")
-        if not isinstance(name, str):
-            raise BadBody("Nodes.items[].metadata.name must be a string")
-        names.append(name)
-    return names
+    return [node_name(node) for node in node_items(result) or []]
 
 
 def parse_priorities(body: Any) -> list[tuple[str, int]]:

@@ -69,7 +69,7 @@ class HttpExtender:
             if config.tls.server_name:
                 kwargs["server_hostname"] = config.tls.server_name
         self._http = urllib3.PoolManager(
-            maxsize=4, retries=False, timeout=urllib3.Timeout(total=config.http_timeout), **kwargs
+            maxsize=32, retries=False, timeout=urllib3.Timeout(total=config.http_timeout), **kwargs
         )
 
     @property

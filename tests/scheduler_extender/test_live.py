@@ -1,0 +1,137 @@
+"""Our scheduler calling our extender over HTTP, both real processes, against `kubenode apiserver`."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, NotFound
+from tests.scheduler_extender.support import (
+    GPU,
+    ExtenderProcess,
+    extender_entry,
+    wait_until_known,
+    write_profile,
+)
+from tests.scheduler_live.support import (
+    BindingWatch,
+    SchedulerProcess,
+    bound_count,
+    check_no_overcommit,
+    create_all,
+    node,
+    pod,
+    wait_for,
+)
+
+
+@pytest.fixture(autouse=True)
+def empty_cluster(admin: KubeClient) -> Iterator[None]:
+    yield
+    for obj in admin.list_all(PODS)[0]:
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFound):
+            admin.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+    for obj in admin.list_all(NODES)[0]:
+        with contextlib.suppress(NotFound):
+            admin.delete(NODES, obj["metadata"]["name"])
+    wait_for(lambda: not admin.list_all(PODS)[0] and not admin.list_all(NODES)[0], 10, "an empty cluster")
+
+
+@contextlib.contextmanager
+def scheduler(apiserver: Any, profile: Path, tmp_path: Path) -> Iterator[SchedulerProcess]:
+    process = SchedulerProcess(
+        apiserver.kubeconfig, "--profile", str(profile), log_path=tmp_path / "sched.log"
+    )
+    try:
+        yield process
+    except BaseException:
+        process.stop()
+        print(f"scheduler log:\n{process.log()}")  # shown with the failure
+        raise
+    code = process.stop()
+    assert code == 0, process.log()
+
+
+def gpu_pod(name: str, gpus: int = 1) -> dict[str, Any]:
+    return pod(name, extra={GPU: str(gpus)})
+
+
+def closed_port_url() -> str:
+    """A URL nothing listens on (the port was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def failed_scheduling(admin: KubeClient, name: str) -> list[str]:
+    events = admin.list_all(EVENTS, namespace="default")[0]
+    return [
+        e.get("message", "")
+        for e in events
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"].get("name") == name
+    ]
+
+
+@pytest.mark.parametrize("node_cache_capable", [True, False], ids=["nodeCacheCapable", "fullNodes"])
+def test_gpu_pods_bind_through_the_extender_without_overcommit(
+    apiserver: Any, admin: KubeClient, extender: ExtenderProcess, tmp_path: Path, node_cache_capable: bool
+) -> None:
+    profile = write_profile(
+        tmp_path / "profile.yaml", extender_entry(extender.url, nodeCacheCapable=node_cache_capable)
+    )
+    create_all(admin, [node(f"g{i}", **{GPU: "2"}) for i in range(3)])
+    # The extender's informer must have them before it is asked (it would fail unknown nodes).
+    wait_until_known(extender.url, ["g0", "g1", "g2"])
+    with BindingWatch(admin) as watch, scheduler(apiserver, profile, tmp_path) as sched:
+        create_all(admin, [gpu_pod(f"gpu-{i}") for i in range(8)] + [pod("plain")])
+        # 6 GPUs for 8 one-GPU pods: 6 bind, the plain pod binds too, 2 wait.
+        wait_for(lambda: bound_count(admin) == 7, 30, "7 pods bound")
+        waiting = [p["metadata"]["name"] for p in admin.list_all(PODS)[0] if not p["spec"].get("nodeName")]
+        assert len(waiting) == 2 and all(n.startswith("gpu-") for n in waiting)
+        message = wait_for(lambda: failed_scheduling(admin, waiting[0]), 15, "a FailedScheduling event")[0]
+        # Our scheduler leaves the GPUs to the extender (ignoredByScheduler): the reason is its.
+        assert message.startswith(f"0/3 nodes are available: 3 {'Insufficient ' + GPU}."), message
+        check_no_overcommit(admin)
+        watch.assert_bound_at_most_once()
+        assert "binding" not in sched.log().lower() or "failed" not in sched.log().lower(), sched.log()
+    binds = [line for line in extender.lines if " bound default/gpu-" in line]
+    bound_gpu = {p["metadata"]["name"] for p in admin.list_all(PODS)[0] if p["spec"].get("nodeName")} - {
+        "plain"
+    }
+    assert {line.split()[-3].split("/")[1] for line in binds} >= bound_gpu, extender.log()
+    assert not any(" bound default/plain " in line for line in extender.lines), "plain pods bind by us"
+
+
+def test_an_ignorable_extender_that_is_down_is_skipped(
+    apiserver: Any, admin: KubeClient, tmp_path: Path
+) -> None:
+    down = extender_entry(closed_port_url(), ignorable=True, bindVerb=None, managedResources=[{"name": GPU}])
+    profile = write_profile(tmp_path / "profile.yaml", down)
+    create_all(admin, [node("g0", **{GPU: "2"}), gpu_pod("gpu-0")])
+    with scheduler(apiserver, profile, tmp_path):
+        wait_for(lambda: bound_count(admin) == 1, 20, "the GPU pod bound without the extender")
+
+
+def test_a_non_ignorable_extender_that_is_down_fails_the_cycle(
+    apiserver: Any, admin: KubeClient, tmp_path: Path
+) -> None:
+    url = closed_port_url()
+    profile = write_profile(tmp_path / "profile.yaml", extender_entry(url, httpTimeout="2s"))
+    create_all(admin, [node("g0", **{GPU: "2"}), gpu_pod("gpu-0"), pod("plain")])
+    with scheduler(apiserver, profile, tmp_path):
+        # The extender manages GPUs only: a pod without one is not its business and binds.
+        wait_for(lambda: bound_count(admin) == 1, 20, "the plain pod bound")
+        message = wait_for(lambda: failed_scheduling(admin, "gpu-0"), 20, "FailedScheduling for gpu-0")[0]
+        assert message.startswith(f"extender {url}/filter: "), message
+        assert "refused" in message.lower(), message
+        status = admin.get(PODS, "gpu-0", "default")
+        assert not status["spec"].get("nodeName")
+        conditions = {c["type"]: c for c in status["status"].get("conditions", [])}
+        assert conditions["PodScheduled"]["status"] == "False"
+        assert conditions["PodScheduled"]["reason"] == "SchedulerError"
