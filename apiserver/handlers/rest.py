@@ -244,10 +244,16 @@ async def update(
         )
     old = latest_or_404(ctx, strategy, namespace, info.name)
     expected = str(meta.get("resourceVersion") or "") or None
-    if _dry_run(request):
-        return json_object(new, 200, warning_headers(warnings))
     entry = await store_update(
-        ctx, strategy, info, user, old, new, status_only=info.subresource == "status", expected_rv=expected
+        ctx,
+        strategy,
+        info,
+        user,
+        old,
+        new,
+        status_only=info.subresource == "status",
+        expected_rv=expected,
+        dry_run=_dry_run(request),
     )
     return json_bytes(entry.data, 200, warning_headers(warnings))
 
@@ -282,9 +288,15 @@ async def patch(
         )
     # The patched object keeps the stored resourceVersion unless the patch set one: then it is a precondition.
     expected_rv = str(meta.get("resourceVersion") or "") or None
-    if _dry_run(request):
-        return json_object(new, 200, warning_headers(warnings))
     entry = await store_update(
-        ctx, strategy, info, user, old, new, status_only=info.subresource == "status", expected_rv=expected_rv
+        ctx,
+        strategy,
+        info,
+        user,
+        old,
+        new,
+        status_only=info.subresource == "status",
+        expected_rv=expected_rv,
+        dry_run=_dry_run(request),
     )
     return json_bytes(entry.data, 200, warning_headers(warnings))

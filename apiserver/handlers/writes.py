@@ -85,6 +85,7 @@ async def store_update(
     *,
     status_only: bool,
     expected_rv: str | None,
+    dry_run: bool = False,
 ) -> Entry:
     """Update `old` to `new` (already decoded): concurrency check, strategy rules, validation, admission.
 
@@ -104,6 +105,8 @@ async def store_update(
     admit(ctx, user, info, old_obj, new)
     if without_rv(new) == without_rv(old_obj):
         return old  # kube skips a write that changes nothing: no new resourceVersion, no event
+    if dry_run:  # every check ran; nothing is written
+        return Entry(old.resource, old.namespace, old.name, old.rev, orjson.dumps(new), {}, {})
     meta = new["metadata"]
     if (
         meta.get("deletionTimestamp")

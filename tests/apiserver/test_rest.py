@@ -263,3 +263,21 @@ def test_delete_collection_with_a_label_selector(api: ApiServerProcess) -> None:
     assert status == 200 and sorted(item["metadata"]["name"] for item in body["items"]) == ["x1", "x2"]
     _, left = api.request("GET", path)
     assert [item["metadata"]["name"] for item in left["items"]] == ["x3"]
+
+
+def test_dry_run_validates_but_writes_nothing(api: ApiServerProcess) -> None:
+    status, body = api.request("POST", PODS + "?dryRun=All", pod("dry"))
+    assert status == 201 and body["metadata"]["name"] == "dry"
+    assert api.request("GET", PODS + "/dry")[0] == 404
+    obj = created(api, PODS, pod("dry-patch"))
+    patch = {"metadata": {"labels": {"x": "y"}}}
+    status, body = api.request(
+        "PATCH", PODS + "/dry-patch?dryRun=All", patch, content_type="application/merge-patch+json"
+    )
+    assert status == 200 and body["metadata"]["labels"] == {"x": "y"}
+    assert api.request("GET", PODS + "/dry-patch")[1]["metadata"] == obj["metadata"]
+    bad = {"spec": {"restartPolicy": "Never"}}
+    status, _ = api.request(
+        "PATCH", PODS + "/dry-patch?dryRun=All", bad, content_type="application/merge-patch+json"
+    )
+    assert status == 422
