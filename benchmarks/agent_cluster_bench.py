@@ -1,6 +1,8 @@
 """The node agent joined to a real `kubenode apiserver` (needs root: real cgroups and processes).
 
 Prints:
+- a device turning unhealthy or healthy again (the static device plugin's health file) to the Node's
+  allocatable in the API, p50 and max over 10 flips (goal <= 1 s; the plugin's noticing included);
 - 110 pods bound through the API (created unbound, then a Binding each, as a scheduler does) to all
   Running in the API, as seen by a watch (goal <= 3 s);
 - status-write latency p50/p99: from the moment each pod's process started (it writes its own clock
@@ -25,7 +27,7 @@ from benchstats import percentile, report, rss_mib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
+from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from kubenode.kubeclient.informer import Informer
 from tests.agent_cluster.support import AgentProcess
 from tests.apiserver.support import ApiServerProcess
@@ -48,6 +50,49 @@ def pod(name: str, marks: Path) -> dict[str, Any]:
     }
 
 
+def bench_allocatable(admin: KubeClient, agent: AgentProcess, rounds: int = 10) -> list[float]:
+    """Seconds from a device's health flipping (the static plugin's health file) to the Node's allocatable
+    in the API showing it, seen by a watch; the plugin's own noticing is included."""
+    allocatable: dict[str, float] = {}
+    changed = threading.Condition()
+
+    def seen(obj: dict[str, Any]) -> None:
+        value = ((obj.get("status") or {}).get("allocatable") or {}).get("example.com/dongle")
+        with changed:
+            allocatable.setdefault(str(value), time.time())
+            changed.notify_all()
+
+    watch: Informer[dict[str, Any]] = Informer(
+        admin,
+        NODES,
+        field_selector=f"metadata.name={agent.node}",
+        on_add=seen,
+        on_update=lambda o, n: seen(n),
+    )
+    watch.start()
+    try:
+        with changed:
+            if not changed.wait_for(lambda: "2" in allocatable, 30):
+                raise SystemExit("the static plugin's dongles never reached the Node")
+        samples = []
+        for i in range(rounds):
+            want = "1" if i % 2 == 0 else "2"
+            with changed:
+                allocatable.clear()
+            flipped = time.time()
+            if want == "1":
+                agent.set_unhealthy("dongle-0")
+            else:
+                agent.set_unhealthy()
+            with changed:
+                if not changed.wait_for(lambda w=want: w in allocatable, 10):  # type: ignore[misc]
+                    raise SystemExit(f"allocatable never became {want}")
+                samples.append(allocatable[want] - flipped)
+        return samples
+    finally:
+        watch.stop()
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print("agent_cluster_bench needs root (real cgroups)", file=sys.stderr)
@@ -55,7 +100,7 @@ def main() -> int:
     marks = Path(tempfile.mkdtemp(prefix="kn-cluster-bench-"))
     with ApiServerProcess() as api:
         admin = KubeClient(load_kubeconfig(api.kubeconfig), pool_size=16)
-        agent = AgentProcess(api.kubeconfig, settings=SETTINGS)
+        agent = AgentProcess(api.kubeconfig, settings=SETTINGS, plugin=True)
         agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
         running_at: dict[str, float] = {}
         all_running = threading.Event()
@@ -72,6 +117,9 @@ def main() -> int:
         )
         try:
             agent.start()
+            changes = bench_allocatable(admin, agent)
+            report("device health change -> Node allocatable p50", percentile(changes, 50) * 1000, "ms")
+            report("device health change -> Node allocatable max", max(changes) * 1000, "ms", "<= 1000 ms")
             names = [f"bench-{i:03d}" for i in range(PODS_COUNT)]
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda n: admin.create(PODS, pod(n, marks), "default"), names))
