@@ -45,7 +45,7 @@ def test_sigkill_during_start_20_times_leaves_one_copy_per_container(
             str(manifests),
             str(state),
             "20",
-            "8",
+            "6",
         ],
         cwd=REPO,
         capture_output=True,
@@ -92,6 +92,7 @@ def test_a_full_state_dir_surfaces_an_error_and_never_duplicates(
     h = make_harness(small_tmpfs).start()
     uid = h.wait_phase("web", "Running")["metadata"]["uid"]
     record_path = small_tmpfs / "pods" / f"{uid}.json"
+    wait_until(record_path.exists, 5, "the record to be written")
     before = json.loads(record_path.read_text())
     filler = fill(small_tmpfs)
 
