@@ -32,8 +32,14 @@ class Kubectl:
     cache_dir: Path
 
     def run(
-        self, *args: str, check: bool = True, timeout: float = 30.0, stdin: str | None = None
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = 30.0,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """kubectl with this kubeconfig and cache; `env` adds to this process's environment."""
         cmd = [
             str(kubectl_path()),
             "--kubeconfig",
@@ -42,7 +48,10 @@ class Kubectl:
             str(self.cache_dir),
             *args,
         ]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
+        full_env = {**os.environ, **env} if env else None
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, input=stdin, env=full_env
+        )
         if check and result.returncode != 0:
             pytest.fail(
                 f"kubectl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"

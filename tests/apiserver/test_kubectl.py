@@ -104,6 +104,19 @@ def test_apply_edit_apply_again_is_a_client_side_apply_patch(kubectl: Kubectl, t
     assert kubectl.out("apply", "-f", str(manifest)).strip() == "pod/web unchanged"
 
 
+def test_edit_and_set_image_patch_the_live_pod(kubectl: Kubectl, tmp_path: Path) -> None:
+    kubectl.out("create", "-f", str(write(tmp_path, "p.yaml", pod_yaml("edited"))))
+    editor = write(
+        tmp_path, "editor.sh", "#!/bin/sh\nsed -i 's/image: busybox:1$/image: busybox:2/' \"$1\"\n"
+    )
+    editor.chmod(0o755)
+    result = kubectl.run("edit", "pod", "edited", env={"KUBE_EDITOR": str(editor)})
+    assert result.returncode == 0 and result.stdout.strip() == "pod/edited edited", result.stderr
+    assert kubectl.out("set", "image", "pod/edited", "main=nginx:2").strip() == "pod/edited image updated"
+    images = [c["image"] for c in get_json(kubectl, "pod", "edited")["spec"]["containers"]]
+    assert images == ["nginx:2", "busybox:2"]
+
+
 def test_get_pods_wide_and_show_labels(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl.out("create", "-f", str(write(tmp_path, "p.yaml", pod_yaml("wide-pod", node="wide-node"))))
     lines = kubectl.out("get", "pods", "wide-pod", "-o", "wide").splitlines()
