@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from scheduler.engine import Scheduler
 from scheduler.informers import BadObject, EventRouter, decode_pod
 from scheduler.simulate import InMemoryBinder
 from scheduler.statuswriter import StatusWriter
-from tests.scheduler_live.support import pod
+from tests.scheduler_live.support import ROOT, pod
 
 
 class Recorder:
@@ -102,3 +105,35 @@ def test_status_is_written_only_when_the_message_or_nomination_changes() -> None
     assert last["status"]["nominatedNodeName"] == "n1" and last["metadata"] == {"uid": "u"}
     cond = last["status"]["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "kubenode.cli", "scheduler", "run", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kubeconfig", "/nonexistent/kubeconfig"], "kubenode scheduler: /nonexistent/kubeconfig: "),
+        (
+            ["--metrics-bind-address", "localhost"],
+            "kubenode scheduler: --metrics-bind-address: expected host:port, got 'localhost'",
+        ),
+        (
+            ["--leader-elect", "--leader-elect-renew-deadline", "20"],
+            "kubenode scheduler: --leader-elect: leaseDuration must be greater than renewDeadline",
+        ),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    if "--kubeconfig" not in args:
+        args = ["--kubeconfig", str(kubeconfig), *args]
+    run = run_cli(*args)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(message) and len(run.stderr.strip().splitlines()) == 1, run.stderr
