@@ -60,6 +60,9 @@ def test_crud_with_server_defaults_and_selectors(core: Any) -> None:
     assert core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns}").items
     patched = core.patch_namespaced_pod("a", ns, {"metadata": {"labels": {"tier": "api"}}})
     assert patched.metadata.labels == {"app": "x", "tier": "api"}
+    # A list body goes as application/json-patch+json.
+    ops = [{"op": "add", "path": "/metadata/annotations", "value": {"owner": "py"}}]
+    assert core.patch_namespaced_pod("a", ns, ops).metadata.annotations == {"owner": "py"}
     stale = core.read_namespaced_pod("a", ns)
     stale.metadata.resource_version = created.metadata.resource_version
     with pytest.raises(ApiException) as conflict:
