@@ -21,11 +21,12 @@ and a Failed event naming the field. Metrics (pod start duration) are observed h
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,11 @@ class StatusManager(BackgroundLoop):
         self._backoff = Backoff(0.1, backoff_max)
         self._lock = threading.Lock()
         self._dirty: set[str] = set()
+        self._in_flight: set[str] = (
+            set()
+        )  # being synced by a writer now; synced again later if dirty meanwhile
+        self._failed: set[str] = set()  # tried again at _retry_at
+        self._retry_at = 0.0
         self._resync_now = False
         self._killing: set[str] = set()
         self._invalid: dict[str, ApiPod] = {}
@@ -128,12 +134,15 @@ class StatusManager(BackgroundLoop):
     # ----- the loop ----------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """Hand each dirty pod to a writer as soon as it is not being written already (pipelined: a slow
+        write holds up only its own pod), every pod each resync_interval, failed ones after a backoff."""
         last_resync = time.monotonic()
-        retry_in: float | None = None
         while not self._stop.is_set():
-            timeout = self.resync_interval - (time.monotonic() - last_resync)
-            if retry_in is not None:
-                timeout = min(timeout, retry_in)
+            now = time.monotonic()
+            timeout = self.resync_interval - (now - last_resync)
+            with self._lock:
+                if self._failed:
+                    timeout = min(timeout, self._retry_at - now)
             if self._awaiting_delete:
                 timeout = min(timeout, DELETE_POLL_S)
             self._wake.wait(max(0.0, timeout))
@@ -143,20 +152,32 @@ class StatusManager(BackgroundLoop):
             views = {v.record.uid: v for v in self.agent.pods()}
             with self._lock:
                 batch = self._dirty | self._awaiting_delete
-                self._dirty = set()
-                # Every pod now and then; a retry after a failure takes only the pods that failed.
+                if self._failed and time.monotonic() >= self._retry_at:
+                    batch |= self._failed
+                    self._failed = set()
                 if time.monotonic() - last_resync >= self.resync_interval or self._resync_now:
                     last_resync = time.monotonic()
                     self._resync_now = False
                     batch |= set(views) | set(self._invalid)
-            # Pods are independent: their writes go out side by side (one pod's are never reordered).
-            uids = sorted(batch)
-            results = list(self._pool.map(self._sync_logged, uids, [views.get(uid) for uid in uids]))
-            if not all(results):
-                retry_in = self._backoff.next()
+                ready = batch - self._in_flight
+                self._dirty = batch & self._in_flight  # after their write in progress
+                self._in_flight |= ready
+            for uid in sorted(ready):
+                future = self._pool.submit(self._sync_logged, uid, views.get(uid))
+                future.add_done_callback(functools.partial(self._written, uid))
+
+    def _written(self, uid: str, future: Future[bool]) -> None:
+        ok = not future.cancelled() and future.exception() is None and future.result()
+        with self._lock:
+            self._in_flight.discard(uid)
+            if ok:
+                if not self._failed:
+                    self._backoff.reset()
             else:
-                retry_in = None
-                self._backoff.reset()
+                if not self._failed:
+                    self._retry_at = time.monotonic() + self._backoff.next()
+                self._failed.add(uid)
+        self._wake.set()
 
     def _sync_logged(self, uid: str, view: PodView | None) -> bool:
         """Sync one pod; False if it must be retried (the server was unreachable or overloaded)."""
@@ -165,8 +186,6 @@ class StatusManager(BackgroundLoop):
         except (TransportError, ApiError) as exc:
             log.warning("pod status of %s: %s", uid, exc)
             if isinstance(exc, TransportError) or exc.code == 429 or exc.code >= 500:
-                with self._lock:
-                    self._dirty.add(uid)
                 return False
         except Exception:
             log.exception("pod status of %s", uid)
