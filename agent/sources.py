@@ -184,7 +184,7 @@ class ManifestSource:
             key = str(path)
             try:
                 st = path.stat()
-            except FileNotFoundError:
+            except OSError:  # gone meanwhile, a dangling link, a symlink loop: nothing to read
                 continue
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
             entry = self._files.get(key)

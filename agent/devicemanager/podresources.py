@@ -21,6 +21,7 @@ import grpc
 from agent.devicemanager.records import ContainerAllocation, PodInfo, ResourceStatus
 from agent.devicemanager.registration import bind_unix
 from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
+from kubenode.deviceapi import clip_message
 
 
 class PodResourcesSource(Protocol):
@@ -48,7 +49,8 @@ class PodResourcesServicer(api_pb2_grpc.PodResourcesListerServicer):
                 return api_pb2.GetPodResourcesResponse(pod_resources=pod)
         context.abort(
             grpc.StatusCode.NOT_FOUND,
-            f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
+            # Names are cut: a huge one echoed whole would overflow the status trailer.
+            clip_message(f"pod {request.pod_name[:253]} in namespace {request.pod_namespace[:63]} not found"),
         )
         raise AssertionError("abort returns only by raising")
 

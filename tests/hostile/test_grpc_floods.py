@@ -23,6 +23,8 @@ from deviceplugin.config import load_config
 from deviceplugin.devicestate import DeviceState
 from deviceplugin.endpoint import ResourceEndpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.api.podresources.v1 import api_pb2 as podresources_pb2
+from kubenode.api.podresources.v1 import api_pb2_grpc as podresources_pb2_grpc
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 CONFIGS = Path(__file__).parent.parent / "configs"
@@ -186,9 +188,18 @@ def test_huge_ids_are_cut_in_error_messages(make_endpoint: Any, plugin_dir: Path
     assert "unknown device" in caught.value.details()
     assert len(caught.value.details()) <= 1100
 
-    manager = DeviceManager(plugin_dir, tmp_path / "state")
+    manager = DeviceManager(plugin_dir, tmp_path / "state", podresources_socket=plugin_dir / "pr.sock")
     manager.start()
     try:
+        with (
+            grpc.insecure_channel(f"unix://{plugin_dir / 'pr.sock'}") as channel,
+            pytest.raises(grpc.RpcError) as caught,
+        ):
+            podresources_pb2_grpc.PodResourcesListerStub(channel).Get(
+                podresources_pb2.GetPodResourcesRequest(pod_name=huge, pod_namespace=huge), timeout=5
+            )
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        assert len(caught.value.details()) <= 400
         with (
             grpc.insecure_channel(f"unix://{plugin_dir / 'kubelet.sock'}") as channel,
             pytest.raises(grpc.RpcError) as caught,
