@@ -4,9 +4,12 @@ A ListAndWatch stream is a coroutine waiting on an asyncio.Event, so open stream
 thread and never starve the unary calls; `StreamHub` wakes them when the devices change
 (one thread per resource waits on the device state and pokes the loop). Streams are
 capped per peer (`max_streams_per_peer`); one over the cap is refused with
-RESOURCE_EXHAUSTED. The unary calls run their (short, possibly blocking) work on the
-server's bounded executor. Error messages quote IDs cut to `MAX_ECHOED_ID` characters,
-so a huge ID cannot overflow the status trailer.
+RESOURCE_EXHAUSTED. gRPC names every unix-socket client just "unix:", so on the
+plugin's socket (root-only, in the kubelet's directory) the cap bounds all its
+streams together: it is a memory bound, far above the kubelet's one stream. The unary
+calls run their (short, possibly blocking) work on the server's bounded executor. Error
+messages quote IDs cut to `MAX_ECHOED_ID` characters, so a huge ID cannot overflow the
+status trailer.
 """
 
 from __future__ import annotations
