@@ -345,17 +345,22 @@ def test_typed_client_writes_in_protobuf(kubectl: Kubectl, tmp_path: Path) -> No
     )
     assert kubectl.run("get", "namespace", "dry-ns", check=False).returncode == 1
     kubectl.out("create", "-f", str(write(tmp_path, "n.yaml", NODE.format(name="kn-drain"))))
-    kubectl.out("create", "-f", str(write(tmp_path, "p.yaml", pod_yaml("drained", node="kn-drain"))))
-    # drain --disable-eviction deletes through the typed client: a protobuf DeleteOptions with the grace.
-    drain = kubectl.popen(
-        "drain", "kn-drain", "--disable-eviction", "--force", "--grace-period=7", "--timeout=30s"
-    )
+    # drain evicts with a protobuf Eviction; with --disable-eviction it deletes with a protobuf DeleteOptions.
+    for name, grace, extra in (("evicted", 9, ()), ("drained", 7, ("--disable-eviction",))):
+        kubectl.out("create", "-f", str(write(tmp_path, f"{name}.yaml", pod_yaml(name, node="kn-drain"))))
+        drain_with_a_stand_in_kubelet(kubectl, name, grace, extra)
+
+
+def drain_with_a_stand_in_kubelet(kubectl: Kubectl, pod: str, grace: int, extra: tuple[str, ...]) -> None:
+    drain = kubectl.popen("drain", "kn-drain", "--force", f"--grace-period={grace}", "--timeout=30s", *extra)
     try:
         deadline = time.monotonic() + 20
-        while get_json(kubectl, "pod", "drained")["metadata"].get("deletionGracePeriodSeconds") != 7:
-            assert time.monotonic() < deadline, "drain's protobuf delete did not reach the pod"
+        while get_json(kubectl, "pod", pod)["metadata"].get("deletionGracePeriodSeconds") != grace:
+            assert time.monotonic() < deadline, (
+                f"drain's protobuf body did not reach {pod} with grace {grace}"
+            )
             time.sleep(0.1)
-        kubectl.out("delete", "pod", "drained", "--grace-period=0", "--force")  # what the kubelet would do
+        kubectl.out("delete", "pod", pod, "--grace-period=0", "--force")  # what the kubelet would do
         assert drain.wait(30) == 0
     finally:
         drain.kill()
