@@ -1,9 +1,10 @@
 """The scheduling engine: cluster events in, placements out through a Binder.
 
-The engine knows nothing about where events come from. A live scheduler (a later
-issue) feeds it pod and node add/update/delete events from an API server watch and
-gives it a Binder that POSTs Bindings and deletes victims; the simulator feeds it a
-file and binds in memory. Both run this same code.
+The engine knows nothing about where events come from. The live scheduler
+(`scheduler/runner.py`) feeds it pod and node add/update/delete events from API server
+informers and gives it a Binder that POSTs Bindings and deletes victims
+(`scheduler/apibinder.py`); the simulator feeds it a file and binds in memory. Both run
+this same code.
 
 One cycle (`schedule_one`), as kube-scheduler's scheduleOne: pop the next pod; filter
 every node; if the pod's nominated node passes, take it; one feasible node is taken
