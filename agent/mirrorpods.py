@@ -110,6 +110,8 @@ class MirrorPods(BackgroundLoop):
                 self.reconcile()
             except KubeError as exc:
                 log.warning("mirror pods: %s", exc)
+            except Exception:  # the loop must outlive a bug in one round
+                log.exception("mirror pods")
 
     def reconcile(self) -> None:
         node_uid = self.node_uid()
@@ -122,7 +124,7 @@ class MirrorPods(BackgroundLoop):
             for v in self.agent.pods()
             if v.pod is not None and v.pod.source != API_SOURCE and v.worker not in ("terminated", "rejected")
         }
-        for key, mirror in mirrors.items():
+        for key, mirror in list(mirrors.items()):
             pod = static.get(key)
             annotations = (mirror.raw.get("metadata") or {}).get("annotations") or {}
             deleting = (mirror.raw.get("metadata") or {}).get("deletionTimestamp")

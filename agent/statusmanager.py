@@ -95,7 +95,8 @@ class StatusManager(BackgroundLoop):
         self._killing: set[str] = set()
         self._invalid: dict[str, ApiPod] = {}
         self._computed: dict[str, dict[str, Any]] = {}
-        self._sent: dict[str, dict[str, Any]] = {}
+        # What was written, and to which object (a static pod's mirror may be replaced by a new one).
+        self._sent: dict[str, tuple[str, dict[str, Any]]] = {}
         self._first_seen: dict[str, float] = {}
         self._started: set[str] = set()
         self._awaiting_delete: set[str] = set()
@@ -215,7 +216,7 @@ class StatusManager(BackgroundLoop):
             if self.metrics is not None and uid in self._first_seen:
                 self.metrics.pod_start_duration.observe(max(0.0, self._wall() - self._first_seen[uid]))
         target = self._target(view)
-        if target is not None and status != self._sent.get(uid):
+        if target is not None and (target.uid, status) != self._sent.get(uid):
             self._write(uid, target, status)
         if pod.source == API_SOURCE and pod.deletion_timestamp is not None:
             self._maybe_delete(uid, view)
@@ -233,7 +234,7 @@ class StatusManager(BackgroundLoop):
             self.client.patch(PODS, target.name, patch, target.namespace, subresource="status")
         except (NotFound, Conflict) as exc:
             log.info("pod %s/%s: status not written: %s", target.namespace, target.name, exc)
-        self._sent[uid] = status
+        self._sent[uid] = (target.uid, status)
         self.writes += 1
 
     def _maybe_delete(self, uid: str, view: PodView) -> None:

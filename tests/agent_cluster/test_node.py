@@ -269,6 +269,16 @@ def test_manifest_pod_gets_a_mirror_pod(node: AgentProcess, admin: KubeClient) -
     assert "kubernetes.io/config.mirror" in meta["annotations"]
     assert meta["ownerReferences"][0]["kind"] == "Node" and meta["ownerReferences"][0]["name"] == node.node
     wait_until(lambda: phase_is(admin, "static-web", "Running"), 20, "the mirror pod's status Running")
+    # Deleting a mirror pod does not stop its static pod: the agent makes a new mirror (as the kubelet does).
+    admin.delete(PODS, "static-web", "default")
+    uid = meta["uid"]
+    wait_until(
+        lambda: admin.get(PODS, "static-web", "default")["metadata"]["uid"] != uid, 20, "a new mirror pod"
+    )
+    status = wait_until(
+        lambda: phase_is(admin, "static-web", "Running"), 20, "the new mirror's status Running"
+    )
+    assert status["containerStatuses"][0]["restartCount"] == 0
     (node.manifests / "static.yaml").unlink()
     wait_until(lambda: gone(admin, "static-web"), 20, "the mirror pod deleted with its manifest")
 
