@@ -110,10 +110,17 @@ async def serve(
         if events_expired(first, initial):
             return response
         await _forward(request, response, ctx, strategy, watcher, duration, bookmarks, table)
-    except (TimeoutError, ConnectionResetError):
+    except TimeoutError:
+        watcher.overflowed = True  # no bytes taken for WRITE_TIMEOUT
+    except ConnectionResetError:
         pass
     finally:
         cache.remove_watcher(watcher)
+    if watcher.overflowed and request.transport is not None:
+        # A client this far behind is cut off, as kube closes a watcher that cannot keep up; what was
+        # buffered for it goes with the connection. It re-watches from the last resourceVersion it read.
+        request.transport.abort()
+        return response
     with contextlib.suppress(ConnectionResetError, RuntimeError):
         await response.write_eof()
     return response

@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.apiserver.support import ApiServerProcess
@@ -161,13 +162,22 @@ def test_stuck_watcher_blocks_neither_writes_nor_other_watchers(api: ApiServerPr
         )
         big = pod("big")
         started = time.monotonic()
-        # 12 MB of events: more than the kernel's socket buffers hold, so the stuck stream's writes block.
-        for i in range(120):
-            big["metadata"] = {"name": f"stuck-{i}", "annotations": {"pad": "x" * 100_000}}
+        # 20 MB of events: more than the kernel's socket buffers (4 MiB) plus the 8 MiB a watcher may
+        # leave unread.
+        for i in range(20):
+            big["metadata"] = {"name": f"stuck-{i}", "annotations": {"pad": "x" * 1_000_000}}
             created(api, PODS, big)
         assert time.monotonic() - started < 20
-        assert len(healthy.wait_for(120)) >= 120
+        assert len(healthy.wait_for(20)) >= 20
         healthy.close()
+        # Far more than 8 MiB left unread: the server has cut the stuck watcher's connection.
+        assert api.process is not None
+        server = psutil.Process(api.process.pid)
+        stuck_port = raw.getsockname()[1]
+        deadline = time.monotonic() + 15
+        while any(c.raddr and c.raddr.port == stuck_port for c in server.net_connections("tcp")):
+            assert time.monotonic() < deadline, "the stuck watcher's connection is still open"
+            time.sleep(0.1)
     finally:
         raw.close()
 
