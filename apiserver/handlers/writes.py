@@ -136,8 +136,7 @@ async def store_delete(
         meta["deletionGracePeriodSeconds"] = grace
         if "generation" in meta:
             meta["generation"] = int(meta["generation"]) + 1
-        if grace > 0 or meta.get("finalizers"):
-            entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "MODIFIED")
-            return entry, False
+        entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "MODIFIED")
+        return entry, False
     entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "DELETED")
     return entry, True

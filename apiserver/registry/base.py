@@ -96,11 +96,11 @@ class Strategy:
                 new.pop("status", None)
 
     def prepare_status_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
-        for key in ("spec",):
-            if key in old:
-                new[key] = old[key]
-            else:
-                new.pop(key, None)
+        """A /status write changes only status (and labels/annotations): spec and lifecycle stay."""
+        if "spec" in old:
+            new["spec"] = old["spec"]
+        else:
+            new.pop("spec", None)
         new["metadata"] = {
             **new.get("metadata", {}),
             **{
