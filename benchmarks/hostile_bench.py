@@ -1,0 +1,177 @@
+"""Figures for issue 14 (reliability under hostile input): print them, assert nothing.
+
+1. Copies per container after N agent SIGKILL cycles during start (tests/hostile/killcycles.py; needs root and
+   the cgroup v1 hierarchy).
+2. Allocate latency on the device plugin with 500 idle ListAndWatch streams open (goal: p99 <= 2 ms).
+3. Register latency at the agent's device manager with 50 plugins whose GetDevicePluginOptions never returns
+   (goal: <= 1 s).
+
+    .venv/bin/python benchmarks/hostile_bench.py [--cycles 20] [--pods 6] [--skip-kill-cycles]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from agent.cgroups.sweep import sweep_v1_root
+from agent.devicemanager import DeviceManager
+from deviceplugin.backends import make_backend
+from deviceplugin.config import load_config
+from deviceplugin.devicestate import DeviceState
+from deviceplugin.endpoint import ResourceEndpoint
+from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+
+REPO = Path(__file__).resolve().parents[1]
+STATIC = REPO / "tests" / "configs" / "static.yaml"
+
+
+def kill_cycles(cycles: int, pods: int) -> dict[str, Any]:
+    root = f"/kn-bench-hostile-{uuid.uuid4().hex[:8]}"
+    work = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
+    (work / "m").mkdir()
+    try:
+        command = [sys.executable, "-m", "tests.hostile.killcycles", root, str(work / "m"), str(work / "s")]
+        done = subprocess.run(
+            [*command, str(cycles), str(pods)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            check=True,
+        )
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+    finally:
+        sweep_v1_root(root)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def endpoint_in(directory: Path) -> ResourceEndpoint:
+    config = load_config(STATIC).resources[0]
+    endpoint = ResourceEndpoint(
+        config.name, "dongle.sock", DeviceState(make_backend(config, str(directory))), str(directory)
+    )
+    endpoint.serve()
+    return endpoint
+
+
+def allocate_with_streams(streams: int, calls: int) -> list[float]:
+    directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
+    endpoint = endpoint_in(directory)
+    channels = [grpc.insecure_channel(f"unix://{endpoint.socket_path}") for _ in range(5)]
+    opened = []
+    try:
+        for i in range(streams):
+            stream = api_pb2_grpc.DevicePluginStub(channels[i % 5]).ListAndWatch(api_pb2.Empty(), timeout=600)
+            next(stream)
+            opened.append(stream)
+        stub = api_pb2_grpc.DevicePluginStub(channels[0])
+        request = api_pb2.AllocateRequest(
+            container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["dongle-0"])]
+        )
+        latencies = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            stub.Allocate(request, timeout=10)
+            latencies.append(time.perf_counter() - started)
+        return sorted(latencies)
+    finally:
+        for stream in opened:
+            stream.cancel()
+        for channel in channels:
+            channel.close()
+        endpoint.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class StuckPlugin(api_pb2_grpc.DevicePluginServicer):
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def GetDevicePluginOptions(self, request: api_pb2.Empty, context: Any) -> api_pb2.DevicePluginOptions:
+        self.release.wait(60)
+        return api_pb2.DevicePluginOptions()
+
+
+def register_with_stuck_plugins(stuck_count: int) -> float:
+    directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
+    manager = DeviceManager(directory, directory / "state")
+    manager.start()
+    stuck = StuckPlugin()
+    server = grpc.server(ThreadPoolExecutor(max_workers=stuck_count + 4))
+    api_pb2_grpc.add_DevicePluginServicer_to_server(stuck, server)
+    for i in range(stuck_count):
+        server.add_insecure_port(f"unix://{directory / f'stuck-{i}.sock'}")
+    server.start()
+    channel = grpc.insecure_channel(f"unix://{directory / 'kubelet.sock'}")
+    endpoint = endpoint_in(directory)
+    try:
+        register = api_pb2_grpc.RegistrationStub(channel).Register
+        pending = [
+            register.future(
+                api_pb2.RegisterRequest(
+                    version="v1beta1", endpoint=f"stuck-{i}.sock", resource_name=f"example.com/stuck{i}"
+                ),
+                timeout=60,
+            )
+            for i in range(stuck_count)
+        ]
+        time.sleep(1.0)  # let every stuck dial-back reach its plugin
+        started = time.perf_counter()
+        endpoint.register(directory / "kubelet.sock")
+        return time.perf_counter() - started
+    finally:
+        stuck.release.set()
+        for future in pending:
+            future.exception(timeout=30)
+        channel.close()
+        endpoint.stop()
+        server.stop(0).wait()
+        manager.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.CRITICAL)  # the teardown's disconnect warnings are expected
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--pods", type=int, default=6)
+    parser.add_argument("--skip-kill-cycles", action="store_true", help="no root or cgroup v1 here")
+    args = parser.parse_args()
+    if not args.skip_kill_cycles:
+        figures = kill_cycles(args.cycles, args.pods)
+        print(
+            f"agent SIGKILLed during start {figures['cycles']} times ({figures['pods']} pods a batch): "
+            f"copies per container min {figures['min_copies']} / max {figures['max_copies']}, "
+            f"pods with extra copies {figures['pods_with_extra_copies']} ({figures['seconds']} s)"
+        )
+    latencies = allocate_with_streams(500, 2000)
+    p50 = statistics.median(latencies)
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(
+        f"Allocate with 500 ListAndWatch streams open (2,000 calls): p50 {p50 * 1000:.2f} ms, "
+        f"p99 {p99 * 1000:.2f} ms, max {latencies[-1] * 1000:.2f} ms (goal p99 <= 2 ms)"
+    )
+    took = register_with_stuck_plugins(50)
+    print(f"Register with 50 plugins stuck in GetDevicePluginOptions: {took * 1000:.1f} ms (goal <= 1 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
