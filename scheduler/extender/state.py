@@ -13,7 +13,8 @@ kube-scheduler asks /filter just before /bind and the informer may lag.
   or unknown to the cache, goes to FailedAndUnresolvableNodes (preemption cannot help).
 - prioritize: the profile's score plugins over those nodes, scaled from the plugins' total
   (0..100 x sum of weights) down to the extender scale 0..10.
-- assume/forget: /bind counts the pod on its node before POSTing the Binding, so the next
+- assume/forget: /bind checks the pod still fits the node (another /bind may have taken the
+  room since its /filter) and counts it there before POSTing the Binding, so the next
   /filter already sees the devices as used; a failed bind forgets it.
 """
 
@@ -24,14 +25,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import repeat
 
 import numpy as np
 
 from kubenode.model.objects import Node, Pod
 from scheduler.cache import CacheError, SchedulerCache
 from scheduler.extender_api import MAX_EXTENDER_PRIORITY
-from scheduler.filters import OK, STATIC_REASONS, Demand, run_filters
+from scheduler.filters import OK, STATIC_REASONS, Demand, NodeFree, run_filters
 from scheduler.informers import BadObject
+from scheduler.nodetable import Int64Array
 from scheduler.profile import Configuration, Profile
 from scheduler.scoring import MAX_NODE_SCORE, total_scores
 
@@ -91,28 +94,38 @@ class ExtenderState:
             while len(self._recent) > RECENT_PODS:
                 self._recent.popitem(last=False)
 
+    def _slots(self, names: Sequence[str]) -> Int64Array:
+        """Each name's slot in the node table, -1 for a name the cache lacks (map: no Python loop)."""
+        return np.array(list(map(self.cache.table.slot.get, names, repeat(-1))), np.int64)
+
     def filter(self, pod: Pod, names: Sequence[str]) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """(names that pass, FailedNodes, FailedAndUnresolvableNodes)."""
         with self.lock:
             self._remember(pod)
-            table = self.cache.table
-            result = run_filters(table, pod, Demand.of(pod, self.profile_for(pod)), {})
-            slot_of = table.slot
-            slots = np.fromiter((slot_of.get(n, -1) for n in names), np.int64, len(names))
+            result = run_filters(self.cache.table, pod, Demand.of(pod, self.profile_for(pod)), {})
+            slots = self._slots(names)
             known = slots >= 0
             passing = known.copy()
             passing[known] = result.feasible[slots[known]]
             passed = [names[i] for i in np.flatnonzero(passing).tolist()]
+            unresolvable = {names[i]: unknown_node(names[i]) for i in np.flatnonzero(~known).tolist()}
+            # Failing nodes grouped by verdict: a static filter's code (negated), or the set of
+            # fit reasons as a bit mask; one message per group, not per node.
+            failing = np.flatnonzero(known & ~passing)
+            failing_slots = slots[failing]
+            codes = result.codes[failing_slots]
+            bits = np.zeros(len(failing), np.int64)
+            for bit, (_, bad) in enumerate(result.failures):
+                bits |= bad[failing_slots].astype(np.int64) << bit
+            verdicts = np.where(codes != OK, -codes, bits)
             failed: dict[str, str] = {}
-            unresolvable: dict[str, str] = {}
-            for i in np.flatnonzero(~passing).tolist():
-                name, slot = names[i], int(slots[i])
-                if slot < 0:
-                    unresolvable[name] = unknown_node(name)
-                elif (code := int(result.codes[slot])) != OK:
-                    unresolvable[name] = STATIC_REASONS[code][1]
+            for verdict in np.unique(verdicts).tolist():
+                members = [names[i] for i in failing[verdicts == verdict].tolist()]
+                if verdict < 0:
+                    unresolvable.update(zip(members, repeat(STATIC_REASONS[-verdict][1])))
                 else:
-                    failed[name] = ", ".join(reason for reason, bad in result.failures if bad[slot])
+                    reasons = [r for bit, (r, _) in enumerate(result.failures) if verdict >> bit & 1]
+                    failed.update(zip(members, repeat(", ".join(reasons))))
             return passed, failed, unresolvable
 
     def prioritize(self, pod: Pod, names: Sequence[str]) -> list[tuple[str, int]]:
@@ -120,8 +133,7 @@ class ExtenderState:
         with self.lock:
             table = self.cache.table
             profile = self.profile_for(pod)
-            slot_of = table.slot
-            slots = np.fromiter((slot_of.get(n, -1) for n in names), np.int64, len(names))
+            slots = self._slots(names)
             known = slots >= 0
             mask = np.zeros(table.size, bool)
             mask[slots[known]] = True
@@ -141,13 +153,23 @@ class ExtenderState:
             return pod
 
     def assume(self, pod: Pod, node: str) -> str:
-        """Count the pod on node now. Returns why not ("" when assumed)."""
+        """Count the pod on node now, if it still fits there. Returns why not ("" when assumed).
+
+        kube-scheduler binds asynchronously: its /filter for the next pod can come before the
+        /bind of this one, so two pods may have been told the same last GPU is free. The check
+        here turns the second bind into an error (kube-scheduler then retries that pod), so a
+        node is never over-committed."""
         with self.lock:
-            if self.cache.node(node) is None:
+            slot = self.cache.table.slot.get(node)
+            if slot is None:
                 return unknown_node(node)
             bound = replace(pod, node_name=node)
+            demand = Demand.of(bound, self.profile_for(bound))
+            shortfalls = NodeFree(self.cache.table, slot, demand, {}).shortfalls()
+            if shortfalls:
+                return f"pod {pod.key} no longer fits node {node}: {', '.join(shortfalls)}"
             try:
-                self.cache.assume(bound, node, Demand.of(bound))
+                self.cache.assume(bound, node, demand)
             except CacheError as exc:
                 return str(exc)
             return ""

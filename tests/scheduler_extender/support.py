@@ -147,8 +147,9 @@ class StubExtender:
         self._thread.join(5)
 
 
-def post(url: str, verb: str, body: Any) -> tuple[int, Any]:
-    """POST a JSON body to url/verb; (status, decoded answer)."""
+def post(url: str, verb: str, body: Any, ca_file: Path | None = None) -> tuple[int, Any]:
+    """POST a JSON body to url/verb (trusting ca_file for https); (status, decoded answer)."""
+    import ssl
     import urllib.error
     import urllib.request
 
@@ -157,7 +158,8 @@ def post(url: str, verb: str, body: Any) -> tuple[int, Any]:
         f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, method="POST"
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
@@ -167,12 +169,12 @@ PROBE_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "n
              "spec": {"containers": [{"name": "c", "image": "pause"}]}}  # fmt: skip
 
 
-def wait_until_known(url: str, names: list[str], timeout: float = 10.0) -> None:
+def wait_until_known(url: str, names: list[str], timeout: float = 10.0, context: Path | None = None) -> None:
     """Until the extender's informer has every node (a filter names none as unknown)."""
     from tests.scheduler_live.support import wait_for
 
     def known() -> bool:
-        status, answer = post(url, "filter", {"Pod": PROBE_POD, "NodeNames": names})
+        status, answer = post(url, "filter", {"Pod": PROBE_POD, "NodeNames": names}, context)
         return status == 200 and not any(
             "not in the extender's cache" in reason
             for reason in (answer.get("FailedAndUnresolvableNodes") or {}).values()
