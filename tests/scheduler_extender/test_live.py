@@ -98,12 +98,11 @@ def test_gpu_pods_bind_through_the_extender_without_overcommit(
         # (A pod may first see "Binding rejected": the extender refuses a /bind that no longer fits,
         # when the /filter of the next pod came before the /bind of the one before.)
         fit_error = f"0/3 nodes are available: 3 Insufficient {GPU}."
-        for name in waiting:
-            wait_for(
-                lambda name=name: any(m.startswith(fit_error) for m in failed_scheduling(admin, name)),
-                15,
-                f"FailedScheduling {fit_error!r} for {name}",
-            )
+
+        def reported(name: str) -> bool:
+            return any(m.startswith(fit_error) for m in failed_scheduling(admin, name))
+
+        wait_for(lambda: all(reported(name) for name in waiting), 15, f"FailedScheduling {fit_error!r}")
         check_no_overcommit(admin)
         watch.assert_bound_at_most_once()
         failed_binds = [line for line in sched.log().splitlines() if "binding default/" in line]
