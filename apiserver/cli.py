@@ -68,6 +68,12 @@ def register(subparsers: Any) -> None:
         help="events kept for watches to resume from (older resourceVersions get 410 Expired)",
     )
     parser.add_argument(
+        "--watch-bookmark-interval",
+        type=_duration,
+        default="5s",
+        help="how often an idle watch that allows bookmarks gets a BOOKMARK (default 5s)",
+    )
+    parser.add_argument(
         "--event-ttl",
         type=_duration,
         default="1h",
@@ -89,5 +95,6 @@ def run(args: argparse.Namespace) -> int:
         authorization_mode=args.authorization_mode,
         watch_cache_size=args.default_watch_cache_size,
         event_ttl=args.event_ttl,
+        bookmark_interval=args.watch_bookmark_interval,
     )
     return run_daemon(options)

@@ -22,7 +22,9 @@ from tests.apiserver.test_rest import PODS, created, pod
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServerProcess]:
     # A small window, so that a few writes push a revision out of it.
-    with ApiServerProcess(args=["--default-watch-cache-size", "40"]) as server:
+    with ApiServerProcess(
+        args=["--default-watch-cache-size", "40", "--watch-bookmark-interval", "0.3s"]
+    ) as server:
         yield server
 
 
@@ -186,3 +188,21 @@ def test_ssl_is_required(api: ApiServerProcess) -> None:
     plain = api.url.replace("https://", "http://")
     with pytest.raises((OSError, ssl.SSLError)):
         urllib.request.urlopen(plain + "/readyz", timeout=5).read()
+
+
+def test_idle_watch_gets_bookmarks_at_the_current_revision(api: ApiServerProcess) -> None:
+    rv = created(api, PODS, pod("bookmarked"))["metadata"]["resourceVersion"]
+    stream = Stream(
+        api, f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=10&labelSelector=none%3Dx"
+    )
+    created(api, PODS, pod("after-bookmark"))  # filtered out by the selector; the bookmark still moves on
+    deadline = time.monotonic() + 5
+    while not any(int(e["object"]["metadata"]["resourceVersion"]) > int(rv) for e in stream.events):
+        assert time.monotonic() < deadline, stream.events
+        time.sleep(0.05)
+    bookmark = stream.events[-1]
+    assert bookmark["type"] == "BOOKMARK" and bookmark["object"]["kind"] == "Pod"
+    assert set(bookmark["object"]["metadata"]) == {"resourceVersion"}
+    stream.close()
+    quiet = Stream(api, f"resourceVersion={rv}&timeoutSeconds=1")
+    assert quiet.ended.wait(5) and not [e for e in quiet.events if e["type"] == "BOOKMARK"]
