@@ -2,7 +2,8 @@
 
 Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
 clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
-`drain --disable-eviction`), Eviction (`drain`) and SelfSubjectAccessReview (auth/reviews.py). Any other kind
+`drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers) and the self-reviews of
+`kubectl auth` (auth/reviews.py). Any other kind
 gets `None`, which the caller answers with 415 as before.
 """
 
@@ -110,6 +111,20 @@ def access_review(raw: bytes) -> dict[str, Any]:
     return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1", "spec": out}
 
 
+def binding(data: bytes) -> dict[str, Any]:
+    """core/v1 Binding (what Go schedulers post): metadata 1, target 2 = ObjectReference {kind 1,
+    namespace 2, name 3, uid 4, apiVersion 5}."""
+    ref = pw.message(data, 2)
+    names = ("kind", "namespace", "name", "uid", "apiVersion")
+    target = {key: pw.string(ref, i) for i, key in enumerate(names, 1) if pw.string(ref, i)}
+    return {
+        "kind": "Binding",
+        "apiVersion": "v1",
+        "metadata": object_meta(pw.message(data, 1)),
+        "target": target,
+    }
+
+
 def rules_review(raw: bytes) -> dict[str, Any]:
     """authorization/v1 SelfSubjectRulesReview: spec = 2 {namespace = 1}."""
     namespace = pw.string(pw.message(raw, 2), 1)
@@ -124,6 +139,7 @@ DECODERS = {
     "Namespace": namespace,
     "DeleteOptions": delete_options,
     "Eviction": eviction,
+    "Binding": binding,
     "SelfSubjectAccessReview": access_review,
     "SelfSubjectRulesReview": rules_review,
 }
