@@ -295,6 +295,8 @@ class NodeStatusReporter(BackgroundLoop):
                 break
             except KubeError as exc:
                 log.warning("registering node %s: %s", self.config.node_name, exc)
+            except Exception:  # never let the node's status die with its thread
+                log.exception("registering node %s", self.config.node_name)
             if self._stop.wait(backoff.next()):
                 return
         while not self._stop.is_set():
@@ -304,8 +306,11 @@ class NodeStatusReporter(BackgroundLoop):
             self._wake.clear()
             try:
                 self.update()
-            except KubeError as exc:
-                log.warning("updating node status: %s", exc)
+            except Exception as exc:
+                if isinstance(exc, KubeError):
+                    log.warning("updating node status: %s", exc)
+                else:  # a bug: logged in full, and the loop goes on
+                    log.exception("updating node status")
                 self._stop.wait(min(1.0, self.config.node_status_update_frequency))
                 self._wake.set()  # try again soon: a changed status must not wait a whole period
 

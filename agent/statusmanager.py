@@ -150,22 +150,30 @@ class StatusManager(BackgroundLoop):
             if self._stop.is_set():
                 return
             self._wake.clear()
-            views = {v.record.uid: v for v in self.agent.pods()}
-            with self._lock:
-                batch = self._dirty | self._awaiting_delete
-                if self._failed and time.monotonic() >= self._retry_at:
-                    batch |= self._failed
-                    self._failed = set()
-                if time.monotonic() - last_resync >= self.resync_interval or self._resync_now:
-                    last_resync = time.monotonic()
-                    self._resync_now = False
-                    batch |= set(views) | set(self._invalid)
-                ready = batch - self._in_flight
-                self._dirty = batch & self._in_flight  # after their write in progress
-                self._in_flight |= ready
-            for uid in sorted(ready):
-                future = self._pool.submit(self._sync_logged, uid, views.get(uid))
-                future.add_done_callback(functools.partial(self._written, uid))
+            try:
+                last_resync = self._dispatch(last_resync)
+            except Exception:  # the pods' status must not die with this thread
+                log.exception("status manager round")
+
+    def _dispatch(self, last_resync: float) -> float:
+        """Hand the pods due now to the writers; returns when the last full resync was."""
+        views = {v.record.uid: v for v in self.agent.pods()}
+        with self._lock:
+            batch = self._dirty | self._awaiting_delete
+            if self._failed and time.monotonic() >= self._retry_at:
+                batch |= self._failed
+                self._failed = set()
+            if time.monotonic() - last_resync >= self.resync_interval or self._resync_now:
+                last_resync = time.monotonic()
+                self._resync_now = False
+                batch |= set(views) | set(self._invalid)
+            ready = batch - self._in_flight
+            self._dirty = batch & self._in_flight  # after their write in progress
+            self._in_flight |= ready
+        for uid in sorted(ready):
+            future = self._pool.submit(self._sync_logged, uid, views.get(uid))
+            future.add_done_callback(functools.partial(self._written, uid))
+        return last_resync
 
     def _written(self, uid: str, future: Future[bool]) -> None:
         ok = not future.cancelled() and future.exception() is None and future.result()

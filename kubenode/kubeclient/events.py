@@ -162,6 +162,8 @@ class EventRecorder:
                 return
             try:
                 self._write_with_retries(item)
+            except Exception:  # a bug drops this event, not the recorder
+                log.exception("writing event %s %s", item.type, item.reason)
             finally:
                 with self._idle:
                     self._busy -= 1

@@ -151,6 +151,10 @@ class LeaseRenewer:
             self.last_error = str(exc)
             log.warning("renewing lease %s/%s: %s", self.namespace, self.name, exc)
             return False
+        except Exception as exc:  # a bug must not end the heartbeat: logged in full, tried again
+            self.last_error = str(exc)
+            log.exception("renewing lease %s/%s", self.namespace, self.name)
+            return False
         self.renewals += 1
         self.last_error = ""
         return True
