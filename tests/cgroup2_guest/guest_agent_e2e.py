@@ -51,7 +51,7 @@ from tests.cgroup2_guest.support import (
 
 PODS_PIDS_LIMIT = 512
 AGENT_SETTINGS = "housekeepingInterval: 0.5\nrelistInterval: 0.2\nmanifestRescanInterval: 2\n"
-START_S = 120  # generous: everything runs under emulation
+START_S = 180  # generous: everything runs under emulation, on a host others load too
 QUOTA_WINDOW_S = 4.0
 
 
@@ -121,11 +121,18 @@ class Node:
         return {item["metadata"]["name"]: item for item in http_json(self.listen, "/pods")["items"]}
 
     def running(self, name: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
         def check() -> dict[str, Any] | None:
-            item = self.pods().get(name)
+            item = seen["item"] = self.pods().get(name)
             return item if item and item["status"]["phase"] == "Running" else None
 
-        found: dict[str, Any] = wait_until(check, START_S, f"pod {name} Running ({self.work}/agent.log)")
+        try:
+            found: dict[str, Any] = wait_until(check, START_S, f"pod {name} Running")
+        except pytest.fail.Exception:
+            status = (seen.get("item") or {}).get("status")
+            logs = "\n".join(f"--- {log.name}:\n{log.read_text()[-2500:]}" for log in self.work.glob("*.log"))
+            pytest.fail(f"pod {name} not Running after {START_S} s; its status: {status}\n{logs}")
         return found
 
     def pod_cgroups(self) -> list[str]:
@@ -144,7 +151,7 @@ class Node:
         out = os.environ.get(GUEST_ENV)
         for log in self.work.glob("*.log"):
             if out:  # the host keeps these for a failed run
-                shutil.copy(log, Path(out, f"{self.driver}-{log.name}"))
+                shutil.copy(log, Path(out, f"{self.work.name}-{log.name}"))
         shutil.rmtree(self.work, ignore_errors=True)
         return sweep_v2_root(self.root)
 
