@@ -43,13 +43,18 @@ def _state(c: ContainerRecord | None) -> dict[str, Any]:
     return {"waiting": waiting}
 
 
-def container_status(pod: Pod, spec: Container, c: ContainerRecord | None) -> dict[str, Any]:
+def container_status(
+    pod: Pod, spec: Container, c: ContainerRecord | None, *, init: bool = False
+) -> dict[str, Any]:
     running = c is not None and c.state == RUNNING
+    ready = running
+    if init and not spec.is_sidecar:  # an init container is ready once it has completed
+        ready = c is not None and c.state == TERMINATED and c.exit_code == 0
     status: dict[str, Any] = {
         "name": spec.name,
         "image": spec.image or "kubenode/process",
         "imageID": "",
-        "ready": running,
+        "ready": ready,
         "started": running,
         "restartCount": c.restart_count if c is not None else 0,
         "state": _state(c),
@@ -65,7 +70,14 @@ def container_status(pod: Pod, spec: Container, c: ContainerRecord | None) -> di
 
 
 def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
-    condition: dict[str, Any] = {"type": kind, "status": "True" if ok else "False"}
+    # reason and message are always named, null when there is none: the status is sent as a strategic
+    # merge patch, which merges conditions by type, so an absent key would keep the previous reason.
+    condition: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "reason": None,
+        "message": None,
+    }
     if not ok and reason:
         condition["reason"] = reason
         if message:
@@ -139,16 +151,15 @@ def api_pod_status(
         "qosClass": record.qos or pod.qos_class.value,
         "startTime": record.start_time or start_time or now,
         "initContainerStatuses": [
-            container_status(pod, c, record.containers.get(c.name)) for c in pod.init_containers
+            container_status(pod, c, record.containers.get(c.name), init=True) for c in pod.init_containers
         ],
         "containerStatuses": [
             container_status(pod, c, record.containers.get(c.name)) for c in pod.containers
         ],
     }
-    if record.reason:
-        status["reason"] = record.reason
-    if record.message:
-        status["message"] = record.message
+    # Named even when empty (null deletes a reason the patch's merge would otherwise keep).
+    status["reason"] = record.reason or None
+    status["message"] = record.message or None
     return status
 
 

@@ -187,6 +187,22 @@ def test_api_pod_runs_in_its_cgroup_with_status(node: AgentProcess, admin: KubeC
     assert events[0]["source"] == {"component": "kubelet", "host": node.node}
 
 
+def test_init_container_then_completion(node: AgentProcess, admin: KubeClient) -> None:
+    body = pod_body("job", node.node, "exit 0", restart_policy="Never")
+    body["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox", "command": ["sh", "-c", "sleep 0.5"]}
+    ]
+    admin.create(PODS, body, "default")
+    status = wait_until(lambda: phase_is(admin, "job", "Succeeded"), 20, "job Succeeded")
+    conditions = {c["type"]: c for c in status["conditions"]}
+    # The reasons of the earlier False states must not linger (the status is merged into the stored one).
+    assert conditions["Initialized"]["status"] == "True" and "reason" not in conditions["Initialized"]
+    assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "PodCompleted"
+    (init,) = status["initContainerStatuses"]
+    assert init["ready"] and init["state"]["terminated"]["reason"] == "Completed"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
 def test_kubectl_delete_stops_the_pod_and_removes_it(
     node: AgentProcess, admin: KubeClient, tmp_path: Path
 ) -> None:
