@@ -3,7 +3,8 @@
 kube-scheduler calls the extender for every pod it schedules, so this latency adds to each
 scheduling cycle. The extender (the same aiohttp app `kubenode scheduler extender` serves)
 runs in a child process with its cache filled directly: the nodes of scheduler_bench (half
-with 8 GPUs) and pods bound to them using some of those GPUs. The client, in this process,
+with 8 GPUs) and pods bound to them using some of those GPUs, and the profile of
+deploy/extender/deployment.yaml (MostAllocated over GPUs). The client, in this process,
 sends what kube-scheduler sends: ExtenderArgs{Pod, NodeNames} with all 5,000 names to
 /filter, then the names that passed to /prioritize, over one keep-alive connection.
 Prints p50/p99 of the round trip (both calls) and of each call, and the server's CPU per
@@ -18,15 +19,18 @@ import multiprocessing
 import random
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import orjson
 import psutil
 import urllib3
+import yaml
 from benchstats import percentile, report
 from scheduler_bench import GPU, make_nodes, make_pods
 
 from kubenode.model.objects import Container, Pod
 
+DEPLOYMENT = Path(__file__).parents[1] / "deploy" / "extender" / "deployment.yaml"
 POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -53,19 +57,9 @@ def serve(nodes: int, pods: int, conn: Connection) -> None:
     from scheduler.extender.state import ExtenderState
     from scheduler.profile import parse_configuration
 
-    # The profile an operator would give the extender: bin-pack GPUs.
-    profile = {
-        "profiles": [
-            {
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": GPU}]}},
-                    }
-                ]
-            }
-        ]
-    }
+    # The profile deploy/extender/ gives the extender: NodeResourcesFit MostAllocated over GPUs.
+    manifests = list(yaml.safe_load_all(DEPLOYMENT.read_text()))
+    profile = yaml.safe_load(manifests[0]["data"]["profile.yaml"])
     state = ExtenderState(parse_configuration(profile, "bench"))
     rng = random.Random(1)
     node_objects = make_nodes(nodes, rng)
