@@ -125,13 +125,13 @@ def test_the_scheduler_recovers_from_an_api_server_restart_and_finishes(
     scheduler = LiveScheduler(load_kubeconfig(apiserver.kubeconfig), RunOptions(Configuration()))
     scheduler.start()
     try:
-        create_all(admin, [pod(f"a{i}", cpu="100m") for i in range(100)])
+        create_all(admin, [pod(f"a{i}", cpu="100m") for i in range(60)])
         wait_for(lambda: bound_count(admin) >= 20, 15, "some pods bound")
         apiserver.restart()
-        create_all(admin, [pod(f"b{i}", cpu="100m") for i in range(100)])
-        wait_for(lambda: bound_count(admin) == 200, 40, "all 200 pods bound after the restart")
+        create_all(admin, [pod(f"b{i}", cpu="100m") for i in range(60)])
+        wait_for(lambda: bound_count(admin) == 120, 40, "all 120 pods bound after the restart")
         with BindingWatch(admin) as watch:  # it replays the current state: each pod's node
-            wait_for(lambda: len(watch.nodes) == 200, 10, "the watch to see every bound pod")
+            wait_for(lambda: len(watch.nodes) == 120, 10, "the watch to see every bound pod")
         watch.assert_bound_at_most_once()
         check_no_overcommit(admin)
     finally:
