@@ -12,6 +12,8 @@ without scoring; otherwise score every feasible node and take the best, ties bro
 random (seedable). The pod is assumed in the cache at once and bound asynchronously;
 a failed bind forgets it and sends it to backoff. With no feasible node, preemption
 is tried and the pod waits in the queue with kube-scheduler's FitError message.
+Configured extenders (scheduler.extenders) filter after the plugins and add their
+prioritize scores; an extender error fails the cycle unless the extender is ignorable.
 """
 
 from __future__ import annotations

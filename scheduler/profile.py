@@ -5,8 +5,10 @@ Supported: `podInitialBackoffSeconds`, `podMaxBackoffSeconds`, and per profile
 args of NodeResourcesFit (`scoringStrategy`, `ignoredResources`,
 `ignoredResourceGroups`) and NodeResourcesBalancedAllocation (`resources`). Several
 profiles let, for example, a GPU pool bin-pack (MostAllocated over kubenode.io/gpu)
-while everything else spreads. Anything else in the file is rejected with the file
-and field named, rather than silently ignored.
+while everything else spreads. The top-level `extenders` list (kube's field names, see
+scheduler.extender_config) names HTTP extenders every profile calls; their resources
+with `ignoredByScheduler` join each profile's ignoredResources. Anything else in the
+file is rejected with the file and field named, rather than silently ignored.
 """
 
 from __future__ import annotations
