@@ -18,7 +18,9 @@ from typing import Any
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
+    "agent_cluster_bench": "node agent, joined to a cluster",
     "scheduler_bench": "scheduler",
+    "scheduler_e2e_bench": "scheduler against the API server",
     "apiserver_bench": "API server",
     "cdihook_bench": "CDI cpuset hook",
     "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
