@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, NotFound
+from kubenode.kubeclient import EVENTS, PODS, KubeClient
 from tests.scheduler_extender.support import (
     GPU,
     ExtenderProcess,
@@ -24,6 +24,7 @@ from tests.scheduler_live.support import (
     bound_count,
     check_no_overcommit,
     create_all,
+    empty_the_cluster,
     node,
     pod,
     wait_for,
@@ -33,14 +34,7 @@ from tests.scheduler_live.support import (
 @pytest.fixture(autouse=True)
 def empty_cluster(admin: KubeClient) -> Iterator[None]:
     yield
-    for obj in admin.list_all(PODS)[0]:
-        meta = obj["metadata"]
-        with contextlib.suppress(NotFound):
-            admin.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
-    for obj in admin.list_all(NODES)[0]:
-        with contextlib.suppress(NotFound):
-            admin.delete(NODES, obj["metadata"]["name"])
-    wait_for(lambda: not admin.list_all(PODS)[0] and not admin.list_all(NODES)[0], 10, "an empty cluster")
+    empty_the_cluster(admin)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -126,6 +127,19 @@ def bound_count(client: KubeClient, scheduler: str | None = None) -> int:
         for p in list_pods(client)
         if p["spec"].get("nodeName") and (scheduler is None or p["spec"].get("schedulerName") == scheduler)
     )
+
+
+def empty_the_cluster(client: KubeClient) -> None:
+    """Delete every pod (grace 0) and node, and wait until none is left: a module's shared API
+    server is emptied after each test."""
+    for obj in list_pods(client):
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFound):
+            client.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+    for obj in client.list_all(NODES)[0]:
+        with contextlib.suppress(NotFound):
+            client.delete(NODES, obj["metadata"]["name"])
+    wait_for(lambda: not list_pods(client) and not client.list_all(NODES)[0], 10, "an empty cluster")
 
 
 def check_no_overcommit(client: KubeClient) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, NotFound, load_kubeconfig
+from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, load_kubeconfig
 from scheduler.profile import Configuration
 from scheduler.runner import LiveScheduler, RunOptions
 from tests.scheduler_live.conftest import server_class
@@ -20,6 +20,7 @@ from tests.scheduler_live.support import (
     check_no_overcommit,
     client_for,
     create_all,
+    empty_the_cluster,
     node,
     pod,
     wait_for,
@@ -43,14 +44,7 @@ def admin(apiserver: Any) -> Iterator[KubeClient]:
 @pytest.fixture(autouse=True)
 def empty_cluster(admin: KubeClient) -> Iterator[None]:
     yield
-    for obj in admin.list_all(PODS)[0]:
-        meta = obj["metadata"]
-        with contextlib.suppress(NotFound):
-            admin.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
-    for obj in admin.list_all(NODES)[0]:
-        with contextlib.suppress(NotFound):
-            admin.delete(NODES, obj["metadata"]["name"])
-    wait_for(lambda: not admin.list_all(PODS)[0] and not admin.list_all(NODES)[0], 10, "an empty cluster")
+    empty_the_cluster(admin)
 
 
 @contextlib.contextmanager
