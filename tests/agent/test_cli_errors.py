@@ -155,27 +155,6 @@ def test_drain_stops_pods_and_removes_cgroups_records_and_logs(
     assert not (state / "logs").exists() and not (state / "pods").exists()
 
 
-def test_a_second_kubenode_up_is_refused(cgroup_root: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with runlock.hold(runlock.cgroup_root_lock_name(cgroup_root), "kubenode up"):
-        err = _one_line_error(capsys, "up", "--once", "--cgroup-root", cgroup_root, rc=1)
-    assert err.startswith(
-        f"kubenode up: another run, pid {os.getpid()} (kubenode up), already uses cgroup root"
-    )
-    assert not cgroup_dirs(cgroup_root)
-
-
-def test_kubenode_up_config_errors_are_one_line(
-    cgroup_root: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    err = _one_line_error(capsys, "up", "--once", "--cgroup-root", "relative", rc=2)
-    assert err == "kubenode up: --cgroup-root: must be an absolute path, got 'relative'"
-    missing = tmp_path / "missing.yaml"
-    err = _one_line_error(
-        capsys, "up", "--once", "--cgroup-root", cgroup_root, "--plugin-config", str(missing), rc=2
-    )
-    assert str(missing) in err
-
-
 def test_drain_with_the_systemd_driver_needs_the_agents_cgroup(capsys: pytest.CaptureFixture[str]) -> None:
     err = _one_line_error(capsys, "agent", "drain", "--cgroup-driver", "systemd", rc=2)
     assert "give --cgroup-root, the agent's cgroup" in err and "/system.slice/kubenode-agent.service" in err
@@ -193,10 +172,3 @@ def test_a_status_address_that_cannot_be_bound_is_named(
 ) -> None:
     err = _one_line_error(capsys, *_agent_argv(cgroup_root, tmp_path, "--listen", listen), rc=1)
     assert err.startswith(f"kubenode agent: --listen {listen}: {expected}"), err
-
-
-def test_kubenode_up_names_a_missing_manifest_directory(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    err = _one_line_error(capsys, "up", "--once", "--manifests", str(tmp_path / "nope"), rc=2)
-    assert err == f"kubenode up: --manifests {tmp_path / 'nope'}: no such directory"
