@@ -197,7 +197,7 @@ async def serve(options: Options) -> None:
     finally:
         if runner is not None:
             await runner.cleanup()
-        await asyncio.to_thread(store.close)
+        store.close()  # the writer commits what it was sent, then exits
 
 
 def run(options: Options) -> int:

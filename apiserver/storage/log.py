@@ -1,177 +1,190 @@
-"""The durable log: one SQLite table of revisions, written by one thread with group commit.
+"""The durable log: the SQLite file (`sqlfile`), written by a separate writer process with group commit.
 
-Flow: the event loop assigns each write the next revision and hands a `Record` to
-`SQLiteLog.submit`; the writer thread takes every record queued so far, inserts them in one
-transaction, COMMITs (WAL, synchronous=FULL, so the commit is on disk), and only then calls
-back into the event loop, which makes the writes visible and acknowledges them. A write is
-never acknowledged before its COMMIT; concurrent writers share one fsync.
-
-The table is an MVCC log as kine keeps one: row `rev` is the object's resourceVersion, `type`
-says whether the row created, modified or deleted `key`, and `value` is the object's JSON.
-Compaction (run by the same thread) deletes rows that a newer row of the same key supersedes
-at or below the compaction revision, and tombstones at or below it, so the table holds the
-live objects plus the recent history the watch cache replays after a restart.
+Flow: at start-up the server reads the file itself (`compacted_revision`, `rows`), then `start`
+closes it and runs `python -m apiserver.storage.writer` on it. The event loop assigns each write
+the next revision and `submit`s batches of `Record`s; they go to the writer through a pipe
+(buffered here, never blocking the loop). The writer commits everything that has arrived in one
+transaction (WAL, synchronous=FULL) and acknowledges it; only then, in the event loop, does
+`on_commit` make the writes visible and answer their requests. A write is never acknowledged
+before its COMMIT, and concurrent writers share one fsync. See writer.py for why a process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import fcntl
 import logging
-import queue
-import sqlite3
-import threading
+import os
+import struct
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from apiserver.storage import sqlfile
+from apiserver.storage.sqlfile import ADDED, DELETED, MODIFIED, Record
+from apiserver.storage.writer import ACK, ERROR, encode_batch, encode_compact
 
 log = logging.getLogger(__name__)
 
-ADDED, MODIFIED, DELETED = 0, 1, 2
-MAX_BATCH = 2000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS log (
-    rev INTEGER PRIMARY KEY,
-    key TEXT NOT NULL,
-    type INTEGER NOT NULL,
-    value BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS log_key_rev ON log (key, rev);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-"""
-
-
-@dataclass(slots=True)
-class Record:
-    rev: int
-    key: str
-    type: int
-    value: bytes
-
+__all__ = ["ADDED", "DELETED", "MODIFIED", "Committed", "Record", "SQLiteLog", "StorageBroken"]
 
 Committed = Callable[[Sequence[Record], BaseException | None], None]
+_HEADER = struct.Struct(">cI")
+PIPE_SIZE = 1 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class StorageBroken(Exception):
-    """A commit failed: nothing more is written, since later revisions may depend on lost ones."""
+    """A commit failed (or the writer died): nothing more is written, since later revisions may depend
+    on lost ones."""
 
 
 class SQLiteLog:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
-        self._queue: queue.SimpleQueue[tuple[str, object] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._db = sqlfile.open_db(path)
+        self._process: subprocess.Popen[bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_commit: Committed | None = None
+        self._inflight: collections.deque[list[Record]] = collections.deque()
+        self._outgoing = bytearray()
+        self._incoming = bytearray()
         self.broken: BaseException | None = None
         self.commits = 0
 
     # -- start-up (before the writer runs) ---------------------------------------------------------------
 
     def compacted_revision(self) -> int:
-        row = self._db.execute("SELECT value FROM meta WHERE name = 'compacted'").fetchone()
-        return int(row[0]) if row else 0
+        return sqlfile.compacted_revision(self._db)
 
     def rows(self) -> Iterator[Record]:
-        """Every stored row in revision order."""
-        for rev, key, type_, value in self._db.execute("SELECT rev, key, type, value FROM log ORDER BY rev"):
-            yield Record(rev, key, type_, value)
+        return sqlfile.rows(self._db)
 
     # -- the writer ----------------------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop, on_commit: Committed) -> None:
+        self._db.close()
         self._loop = loop
         self._on_commit = on_commit
-        self._thread = threading.Thread(target=self._run, name="apiserver-sqlite-writer", daemon=True)
-        self._thread.start()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "apiserver.storage.writer", str(self.path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+        )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        for pipe in (self._process.stdin, self._process.stdout):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(pipe.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
+            os.set_blocking(pipe.fileno(), False)
+        loop.add_reader(self._process.stdout.fileno(), self._read_acks)
 
     def submit(self, records: list[Record]) -> None:
-        """Queue records (in revision order) for the next transaction."""
-        self._queue.put(("write", records))
+        """Send records (in revision order) for the next transaction."""
+        if self.broken is not None:
+            assert self._on_commit is not None
+            self._on_commit(records, self.broken)
+            return
+        self._inflight.append(records)
+        self._write(encode_batch(records))
 
     def compact(self, revision: int) -> None:
-        self._queue.put(("compact", revision))
+        if self.broken is None:
+            self._write(encode_compact(revision))
 
-    def close(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-        self._db.close()
-
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            batch: list[Record] = []
-            compactions: list[int] = []
-            while True:
-                if item is None:
-                    stop = True
-                elif item[0] == "write":
-                    batch.extend(item[1])  # type: ignore[arg-type]
-                else:
-                    compactions.append(item[1])  # type: ignore[arg-type]
-                if stop or len(batch) >= MAX_BATCH:
-                    break
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            if batch:
-                self._write(batch)
-            for revision in compactions:
-                self._compact(revision)
-
-    def _write(self, batch: list[Record]) -> None:
-        error: BaseException | None = self.broken
-        if error is None:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(
-                    "INSERT INTO log (rev, key, type, value) VALUES (?, ?, ?, ?)",
-                    [(r.rev, r.key, r.type, r.value) for r in batch],
-                )
-                self._db.execute("COMMIT")
-                self.commits += 1
-            except sqlite3.Error as exc:
-                log.error("SQLite commit failed; refusing further writes: %s", exc)
-                error = self.broken = StorageBroken(f"storage commit failed: {exc}")
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
-        assert self._loop is not None and self._on_commit is not None
-        # RuntimeError: the loop closed during shutdown; the rows are committed anyway.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._on_commit, batch, error)
-
-    def _compact(self, revision: int) -> None:
-        if self.broken is not None:
+    def _write(self, frame: bytes) -> None:
+        assert self._process is not None and self._process.stdin is not None and self._loop is not None
+        fd = self._process.stdin.fileno()
+        if self._outgoing:  # earlier bytes still wait for room in the pipe: keep the order
+            self._outgoing += frame
             return
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            # A row is superseded when a newer row of its key is at or below the compaction revision.
-            self._db.execute(
-                "DELETE FROM log WHERE rev <= ?1 AND EXISTS (SELECT 1 FROM log AS newer "
-                "WHERE newer.key = log.key AND newer.rev > log.rev AND newer.rev <= ?1)",
-                (revision,),
-            )
-            # The newest row must survive: it carries the current revision across a restart.
-            self._db.execute(
-                "DELETE FROM log WHERE rev <= ?1 AND type = ?2 AND rev < (SELECT MAX(rev) FROM log)",
-                (revision, DELETED),
-            )
-            self._db.execute(
-                "INSERT INTO meta (name, value) VALUES ('compacted', ?1) "
-                "ON CONFLICT (name) DO UPDATE SET value = MAX(value, ?1)",
-                (revision,),
-            )
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.warning("compaction to revision %d failed: %s", revision, exc)
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
+            written = os.write(fd, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            self._fail(StorageBroken(f"storage writer gone: {exc}"))
+            return
+        if written < len(frame):
+            self._outgoing += frame[written:]
+            self._loop.add_writer(fd, self._drain)
+
+    def _drain(self) -> None:
+        assert self._process is not None and self._process.stdin is not None and self._loop is not None
+        fd = self._process.stdin.fileno()
+        try:
+            written = os.write(fd, self._outgoing)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._loop.remove_writer(fd)
+            self._fail(StorageBroken(f"storage writer gone: {exc}"))
+            return
+        del self._outgoing[:written]
+        if not self._outgoing:
+            self._loop.remove_writer(fd)
+
+    def _read_acks(self) -> None:
+        assert self._process is not None and self._process.stdout is not None and self._on_commit is not None
+        try:
+            data = os.read(self._process.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:
+            self._fail(StorageBroken(f"storage writer exited with {self._process.poll()}"))
+            return
+        self._incoming += data
+        while len(self._incoming) >= _HEADER.size:
+            kind, count = _HEADER.unpack_from(self._incoming)
+            if kind == ACK:
+                del self._incoming[: _HEADER.size]
+                for _ in range(count):
+                    self.commits += 1
+                    self._on_commit(self._inflight.popleft(), None)
+            elif kind == ERROR:
+                if len(self._incoming) < _HEADER.size + count:
+                    return
+                message = self._incoming[_HEADER.size : _HEADER.size + count].decode(errors="replace")
+                self._fail(StorageBroken(f"storage commit failed: {message}"))
+                return
+            else:
+                self._fail(StorageBroken(f"storage writer sent an unknown frame {kind!r}"))
+                return
+
+    def _fail(self, error: StorageBroken) -> None:
+        if self.broken is None:
+            log.error("%s; refusing further writes", error)
+            self.broken = error
+        assert self._loop is not None and self._process is not None and self._process.stdout is not None
+        with contextlib.suppress(ValueError, OSError):
+            self._loop.remove_reader(self._process.stdout.fileno())
+        assert self._on_commit is not None
+        while self._inflight:
+            self._on_commit(self._inflight.popleft(), self.broken)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let the writer commit what was sent, then stop it (blocking; for shutdown)."""
+        process = self._process
+        if process is None:
+            self._db.close()
+            return
+        assert process.stdin is not None and process.stdout is not None
+        if self._loop is not None:
+            with contextlib.suppress(ValueError, OSError, RuntimeError):
+                self._loop.remove_reader(process.stdout.fileno())
+                self._loop.remove_writer(process.stdin.fileno())
+        os.set_blocking(process.stdin.fileno(), True)
+        with contextlib.suppress(OSError):
+            if self._outgoing:
+                process.stdin.write(bytes(self._outgoing))
+            process.stdin.close()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        self._process = None
