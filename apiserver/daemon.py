@@ -3,7 +3,7 @@
 Flow: take the data dir's lock (a second process on it is refused, naming the holder), load
 the token file (created with the bootstrap users on first start), make the CA and serving
 certificate (always TLS: kubectl sends tokens only over TLS), replay the SQLite log into
-the watch cache, start the writer thread, create the default namespaces, listen, write the
+the watch cache, start the writer process, create the default namespaces, listen, write the
 admin kubeconfig, print `serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening,
 end the watches and close the database.
 """
@@ -156,9 +156,6 @@ async def serve(options: Options) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    # The SQLite writer thread releases the GIL in its commit; a shorter switch interval gets the event
-    # loop back sooner when it wants the GIL after a syscall.
-    sys.setswitchinterval(0.001)
     loop = asyncio.get_running_loop()
     store.start(loop)
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)

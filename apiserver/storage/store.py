@@ -125,8 +125,8 @@ class Store:
         self._pending_rev[key] = rev
         future: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
         self._waiting[rev] = (Event(event_type, entry, prev), future)
-        # Hand the writer thread one list per event-loop iteration rather than one record per write:
-        # every put wakes the thread, which then competes with the event loop for the GIL.
+        # One frame to the writer per event-loop iteration rather than one per write: fewer pipe
+        # writes, and the writer sees whole batches.
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(Record(rev, f"{resource}/{namespace}/{name}", _TYPES[event_type], data))
