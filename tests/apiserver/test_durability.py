@@ -95,3 +95,23 @@ def test_second_process_on_the_same_data_dir_is_refused() -> None:
             f"data dir {api.data_dir} is in use by kubenode apiserver pid {api.process.pid}" in second.stderr
         )
         assert api.request("GET", "/readyz", token="")[0] == 200
+
+
+def test_writer_death_refuses_writes_and_keeps_serving_reads() -> None:
+    import psutil
+
+    with ApiServerProcess() as api:
+        assert api.request("POST", PODS, pod("before-writer-death"))[0] == 201
+        assert api.process is not None
+        (writer,) = [
+            c
+            for c in psutil.Process(api.process.pid).children()
+            if "apiserver.storage.writer" in " ".join(c.cmdline())
+        ]
+        writer.kill()
+        deadline = time.monotonic() + 10
+        while (status := api.request("POST", PODS, pod("after-writer-death"))[0]) != 503:
+            assert time.monotonic() < deadline, f"write answered {status}"
+            time.sleep(0.1)
+        assert api.request("GET", PODS + "/before-writer-death")[0] == 200
+        assert api.request("GET", "/readyz", token="")[0] == 500
