@@ -25,7 +25,7 @@ from kubenode import __version__
 
 # Modules that contribute subcommands, in the order `kubenode --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "kubenode.up",
+    "cli.up",
     "deviceplugin.cli",
     "agent.cli",
     "agent.conformance.cli",

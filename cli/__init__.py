@@ -1,0 +1,6 @@
+"""The composition root: commands that put the engines together (`kubenode up`, `kubenode trace`).
+
+Nothing imports this package back: the engines (agent/, scheduler/, apiserver/, deviceplugin/) and the
+shared ground (kubenode/) stay unaware of it. Its commands talk to the engines the way a user would: as
+processes they start, through the Kubernetes API, the agent's status endpoint and the cgroup files.
+"""

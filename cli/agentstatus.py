@@ -1,0 +1,44 @@
+"""The agent's status endpoint as `kubenode up` and `kubenode trace` read it: its address from the Node
+(status.addresses and daemonEndpoints.kubeletEndpoint.Port, as the API server finds a kubelet) and its
+`/pods` JSON (the pods with their cgroup, cpuset, limits read from the cgroup files, and devices)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from kubenode.kubeclient import NODES, KubeClient
+
+ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
+
+
+def node_endpoint(node: Mapping[str, Any]) -> str | None:
+    """host:port of the node's daemon endpoint, or None while the node has not reported one."""
+    status = node.get("status") or {}
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    if not port:
+        return None
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    host = next((addresses[t] for t in ADDRESS_PREFERENCE if addresses.get(t)), "127.0.0.1")
+    return f"{host}:{port}"
+
+
+def endpoint_of(client: KubeClient, node_name: str) -> str | None:
+    return node_endpoint(client.get(NODES, node_name))
+
+
+def agent_pods(address: str, timeout: float = 5.0) -> dict[str, Any]:
+    """The agent's /pods (every page)."""
+    items: list[Any] = []
+    token = ""
+    while True:
+        url = f"http://{address}/pods" + (f"?continue={token}" if token else "")
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            page: dict[str, Any] = json.loads(answer.read())
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            page["items"] = items
+            return page

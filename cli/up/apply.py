@@ -1,0 +1,80 @@
+"""Apply a directory of manifests through the API with `kubectl apply`'s outcome: created, configured or
+unchanged.
+
+Each object is created with the `kubectl.kubernetes.io/last-applied-configuration` annotation kubectl
+writes; when it exists already, a strategic merge patch sets the labels and annotations (a pod's spec is
+immutable beyond that, so a changed spec is reported rather than forced). The pods carry no nodeName: the
+scheduler places them, as it would those of `kubectl apply -f examples/pods/`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubenode.kubeclient import PODS, AlreadyExists, KubeClient
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be applied; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    namespace: str
+    name: str
+    outcome: str  # created | configured | unchanged
+    spec: dict[str, Any]
+
+
+def read_manifests(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every object in the directory's manifest files, in file-name order."""
+    objects = []
+    for path in sorted(directory.iterdir()):
+        if path.suffix not in MANIFEST_SUFFIXES or path.name.startswith("."):
+            continue
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ManifestError(f"{path}: {exc}") from None
+        for document in documents:
+            if document is None:
+                continue
+            if not isinstance(document, dict) or document.get("kind") != "Pod":
+                kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
+                raise ManifestError(f"{path}: kind {kind!r}: only Pods are applied")
+            if not (document.get("metadata") or {}).get("name"):
+                raise ManifestError(f"{path}: metadata.name is required")
+            objects.append((path, document))
+    return objects
+
+
+def apply_pod(client: KubeClient, manifest: dict[str, Any]) -> Applied:
+    meta = manifest.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    name = meta["name"]
+    applied = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    body = {
+        **manifest,
+        "metadata": {**meta, "namespace": namespace, "annotations": {**(meta.get("annotations") or {})}},
+    }
+    body["metadata"]["annotations"][LAST_APPLIED] = applied
+    try:
+        client.create(PODS, body, namespace)
+        return Applied(namespace, name, "created", manifest.get("spec") or {})
+    except AlreadyExists:
+        pass
+    current = client.get(PODS, name, namespace)
+    annotations = (current.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(LAST_APPLIED) == applied:
+        return Applied(namespace, name, "unchanged", manifest.get("spec") or {})
+    patch = {"metadata": {"labels": meta.get("labels") or {}, "annotations": body["metadata"]["annotations"]}}
+    client.patch(PODS, name, patch, namespace)
+    return Applied(namespace, name, "configured", manifest.get("spec") or {})

@@ -1,0 +1,304 @@
+"""The one-machine cluster of `kubenode up`: four supervised `kubenode` processes, started in order.
+
+    apiserver  -> ready when /readyz answers (its admin, scheduler and node kubeconfigs are written);
+    agent      -> ready when its Node is Ready in the API;
+    deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
+               -> ready when its resources are in the Node's allocatable;
+    scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler).
+
+`stop()` goes in reverse: the scheduler, the agent, then `kubenode agent drain` on the agent's state
+(every pod's processes, cgroups and the cgroup root go), the device plugin, the API server. Everything
+lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`, `device-plugins/`,
+`logs/<component>.log`, `up/<component>.pid`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli.up.process import Child, end_leftovers
+from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, load_kubeconfig
+
+SCHEDULER_LEASE = ("kube-system", "kubenode-scheduler")
+READY_TIMEOUT_S = 60.0
+# The agent's status loop, faster than the kubelet's 10 s so that the plugin's resources reach
+# allocatable within a couple of seconds of registering; everything else keeps the kubelet's defaults.
+AGENT_SETTINGS = {"nodeStatusUpdateFrequency": 2.0, "podStatusResyncInterval": 5.0}
+
+
+class StartError(Exception):
+    """A component did not become ready; the message names it and ends with its log's tail."""
+
+
+@dataclass
+class Options:
+    data_dir: Path
+    cgroup_root: str
+    port: int
+    plugin_config: Path | None
+
+
+@dataclass
+class Cluster:
+    options: Options
+    progress: Callable[[str], None]
+    children: list[Child] = field(default_factory=list)
+    node: str = ""
+    client: KubeClient | None = None
+    # Set by SIGINT/SIGTERM: a start still waiting for a component gives up (then everything is stopped).
+    interrupted: threading.Event = field(default_factory=threading.Event)
+
+    # -- layout ----------------------------------------------------------------------------------------
+
+    @property
+    def apiserver_dir(self) -> Path:
+        return self.options.data_dir / "apiserver"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig `up` hands to the user (`export KUBECONFIG=...`)."""
+        return self.options.data_dir / "kubeconfig"
+
+    @property
+    def agent_config(self) -> Path:
+        return self.options.data_dir / "agent.yaml"
+
+    def _dirs(self) -> tuple[Path, Path]:
+        run_dir = self.options.data_dir / "up"
+        log_dir = self.options.data_dir / "logs"
+        for directory in (run_dir, log_dir, self.options.data_dir / "device-plugins"):
+            directory.mkdir(parents=True, exist_ok=True)
+        return run_dir, log_dir
+
+    def _child(self, name: str, args: list[str]) -> Child:
+        run_dir, log_dir = self._dirs()
+        child = Child(name, args, run_dir, log_dir)
+        child.start()
+        self.children.append(child)
+        return child
+
+    # -- start ------------------------------------------------------------------------------------------
+
+    def adopt_leftovers(self) -> None:
+        """After a crash: end the daemons the crashed run left (the pods stay; the new agent adopts them)."""
+        run_dir, _ = self._dirs()
+        ended = end_leftovers(run_dir, str(self.options.data_dir))
+        if ended:
+            self.progress(f"ended what a previous run left running: {', '.join(ended)}")
+
+    def start(self) -> None:
+        self.adopt_leftovers()
+        self._start_apiserver()
+        # The agent before the plugin, as on a node where the kubelet runs first: a plugin that started
+        # earlier has its socket removed by the device manager's start and serves again, but then its
+        # devices never reached the device manager here (seen 2026-11-22; cli/up works around it).
+        self._start_agent()
+        self._start_device_plugin()
+        self._start_scheduler()
+
+    def _wait(
+        self, child: Child, what: str, ready: Callable[[], Any], timeout: float = READY_TIMEOUT_S
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(KubeError, OSError, ValueError):
+                value = ready()
+                if value:
+                    return value
+            if self.interrupted.is_set():
+                raise StartError(f"interrupted while waiting for {child.name}'s {what}")
+            if child.exited() is not None:
+                raise StartError(f"{child.name} exited with {child.exited()} before {what}:\n{child.tail()}")
+            if time.monotonic() >= deadline:
+                raise StartError(f"{child.name}: no {what} within {timeout:.0f} s:\n{child.tail()}")
+            time.sleep(0.1)
+
+    def _start_apiserver(self) -> None:
+        began = time.monotonic()
+        # Written by the server at every start (the URL may change); remove it so it is not read stale.
+        with contextlib.suppress(OSError):
+            self.kubeconfig.unlink()
+        child = self._child(
+            "apiserver",
+            ["apiserver", "--data-dir", str(self.apiserver_dir), "--bind-address", "127.0.0.1",
+             "--port", str(self.options.port), "--write-kubeconfig", str(self.kubeconfig)],
+        )  # fmt: skip
+        self._wait(child, "kubeconfig", self.kubeconfig.exists)
+        config = load_kubeconfig(self.kubeconfig)
+        ca = self.apiserver_dir / "pki" / "ca.crt"
+        context = ssl.create_default_context(cafile=str(ca))
+
+        def ready() -> bool:
+            with urllib.request.urlopen(config.host + "/readyz", timeout=2, context=context) as answer:
+                return bool(answer.status == 200)
+
+        self._wait(child, "/readyz", ready)
+        self.client = KubeClient(config)
+        self.progress(f"apiserver    ready in {time.monotonic() - began:4.1f} s  {config.host}")
+
+    def _start_device_plugin(self) -> None:
+        began = time.monotonic()
+        config = self.options.plugin_config or self._default_plugin_config()
+        plugin = self._child(
+            "deviceplugin",
+            ["deviceplugin", "--config", str(config),
+             "--kubelet-dir", str(self.options.data_dir / "device-plugins")],
+        )  # fmt: skip
+        assert self.client is not None
+        client = self.client
+        wanted = plugin_resources(config)
+
+        def advertised() -> dict[str, str]:
+            allocatable = (client.get(NODES, self.node).get("status") or {}).get("allocatable") or {}
+            found = {name: allocatable[name] for name in wanted if name in allocatable}
+            return found if len(found) == len(wanted) and all(v != "0" for v in found.values()) else {}
+
+        resources = self._wait(plugin, "resources in the node's allocatable", advertised)
+        shown = " ".join(f"{name}={count}" for name, count in resources.items())
+        self.progress(f"deviceplugin ready in {time.monotonic() - began:4.1f} s  {shown}")
+
+    def _default_plugin_config(self) -> Path:
+        """The CPU backend and a GPU: NVML's when it finds GPUs, else examples/up-plugins.yaml's demo GPU."""
+        document = yaml.safe_load(example("up-plugins.yaml").read_text())
+        if nvml_gpu_count() > 0:
+            document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
+            document["resources"].append(
+                {"name": "nvidia.com/gpu", "backend": "gpu", "gpu": {"idStrategy": "uuid"}}
+            )
+        path = self.options.data_dir / "plugins.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    def _node_kubeconfig(self) -> Path:
+        found = sorted(self.apiserver_dir.glob("node-*.kubeconfig"))
+        if not found:
+            raise StartError(f"apiserver wrote no node kubeconfig in {self.apiserver_dir}")
+        return found[0]
+
+    def _start_agent(self) -> None:
+        began = time.monotonic()
+        from agent.nodestatus import host_ip
+
+        kubeconfig = self._node_kubeconfig()
+        self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
+        manifests = self.options.data_dir / "manifests"
+        manifests.mkdir(exist_ok=True)
+        settings = {
+            "nodeName": self.node,
+            "manifests": str(manifests),
+            "stateDir": str(self.options.data_dir / "agent"),
+            "cgroupRoot": self.options.cgroup_root,
+            "devicePluginDir": str(self.options.data_dir / "device-plugins"),
+            # The address the Node reports as InternalIP, where the API server and `kubenode trace` look
+            # for the agent (daemonEndpoints names the port, any free one).
+            "listen": f"{host_ip()}:0",
+            **AGENT_SETTINGS,
+        }
+        self.agent_config.write_text(yaml.safe_dump(settings, sort_keys=False))
+        child = self._child(
+            "agent", ["agent", "--kubeconfig", str(kubeconfig), "--config", str(self.agent_config)]
+        )
+        assert self.client is not None
+        client = self.client
+        self._wait(child, f"Ready node {self.node}", lambda: node_ready(client.get(NODES, self.node)))
+        self.progress(f"agent        ready in {time.monotonic() - began:4.1f} s  node {self.node} Ready")
+
+    def _start_scheduler(self) -> None:
+        began = time.monotonic()
+        child = self._child(
+            "scheduler",
+            ["scheduler", "run", "--kubeconfig", str(self.apiserver_dir / "scheduler.kubeconfig"),
+             "--leader-elect"],
+        )  # fmt: skip
+        assert self.client is not None
+        client = self.client
+        namespace, name = SCHEDULER_LEASE
+
+        def leader() -> str:
+            spec = client.get(LEASES, name, namespace).get("spec") or {}
+            return str(spec.get("holderIdentity") or "")
+
+        holder = self._wait(child, "leader lease", leader)
+        self.progress(f"scheduler    ready in {time.monotonic() - began:4.1f} s  leader {holder}")
+
+    # -- watch and stop ---------------------------------------------------------------------------------
+
+    def dead(self) -> list[Child]:
+        return [c for c in self.children if c.exited() is not None]
+
+    def stop(self) -> None:
+        """Reverse order; the agent's pods are drained (processes, cgroups, records) once it has stopped."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        for child in reversed(self.children):
+            began = time.monotonic()
+            status = child.stop()
+            self.progress(f"{child.name:<12} stopped in {time.monotonic() - began:4.1f} s (exit {status})")
+            if child.name == "agent":
+                self._drain()
+        self.children.clear()
+
+    def _drain(self) -> None:
+        began = time.monotonic()
+        _, log_dir = self._dirs()
+        with (log_dir / "drain.log").open("ab") as log:
+            status = subprocess.call(
+                [sys.executable, "-m", "kubenode.cli", "agent", "drain", "--config", str(self.agent_config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        took = time.monotonic() - began
+        self.progress(f"pods         drained in {took:4.1f} s (exit {status}): processes and cgroups removed")
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def plugin_resources(config: Path) -> list[str]:
+    document = yaml.safe_load(config.read_text()) or {}
+    return [str(r["name"]) for r in document.get("resources") or [] if isinstance(r, dict) and "name" in r]
+
+
+def nvml_gpu_count() -> int:
+    """GPUs NVML can see (0 without a driver, library or GPU)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError or OSError: no driver or library
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def checkout() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def example(name: str) -> Path:
+    """examples/<name> from the source checkout, else the current directory."""
+    for base in (checkout(), Path.cwd()):
+        if (base / "examples" / name).exists():
+            return base / "examples" / name
+    raise StartError(f"examples/{name} not found in {checkout()} or {Path.cwd()}")
