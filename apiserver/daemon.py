@@ -200,8 +200,11 @@ async def serve(options: Options) -> None:
 def run(options: Options) -> int:
     try:
         fd = lock_data_dir(options.data_dir)
-    except (StartupError, OSError) as exc:
+    except StartupError as exc:
         print(f"kubenode apiserver: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"kubenode apiserver: --data-dir {options.data_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     try:
         asyncio.run(serve(options))
