@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         if path is not None and not path.exists():
             print(f"kubenode up: {flag} {path}: no such file or directory", file=sys.stderr)
             return 2
+    if not args.cgroup_root.startswith("/"):
+        print(
+            f"kubenode up: --cgroup-root: must be an absolute path, got {args.cgroup_root!r}", file=sys.stderr
+        )
+        return 2
     if not 0 <= args.port <= 65535:
         print(f"kubenode up: --port {args.port}: must be 0-65535", file=sys.stderr)
         return 2

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -73,37 +75,31 @@ def test_status_without_an_agent_says_where_it_looked(capsys: pytest.CaptureFixt
 
 
 def test_kubenode_up_once_shows_pods_cgroups_and_limits() -> None:
+    """The one-machine cluster (cli/up): every example pod scheduled, Running, and given what it asked."""
     require_cgroup_v1()
     root = f"/kn-agent-up-{uuid.uuid4().hex[:8]}"
+    data = tempfile.mkdtemp(prefix="kn-agent-up-", dir="/tmp")  # short: plugin socket paths go under it
     try:
         result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kubenode.cli",
-                "up",
-                "--once",
-                "--listen",
-                "127.0.0.1:0",
-                "--cgroup-root",
-                root,
-            ],
+            [sys.executable, "-m", "kubenode.cli", "up", "--once", "--port", "0",
+             "--data-dir", data, "--cgroup-root", root],
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=60,
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        out = result.stdout
+            timeout=90,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        lines = result.stdout.splitlines()
+        rows = {line.split()[1]: line.split() for line in lines if line.startswith("default ")}
         for name in ("web", "worker", "idle", "pinned", "gpu-job"):
-            assert any(
-                line.startswith(f"default/{name} ") and " Running " in line for line in out.splitlines()
-            ), out
-        assert "kubenode.io/gpu=demo-gpu-0" in out
-        assert "cpu_shares=256 cpu_quota=25000 cpu_period=100000 memory_limit=67108864" in out
+            assert rows[name][3] == "Running", result.stdout
+        assert "main:gpu=demo-gpu-0" in rows["gpu-job"]
+        assert rows["web"][4:] == ["Guaranteed", "-", rows["web"][6], "25000/100000", "67108864"], rows["web"]
+        assert "5/5 pods got what they asked for" in result.stdout
         assert not cgroup_dirs(root), "kubenode up left cgroups behind"
     finally:
         sweep(root)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 class BrokenSource:

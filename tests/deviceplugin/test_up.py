@@ -1,20 +1,35 @@
-"""`kubenode up --once`: device manager plus CPU plugin on a private dir; prints devices, cleans up."""
+"""`kubenode up --once --plugin-config`: the given plugin config is what the node advertises; with no pods
+to apply it exits 0 at once and leaves no daemon running."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
 
 
-def test_up_once_prints_cpu_devices_and_exits() -> None:
-    before = {p for p in os.listdir("/tmp") if p.startswith("kubenode-up-")}
+def test_up_once_with_the_cpu_plugin_alone(tmp_path: Path) -> None:
+    pods = tmp_path / "no-pods"
+    pods.mkdir()
+    # Short: the plugin sockets go under it, and a unix socket path has at most 107 bytes.
+    data = Path(tempfile.mkdtemp(prefix="kn-dp-up-", dir="/tmp"))
     result = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "up", "--once"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "kubenode.cli", "up", "--once", "--port", "0", "--data-dir", str(data),
+         "--plugin-config", str(REPO / "tests/configs/cpu.yaml"), "--pods", str(pods),
+         "--cgroup-root", f"/kn-dp-up-{uuid.uuid4().hex[:8]}"],
+        capture_output=True, text=True, timeout=90, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    ready = next(
+        line for line in result.stdout.splitlines() if line.startswith("kubenode up: deviceplugin ready")
     )
-    assert result.returncode == 0, result.stderr
-    cpus = os.cpu_count()
-    assert f"kubenode.io/cpu: capacity {cpus}, allocatable {cpus}, allocated 0 (connected)" in result.stdout
-    assert "cpu0  Healthy" in result.stdout
-    assert "WARNING" not in result.stderr
-    assert {p for p in os.listdir("/tmp") if p.startswith("kubenode-up-")} == before
+    assert ready.endswith(f"kubenode.io/cpu={os.cpu_count()}"), ready
+    assert "0/0 pods got what they asked for" in result.stdout
+    assert not list((data / "up").glob("*.pid")), "a daemon was left running"
+    shutil.rmtree(data)

@@ -1,0 +1,97 @@
+"""kubectl against the stack `kubenode up` runs: the node, extended resources, an exclusive-CPU pod from
+apply to delete, and a second `up` on the same data dir refused. The last test stops `up` with SIGINT."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from deviceplugin.cpuset import parse_cpuset
+from kubenode.kubeclient import PODS
+from tests.agent.support import MOUNT, wait_until
+from tests.up.support import REPO, UpProcess, kubenode_env
+
+CPUS = os.cpu_count() or 1
+
+
+def pod_yaml(name: str, cpus: int) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}}}
+        spec:
+          containers:
+            - name: main
+              image: busybox
+              command: [sh, -c, 'echo "hello from CPUs $KUBENODE_CPUSET"; sleep 600']
+              resources:
+                limits: {{kubenode.io/cpu: {cpus}}}
+        """)
+
+
+def pod_cgroup(root: str, controller: str, uid: str) -> Path | None:
+    found = glob.glob(str(MOUNT / controller / root.strip("/") / "**" / f"pod{uid}"), recursive=True)
+    return Path(found[0]) if found else None
+
+
+def test_get_nodes_shows_the_node_ready(up: UpProcess) -> None:
+    rc, out, err = up.kubectl("get", "nodes")
+    assert rc == 0, err
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert len(rows) == 1 and rows[0][1] == "Ready", out
+
+
+def test_describe_node_lists_the_extended_resources(up: UpProcess) -> None:
+    rc, out, err = up.kubectl("describe", "node")
+    assert rc == 0, err
+    for section in ("Capacity:", "Allocatable:", "Allocated resources:"):
+        block = out.split(section, 1)[1].split("\n\n", 1)[0] if section in out else ""
+        assert "kubenode.io/cpu" in block, f"kubenode.io/cpu not under {section}:\n{out}"
+        assert "kubenode.io/gpu" in block, f"kubenode.io/gpu not under {section}:\n{out}"
+
+
+def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path) -> None:
+    # Every CPU of the machine (2 here): no other pod may hold one, and the stack reserves none.
+    manifest = tmp_path / "pinned.yaml"
+    manifest.write_text(pod_yaml("all-cpus", CPUS))
+    rc, out, err = up.kubectl("apply", "-f", str(manifest))
+    assert rc == 0 and "pod/all-cpus created" in out, err
+    pod = wait_until(
+        lambda: (p := up.client.get(PODS, "all-cpus", "default"))["status"].get("phase") == "Running" and p,
+        30,
+        "all-cpus Running",
+    )
+    uid = pod["metadata"]["uid"]
+    cgroup = pod_cgroup(up.root, "cpuset", uid)
+    assert cgroup is not None, f"no cpuset cgroup for pod {uid}"
+    assert len(parse_cpuset((cgroup / "cpuset.cpus").read_text())) == CPUS
+
+    rc, out, err = up.kubectl("get", "pod", "all-cpus", "-o", "wide")
+    assert rc == 0 and "Running" in out, err
+
+    rc, out, err = up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")
+    assert rc == 0, err
+    wait_until(lambda: pod_cgroup(up.root, "cpuset", uid) is None, 20, "the pod cgroup to go")
+    rc, out, _ = up.kubectl("get", "pods", "-o", "name")
+    assert "all-cpus" not in out
+
+
+def test_a_second_up_on_the_same_data_dir_is_refused(up: UpProcess) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kubenode.cli", "up", "--data-dir", str(up.data_dir), "--port", "0"],
+        capture_output=True, text=True, timeout=30, env=kubenode_env(), cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "kubenode up: already running" in done.stderr and str(up.kubeconfig) in done.stderr
+
+
+def test_ctrl_c_stops_everything_in_reverse_order(up: UpProcess) -> None:
+    assert up.interrupt() == 0, up.log()
+    stopped = [line.split()[2] for line in up.output if " stopped in " in line]
+    assert stopped == ["scheduler", "deviceplugin", "agent", "apiserver"], up.log()
+    assert any(" drained in " in line for line in up.output)
+    assert not list((up.data_dir / "up").glob("*.pid")), "pid files left"
