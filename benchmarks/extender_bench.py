@@ -53,7 +53,7 @@ POD = {
 def serve(nodes: int, pods: int, conn: Connection) -> None:
     from aiohttp import web
 
-    from scheduler.extender.server import Extender
+    from scheduler.extender.server import Extender, settle_heap
     from scheduler.extender.state import ExtenderState
     from scheduler.profile import parse_configuration
 
@@ -77,6 +77,8 @@ def serve(nodes: int, pods: int, conn: Connection) -> None:
             containers=(Container(name="main", requests=requests, limits=requests),),
         )
         state.pod_changed(bound)
+
+    settle_heap()  # as the server does once its informers have synced
 
     async def main() -> None:
         runner = web.AppRunner(Extender(state, None).app(), access_log=None)

@@ -19,9 +19,11 @@ GET /healthz answers ok. SIGTERM/SIGINT stop it (exit 0).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import ssl
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -43,6 +45,7 @@ from scheduler.profile import Configuration
 
 log = logging.getLogger(__name__)
 
+PARSED_PODS = 256  # distinct pod bodies kept parsed
 MAX_BODY = 64 * 1024 * 1024  # full Nodes of thousands of nodes (nodeCacheCapable: false)
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -62,6 +65,7 @@ class Extender:
         self.state = state
         self.client = client
         self._pool = ThreadPoolExecutor(bind_workers, thread_name_prefix="extender-bind")
+        self._pods: OrderedDict[bytes, Pod] = OrderedDict()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
@@ -89,13 +93,26 @@ class Extender:
 
         return handle
 
-    @staticmethod
-    def _args(body: Mapping[str, Any]) -> tuple[Pod, list[str], list[Mapping[str, Any]] | None]:
+    def _parse_pod(self, raw: Mapping[str, Any]) -> Pod:
+        """kube-scheduler sends the same pod to /filter then /prioritize (and again on every
+        retry): parse each distinct pod body once."""
+        key = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+        pod = self._pods.get(key)
+        if pod is None:
+            pod = parse_pod(raw, "ExtenderArgs.Pod")
+            self._pods[key] = pod
+            if len(self._pods) > PARSED_PODS:
+                self._pods.popitem(last=False)
+        else:
+            self._pods.move_to_end(key)
+        return pod
+
+    def _args(self, body: Mapping[str, Any]) -> tuple[Pod, list[str], list[Mapping[str, Any]] | None]:
         """ExtenderArgs: (pod, node names, the Node objects if they were sent in full)."""
         raw_pod = api.get(body, api.POD)
         if raw_pod is None:
             raise api.BadBody("ExtenderArgs.Pod is missing")
-        pod = parse_pod(api.mapping(raw_pod, api.POD), "ExtenderArgs.Pod")
+        pod = self._parse_pod(api.mapping(raw_pod, api.POD))
         names = api.get(body, api.NODE_NAMES)
         if names is not None:
             return pod, api.strings(names, api.NODE_NAMES), None
@@ -159,6 +176,14 @@ class Extender:
         return web.Response(text="ok")
 
 
+def settle_heap() -> None:
+    """Move what the synced cache holds (every node and pod) out of the garbage collector's
+    reach: otherwise each full collection walks all of it in the middle of some request,
+    and that request's latency is kube-scheduler's wait."""
+    gc.collect()
+    gc.freeze()
+
+
 def server_ssl_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
@@ -210,6 +235,7 @@ async def serve(
                 if stop.is_set():
                     return
                 log.info("waiting for the %s informer to sync", informer.name)
+        settle_heap()
         runner = web.AppRunner(extender.app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=tls)

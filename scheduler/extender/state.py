@@ -96,7 +96,7 @@ class ExtenderState:
 
     def _slots(self, names: Sequence[str]) -> Int64Array:
         """Each name's slot in the node table, -1 for a name the cache lacks (map: no Python loop)."""
-        return np.array(list(map(self.cache.table.slot.get, names, repeat(-1))), np.int64)
+        return np.fromiter(map(self.cache.table.slot.get, names, repeat(-1)), np.int64, len(names))
 
     def filter(self, pod: Pod, names: Sequence[str]) -> tuple[list[str], dict[str, str], dict[str, str]]:
         """(names that pass, FailedNodes, FailedAndUnresolvableNodes)."""
