@@ -171,7 +171,7 @@ class NodeAgent:
                 done.wait(max(0.0, deadline - time.monotonic()))
             for uid in list(self.workers.known_uids()):
                 left = max(0.0, deadline - time.monotonic())
-                self.workers.wait_for(functools.partial(self.workers.is_finished, uid), left)
+                self.workers.wait_for(functools.partial(self.workers.is_finished_or_gone, uid), left)
         self._stop.set()
         self.workers.queue.enqueue("", 0)  # wake the loop
         if self._loop_thread is not None:

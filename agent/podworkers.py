@@ -293,6 +293,12 @@ class PodWorkers:
             status = self._statuses.get(uid)
             return status is not None and status.finished
 
+    def is_finished_or_gone(self, uid: str) -> bool:
+        """True once the UID's worker has finished, or has been purged (purging needs finishing first)."""
+        with self._lock:
+            status = self._statuses.get(uid)
+            return status is None or status.finished
+
     def is_termination_requested(self, uid: str) -> bool:
         with self._lock:
             status = self._statuses.get(uid)

@@ -228,10 +228,17 @@ def test_image_only_container_is_not_run(make_harness: Callable[..., Harness], m
         """,
     )
     h = make_harness().start()
+    # Like a kubelet's pod, it is ContainerCreating until its first sync has judged the container.
     item = wait_until(
-        lambda: (p := h.pod("img")) and p["status"]["containerStatuses"] and p,
+        lambda: (
+            (p := h.pod("img"))
+            and p["status"]["containerStatuses"]
+            and p["status"]["containerStatuses"][0]["state"].get("waiting", {}).get("reason")
+            != "ContainerCreating"
+            and p
+        ),
         5,
-        "the image-only pod's status",
+        "the image-only pod's status past ContainerCreating",
     )
     waiting = item["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "ImageNotSupported"
