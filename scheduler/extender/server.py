@@ -13,7 +13,7 @@ Flow:
    kube-scheduler records the Scheduled event itself, so the extender records none.
 4. A body that is not JSON, or not the type the verb takes, gets 400 {"Error": "..."}; a
    node name the cache lacks is a FailedAndUnresolvableNodes entry, not an error.
-GET /healthz answers ok. SIGTERM/SIGINT stop it (exit 0).
+GET /healthz answers ok. SIGTERM/SIGINT stop it (exit 0); an address it cannot listen on exits 1.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import gc
 import logging
 import signal
 import ssl
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -264,5 +265,9 @@ def run_extender(
             loop.add_signal_handler(signum, stop.set)
         await serve(client_config, config, host, port, tls, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except OSError as exc:  # the address is taken or not ours: one line, runtime failure
+        print(f"kubenode scheduler: cannot serve on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -198,3 +198,23 @@ def test_bad_extender_flags_exit_2_with_one_line(apiserver: Any, flags: list[str
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_an_address_in_use_exits_1_with_one_line(apiserver: Any) -> None:
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "kubenode.cli", "scheduler", "extender", "--kubeconfig",
+             str(apiserver.kubeconfig), "--bind-address", "127.0.0.1", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("kubenode scheduler:")]
+    assert lines == [lines[0]] and f"cannot serve on 127.0.0.1:{port}" in lines[0], done.stderr
