@@ -40,6 +40,11 @@ def register(subparsers: Any) -> None:
         help="make the kubelet dir if it is missing (by default a missing dir is an error: a typo would"
         " otherwise wait forever for a kubelet that never comes)",
     )
+    parser.add_argument(
+        "--metrics-bind-address",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics and /healthz, /readyz here (port 0: any; default: none)",
+    )
     parser.set_defaults(func=run)
     commands = parser.add_subparsers(dest="deviceplugin_command", metavar="[discover]")
     discover = commands.add_parser("discover", help="print what would be advertised and exit")
@@ -87,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     from kubenode import __version__
 
     try:
+        if args.metrics_bind_address is not None:
+            from kubenode.metricshttp import parse_bind_address
+
+            parse_bind_address(args.metrics_bind_address)  # a usage error before any backend starts
         config, kubelet_dir = _load(args)
         if not args.create_dirs and not os.path.isdir(kubelet_dir):
             problem = "is not a directory" if os.path.exists(kubelet_dir) else "does not exist"
@@ -95,9 +104,25 @@ def run(args: argparse.Namespace) -> int:
                 " --create-dirs makes it"
             )
         manager = PluginManager(config, kubelet_dir)
-    except (ConfigError, BackendError, EndpointError, OSError) as exc:
+    except (ConfigError, BackendError, EndpointError, OSError, ValueError) as exc:
         print(f"kubenode deviceplugin: {exc}", file=sys.stderr)
         return 2
+    metrics_server = None
+    if args.metrics_bind_address is not None:
+        from deviceplugin.metrics import serve_metrics
+
+        try:
+            metrics_server = serve_metrics(manager, args.metrics_bind_address)
+        except OSError as exc:
+            manager.close()
+            print(
+                f"kubenode deviceplugin: --metrics-bind-address {args.metrics_bind_address}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        logging.getLogger("deviceplugin").info(
+            "serving /metrics and /healthz on port %d", metrics_server.port
+        )
     logging.getLogger("deviceplugin").info(
         "kubenode %s deviceplugin: %s for the kubelet in %s",
         __version__,
@@ -111,4 +136,7 @@ def run(args: argparse.Namespace) -> int:
     except (EndpointError, OSError) as exc:
         print(f"kubenode deviceplugin: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if metrics_server is not None:
+            metrics_server.stop()
     return 0

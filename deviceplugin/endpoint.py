@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 
 from deviceplugin.devicestate import DeviceState
+from deviceplugin.metrics import NO_METRICS, PluginRecorder
 from deviceplugin.service import MAX_STREAMS_PER_PEER, PLUGIN_OPTIONS, DevicePluginService, StreamHub
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.deviceapi import API_VERSION
@@ -51,6 +52,8 @@ class ResourceEndpoint:
         if len(str(self.socket_path).encode()) > MAX_SOCKET_PATH:
             raise EndpointError(f"socket path {self.socket_path} is over {MAX_SOCKET_PATH} bytes")
         self.max_streams_per_peer = max_streams_per_peer
+        self.recorder: PluginRecorder = NO_METRICS  # the manager sets it before serving
+        self._service: DevicePluginService | None = None
         self._server: AioServer | None = None
         self._hub: StreamHub | None = None
         self._inode: int | None = None
@@ -70,6 +73,7 @@ class ResourceEndpoint:
             hub,
             server.run_blocking,
             max_streams_per_peer=self.max_streams_per_peer,
+            recorder=self.recorder,
         )
         # The generated *_pb2_grpc module has no type stubs.
         server.add_servicers(lambda aio: api_pb2_grpc.add_DevicePluginServicer_to_server(service, aio))
@@ -80,7 +84,7 @@ class ResourceEndpoint:
             hub.stop()
             server.stop(0).wait()
             raise EndpointError(f"{self.resource_name}: cannot listen on {self.socket_path}: {exc}") from None
-        self._server, self._hub = server, hub
+        self._server, self._hub, self._service = server, hub, service
         try:
             self._inode = os.stat(self.socket_path).st_ino
         except FileNotFoundError:
@@ -99,6 +103,10 @@ class ResourceEndpoint:
             raise EndpointError(f"{self.resource_name}: {self.socket_path} exists and is not a socket")
         log.info("%s: removing stale socket %s", self.resource_name, self.socket_path)
         self.socket_path.unlink(missing_ok=True)
+
+    def open_streams(self) -> int:
+        service = self._service if self._server is not None else None
+        return service.open_streams() if service is not None else 0
 
     def socket_intact(self) -> bool:
         """Is our socket still in place (the kubelet deletes every socket when it starts)?"""

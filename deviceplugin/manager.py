@@ -24,6 +24,7 @@ from deviceplugin.backends import make_backend
 from deviceplugin.config import PluginConfig, ResourceConfig
 from deviceplugin.devicestate import DeviceState
 from deviceplugin.endpoint import EndpointError, ResourceEndpoint
+from deviceplugin.metrics import NO_METRICS, PluginRecorder
 from kubenode import sdnotify
 from kubenode.deviceapi import KUBELET_SOCKET
 from kubenode.dirwatch import DirWatcher
@@ -72,11 +73,32 @@ class PluginManager:
             raise
         self.all_registered = threading.Event()
         self.registrations = 0  # successful Register calls, for tests and benchmarks
+        self.recorder: PluginRecorder = NO_METRICS
+        self._running = False
         self._stopping = threading.Event()
         self._watcher: DirWatcher | None = None
 
     def resource(self, name: str) -> Resource:
         return next(r for r in self.resources if r.config.name == name)
+
+    def set_recorder(self, recorder: PluginRecorder) -> None:
+        """Report registrations and allocations to `recorder` (before `run()`)."""
+        self.recorder = recorder
+        for resource in self.resources:
+            resource.endpoint.recorder = recorder
+
+    def loop_problem(self) -> str | None:
+        """For /healthz: None while `run()` serves, else why not."""
+        return None if self._running else "the device plugin loop is not running"
+
+    def unregistered(self) -> list[str]:
+        """Resources not registered with the kubelet.sock there now (for /readyz)."""
+        kubelet_id = self._kubelet_id()
+        return [
+            r.config.name
+            for r in self.resources
+            if kubelet_id is None or r.registration.kubelet_id != kubelet_id
+        ]
 
     def run(self) -> None:
         """Serve and keep registered until `stop()`; cleans up everything it made."""
@@ -89,6 +111,7 @@ class PluginManager:
                 resource.state.refresh()  # anything that changed before start
                 resource.endpoint.serve()  # a problem here fails the start, naming the socket
             watchdog = sdnotify.watchdog_interval()
+            self._running = True
             while not self._stopping.is_set():
                 delay = self._reconcile()
                 if watchdog is not None:
@@ -96,6 +119,7 @@ class PluginManager:
                     delay = watchdog if delay is None else min(delay, watchdog)
                 self._watcher.read(delay)
         finally:
+            self._running = False
             stopping = [(r.endpoint, r.endpoint.begin_stop()) for r in self.resources]
             for endpoint, done in stopping:
                 endpoint.finish_stop(done)
@@ -108,6 +132,10 @@ class PluginManager:
         self._stopping.set()
         if self._watcher is not None:
             self._watcher.wake()
+
+    def close(self) -> None:
+        """Release the backends of a manager that will not `run()` (run cleans up after itself)."""
+        self._stop_backends()
 
     def _stop_backends(self) -> None:
         for resource in self.resources:
@@ -176,6 +204,7 @@ class PluginManager:
         try:
             resource.endpoint.register(self.kubelet_socket)
         except grpc.RpcError as exc:
+            self.recorder.registration(resource.config.name, ok=False)
             reg.failures += 1
             backoff = min(MAX_RETRY_S, FIRST_RETRY_S * 2.0 ** (reg.failures - 1))
             reg.retry_at = now + backoff
@@ -190,6 +219,7 @@ class PluginManager:
             return backoff
         resource.registration = _Registration(kubelet_id=kubelet_id)
         self.registrations += 1
+        self.recorder.registration(resource.config.name, ok=True)
         return None
 
     def _report(self, kubelet_id: tuple[int, int] | None) -> None:

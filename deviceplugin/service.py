@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ import grpc
 
 from deviceplugin.backend import ContainerAllocation, Device
 from deviceplugin.devicestate import DeviceState, RequestError
+from deviceplugin.metrics import NO_METRICS, PluginRecorder
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.deviceapi import HEALTHY, UNHEALTHY, clip_message
 
@@ -117,13 +119,19 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         run_blocking: Callable[..., Any],
         *,
         max_streams_per_peer: int = MAX_STREAMS_PER_PEER,
+        recorder: PluginRecorder = NO_METRICS,
     ) -> None:
         self.resource_name = resource_name
         self.state = state
         self._hub = hub
         self._run_blocking = run_blocking
         self.max_streams_per_peer = max_streams_per_peer
+        self._recorder = recorder
         self._streams: Counter[str] = Counter()
+
+    def open_streams(self) -> int:
+        """ListAndWatch streams open now (read from the metrics thread: a snapshot is enough)."""
+        return sum(self._streams.copy().values())
 
     async def GetDevicePluginOptions(
         self, request: api_pb2.Empty, context: Any
@@ -160,7 +168,12 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         def answer(c: api_pb2.ContainerAllocateRequest) -> api_pb2.ContainerAllocateResponse:
             return allocation_message(self.state.allocate(c.devices_ids))
 
-        responses = await self._per_container("Allocate", request.container_requests, answer, context)
+        started, ok = time.monotonic(), False
+        try:
+            responses = await self._per_container("Allocate", request.container_requests, answer, context)
+            ok = True
+        finally:  # a rejected request leaves by context.abort's exception: counted as an error
+            self._recorder.allocation(self.resource_name, ok, time.monotonic() - started)
         return api_pb2.AllocateResponse(container_responses=responses)
 
     async def GetPreferredAllocation(

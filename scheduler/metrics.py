@@ -18,14 +18,14 @@ waits for the informers' first sync.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kubenode import metricshttp
+from kubenode.metricshttp import parse_bind_address as parse_bind_address  # the CLI's import
 
 # ExponentialBuckets(0.001, 2, 15): 1 ms .. ~16 s (attempt duration).
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
@@ -106,64 +106,8 @@ class SchedulerMetrics:
         return generate_latest(self.registry)
 
 
-class MetricsServer:
+class MetricsServer(metricshttp.MetricsServer):
     """GET /metrics (Prometheus text) and /healthz, /livez, /readyz on one listener."""
 
     def __init__(self, metrics: SchedulerMetrics, host: str, port: int) -> None:
-        self.checks: dict[str, Callable[[], str | None]] = {}  # name -> None if fine, else why not
-        self.ready_checks: dict[str, Callable[[], str | None]] = {}  # /readyz only
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._reply(200, metrics.exposition(), CONTENT_TYPE_LATEST)
-                elif path in ("/healthz", "/livez", "/readyz"):
-                    failures = server.failures(ready=path == "/readyz")
-                    body = "ok" if not failures else "\n".join(f"[-]{f}" for f in failures)
-                    self._reply(500 if failures else 200, body.encode(), "text/plain; charset=utf-8")
-                else:
-                    self._reply(404, b"404 page not found\n", "text/plain; charset=utf-8")
-
-            def _reply(self, code: int, body: bytes, content_type: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # scrapes every few seconds would flood the log
-
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    def failures(self, ready: bool = False) -> list[str]:
-        found = []
-        checks = {**self.checks, **(self.ready_checks if ready else {})}
-        for name, check in checks.items():
-            why = check()
-            if why is not None:
-                found.append(f"{name} failed: {why}")
-        return found
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
-def parse_bind_address(text: str) -> tuple[str, int]:
-    """host:port (port 0 picks a free one); raises ValueError naming the problem."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--metrics-bind-address: expected host:port, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+        super().__init__(metrics.exposition, host, port, content_type=CONTENT_TYPE_LATEST)

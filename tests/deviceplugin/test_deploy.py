@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from deviceplugin.config import parse_config
+from kubenode.ports import DEVICEPLUGIN_METRICS_PORT
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -23,6 +24,9 @@ def test_daemonset_and_configmap() -> None:
     assert host_paths["device-plugins"] == "/var/lib/kubelet/device-plugins"
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["device-plugins"] == "/var/lib/kubelet/device-plugins"
+    [container] = pod["containers"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": DEVICEPLUGIN_METRICS_PORT}]
+    assert container["args"][-2:] == ["--metrics-bind-address", f":{DEVICEPLUGIN_METRICS_PORT}"]
 
 
 def test_systemd_unit() -> None:
