@@ -167,3 +167,18 @@ def test_only_one_extender_may_bind() -> None:
 def test_go_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
     assert parse_duration("5") is None and parse_duration("") is None and parse_duration("-1s") is None
+
+
+def test_the_extender_sees_nodes_come_and_go_between_identical_requests() -> None:
+    from scheduler.extender.state import ExtenderState
+
+    state = ExtenderState(parse_configuration({}, "test"))
+    state.node_changed(parse_node(node("a")))
+    state.node_changed(parse_node(node("b")))
+    probe = parse_pod(pod("p"))
+    assert state.filter(probe, ["a", "b"])[0] == ["a", "b"]
+    state.node_deleted(parse_node(node("a")))
+    state.node_changed(parse_node(node("c")))  # may take a's slot
+    passed, _, unresolvable = state.filter(probe, ["a", "b"])
+    assert passed == ["b"] and list(unresolvable) == ["a"]
+    assert state.filter(probe, ["c", "b"])[0] == ["c", "b"]
