@@ -26,6 +26,7 @@ from kubenode import __version__
 # Modules that contribute subcommands, in the order `kubenode --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "cli.up",
+    "cli.trace",
     "deviceplugin.cli",
     "agent.cli",
     "agent.conformance.cli",

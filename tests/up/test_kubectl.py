@@ -1,9 +1,11 @@
 """kubectl against the stack `kubenode up` runs: the node, extended resources, an exclusive-CPU pod from
-apply to delete, and a second `up` on the same data dir refused. The last test stops `up` with SIGINT."""
+apply to delete, `kubenode trace` against the cgroup files, and a second `up` on the same data dir refused.
+The last test stops `up` with SIGINT."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -78,6 +80,65 @@ def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path
     wait_until(lambda: pod_cgroup(up.root, "cpuset", uid) is None, 20, "the pod cgroup to go")
     rc, out, _ = up.kubectl("get", "pods", "-o", "name")
     assert "all-cpus" not in out
+
+
+TRACED = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: traced}
+spec:
+  containers:
+    - name: main
+      image: busybox
+      command: [sh, -c, 'echo "serial $DEMO_GPU_SERIAL"; sleep 600']
+      env: [{name: GREETING, value: hi}]
+      resources:
+        limits: {cpu: 250m, memory: 64Mi, kubenode.io/gpu: 1}
+"""
+
+
+def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path) -> None:
+    manifest = tmp_path / "traced.yaml"
+    manifest.write_text(TRACED)
+    assert up.kubectl("apply", "-f", str(manifest))[0] == 0
+    wait_until(
+        lambda: up.client.get(PODS, "traced", "default")["status"].get("phase") == "Running",
+        30,
+        "traced Running",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kubenode.cli", "trace", "pod", "traced", "-n", "default", "-o", "json"],
+        capture_output=True, text=True, timeout=30, cwd=REPO,
+        env={**kubenode_env(), "KUBECONFIG": str(up.kubeconfig)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)
+    assert trace["problems"] == [], trace["problems"]
+    assert trace["pod"]["qosClass"] == "Guaranteed"
+    assert trace["scheduling"]["profile"] == "default-scheduler"
+    scheduled = [e for e in trace["scheduling"]["events"] if e["reason"] == "Scheduled"]
+    assert scheduled and trace["scheduling"]["node"] in scheduled[0]["message"]
+    (container,) = trace["containers"]
+    assert container["devices"] == {"kubenode.io/gpu": ["demo-gpu-0"]}
+    assert container["pluginEnv"] == {"DEMO_GPU_SERIAL": "DEMO-0"}, "GREETING is the spec's, PATH the agent's"
+    # Every figure is what the cgroup file holds (read again here; none of these change while it runs).
+    hierarchies = trace["cgroup"]["hierarchies"]
+    assert {"cpu", "cpuset", "memory", "pids", "cpuacct"} <= set(hierarchies)
+    for hierarchy in hierarchies.values():
+        assert hierarchy["path"].endswith(trace["cgroup"]["path"])
+        for name, value in hierarchy["files"].items():
+            if name != "cpuacct.usage":
+                assert (Path(hierarchy["path"]) / name).read_text().strip() == value, name
+    files = {n: v for h in hierarchies.values() for n, v in h["files"].items()}
+    assert (files["cpu.cfs_quota_us"], files["cpu.cfs_period_us"]) == ("25000", "100000")
+    assert files["memory.limit_in_bytes"] == str(64 * 2**20)
+    used = int((Path(hierarchies["cpuacct"]["path"]) / "cpuacct.usage").read_text())
+    assert 0 < trace["cgroup"]["cpuUsageSeconds"] <= used / 1e9
+    pids = {p["pid"]: p for p in trace["processes"]}
+    assert container["pid"] in pids
+    assert all(p["container"] == "main" for p in pids.values())
+    assert trace["cgroup"]["path"] in pids[container["pid"]]["cgroups"].values()
+    assert up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")[0] == 0
 
 
 def test_a_second_up_on_the_same_data_dir_is_refused(up: UpProcess) -> None:
