@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from benchstats import percentile, report
 
 from agent.cgroups.sweep import sweep_v1_root
 from agent.devicemanager import DeviceManager
@@ -157,19 +157,16 @@ def main() -> int:
     if not args.skip_kill_cycles:
         figures = kill_cycles(args.cycles, args.pods)
         print(
-            f"agent SIGKILLed during start {figures['cycles']} times ({figures['pods']} pods a batch): "
-            f"copies per container min {figures['min_copies']} / max {figures['max_copies']}, "
-            f"pods with extra copies {figures['pods_with_extra_copies']} ({figures['seconds']} s)"
+            f"agent SIGKILLed during start {figures['cycles']} times ({figures['pods']} pods a batch), "
+            f"{figures['seconds']} s:"
         )
+        report("copies per container after the kill cycles, max", figures["max_copies"], "", "1")
+        report("pods with an extra copy", figures["pods_with_extra_copies"], "", "0")
     latencies = allocate_with_streams(500, 2000)
-    p50 = statistics.median(latencies)
-    p99 = latencies[int(len(latencies) * 0.99) - 1]
-    print(
-        f"Allocate with 500 ListAndWatch streams open (2,000 calls): p50 {p50 * 1000:.2f} ms, "
-        f"p99 {p99 * 1000:.2f} ms, max {latencies[-1] * 1000:.2f} ms (goal p99 <= 2 ms)"
-    )
+    report("Allocate, 500 idle streams open, p50", percentile(latencies, 50) * 1000, "ms")
+    report("Allocate, 500 idle streams open, p99", percentile(latencies, 99) * 1000, "ms", "<= 2 ms")
     took = register_with_stuck_plugins(50)
-    print(f"Register with 50 plugins stuck in GetDevicePluginOptions: {took * 1000:.1f} ms (goal <= 1 s)")
+    report("Register with 50 stuck plugins", took * 1000, "ms", "<= 1000 ms")
     return 0
 
 

@@ -23,6 +23,7 @@ SCRIPTS = {
     "scheduler_e2e_bench": "scheduler against the API server",
     "apiserver_bench": "API server",
     "cdihook_bench": "CDI cpuset hook",
+    "hostile_bench": "under hostile input (issue 14)",
     "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
 }
 
