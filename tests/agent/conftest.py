@@ -1,26 +1,24 @@
-"""Fixtures: a unique cgroup root (always swept), short socket dirs, agent harnesses (always stopped)."""
+"""Fixtures: a unique cgroup root (always swept), short socket dirs, agent harnesses (always stopped).
+
+tests/hostile imports short_dir, manifests and make_harness from here; it names its own cgroup root.
+"""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.agent.support import Harness, require_cgroup_v1, sweep
+from tests.agent.support import Harness, swept_cgroup_root
 
 
 @pytest.fixture
 def cgroup_root() -> Iterator[str]:
-    require_cgroup_v1()
-    root = f"/kn-agent-{uuid.uuid4().hex[:10]}"
-    yield root
-    leftovers = sweep(root)
-    assert not leftovers, f"cgroups leaked: {leftovers}"
+    yield from swept_cgroup_root("kn-agent")
 
 
 @pytest.fixture
@@ -41,8 +39,8 @@ def manifests(tmp_path: Path) -> Path:
 def make_harness(cgroup_root: str, manifests: Path, tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
-    def make(**options: Any) -> Harness:
-        harness = Harness(cgroup_root, manifests, tmp_path / "state", **options)
+    def make(state_dir: Path | None = None, **options: Any) -> Harness:
+        harness = Harness(cgroup_root, manifests, state_dir or tmp_path / "state", **options)
         made.append(harness)
         return harness
 

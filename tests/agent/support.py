@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import textwrap
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,18 @@ def pod_cgroup_dirs(root: str) -> list[str]:
 def sweep(root: str) -> list[str]:
     """Kill what is left under the root in every hierarchy and remove it; returns what survived."""
     return sweep_v1_root(root)
+
+
+def swept_cgroup_root(prefix: str) -> Iterator[str]:
+    """The body of a `cgroup_root` fixture: a unique root /<prefix>-<random>, swept at teardown, a leak fails.
+
+    The prefix names the suite, so a root left behind by a crashed run says which tests made it.
+    """
+    require_cgroup_v1()
+    root = f"/{prefix}-{uuid.uuid4().hex[:10]}"
+    yield root
+    leftovers = sweep(root)
+    assert not leftovers, f"cgroups leaked: {leftovers}"
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.02) -> Any:
