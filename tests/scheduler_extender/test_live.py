@@ -13,8 +13,10 @@ import pytest
 from kubenode.kubeclient import EVENTS, PODS, KubeClient
 from tests.scheduler_extender.support import (
     GPU,
+    PROBE_POD,
     ExtenderProcess,
     extender_entry,
+    post,
     wait_until_known,
     write_profile,
 )
@@ -218,3 +220,17 @@ def test_an_address_in_use_exits_1_with_one_line(apiserver: Any) -> None:
     assert done.returncode == 1, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("kubenode scheduler:")]
     assert lines == [lines[0]] and f"cannot serve on 127.0.0.1:{port}" in lines[0], done.stderr
+
+
+def test_over_http_malformed_bodies_get_400_and_unknown_nodes_a_failure_entry(
+    extender: ExtenderProcess,
+) -> None:
+    status, body = post(extender.url, "filter", b"{not json")
+    assert status == 400 and "not JSON" in body["Error"]
+    status, body = post(extender.url, "bind", {"PodName": 3})
+    assert status == 400 and "ExtenderBindingArgs" in body["Error"]
+    status, body = post(extender.url, "filter", {"Pod": PROBE_POD, "NodeNames": ["nowhere"]})
+    assert status == 200 and body["NodeNames"] == []
+    assert body["FailedAndUnresolvableNodes"] == {"nowhere": "node 'nowhere' is not in the extender's cache"}
+    status, body = post(extender.url, "prioritize", {"Pod": PROBE_POD, "NodeNames": ["nowhere"]})
+    assert status == 200 and body == [{"Host": "nowhere", "Score": 0}]
