@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -29,6 +28,7 @@ import yaml
 
 from kubenode.kubeclient import EVENTS, PODS, KubeClient, NotFound
 from tests.agent.support import sweep
+from tests.agent.support import wait_until as agent_wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 _STATUS = re.compile(r"status (127\.0\.0\.1:\d+)")
@@ -47,17 +47,15 @@ FAST_SETTINGS: dict[str, Any] = {
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    """The agent tests' wait_until, where an object not (or no longer) in the API counts as not yet."""
+
+    def present() -> Any:
         try:
-            value = predicate()
+            return predicate()
         except NotFound:
-            value = None
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+            return None
+
+    return agent_wait_until(present, timeout, what, poll=interval)
 
 
 def pod_body(

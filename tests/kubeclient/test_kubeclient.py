@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.kubeclient.informer import Backoff, Informer
 from kubenode.kubeclient.lease import renew_lease
 from kubenode.kubeclient.timefmt import micro_time, parse_time, rfc3339
+from tests.agent.support import wait_until
 from tests.apiserver.support import ApiServerProcess
 
 
@@ -44,15 +45,6 @@ def client(api: ApiServerProcess) -> Iterator[KubeClient]:
     c = KubeClient(load_kubeconfig(api.kubeconfig))
     yield c
     c.close()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-    return value
 
 
 def _pod(name: str, node: str = "nowhere") -> dict[str, Any]:
