@@ -26,7 +26,7 @@ Modules:
 - `events`: `EventRecorder` (client-go's count/lastTimestamp aggregation, never blocks the caller),
   `ObjectReference`, `reference_to(obj)`.
 - `lease`: `renew_lease` (create, or GET + PUT with resourceVersion), `lease_body`, `get_lease`,
-  `renew_time`, `LeaseRenewer` (a renewing thread).
+  `LeaseRenewer` (a renewing thread).
 - `timefmt`: `rfc3339` (metav1.Time), `micro_time` (MicroTime, exactly 6 fractional digits), `parse_time`.
 - `leaderelection`: leader election on a Lease (the scheduler's).
 

@@ -15,12 +15,12 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kubenode.kubeclient.client import LEASES, KubeClient
 from kubenode.kubeclient.errors import KubeError, NotFound
-from kubenode.kubeclient.timefmt import micro_time, parse_time
+from kubenode.kubeclient.timefmt import micro_time
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,6 @@ def get_lease(client: KubeClient, namespace: str, name: str) -> dict[str, Any] |
         return client.get(LEASES, name, namespace)
     except NotFound:
         return None
-
-
-def renew_time(lease: Mapping[str, Any]) -> float | None:
-    """The Lease's renewTime in seconds since the epoch, or None."""
-    text = (lease.get("spec") or {}).get("renewTime")
-    return parse_time(text) if text else None
 
 
 def renew_lease(
