@@ -62,6 +62,11 @@ def register(subparsers: Any) -> None:
         "--authorization-mode", default="Node,RBAC", help="Node,RBAC (default) or AlwaysAllow"
     )
     parser.add_argument(
+        "--authorization-policy-file",
+        metavar="FILE",
+        help="YAML with Roles, ClusterRoles and their bindings for RBAC to enforce (other kinds are skipped)",
+    )
+    parser.add_argument(
         "--default-watch-cache-size",
         type=_positive,
         default=10000,
@@ -93,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         token_auth_file=Path(args.token_auth_file) if args.token_auth_file else None,
         write_kubeconfig=Path(args.write_kubeconfig) if args.write_kubeconfig else None,
         authorization_mode=args.authorization_mode,
+        authorization_policy_file=(
+            Path(args.authorization_policy_file) if args.authorization_policy_file else None
+        ),
         watch_cache_size=args.default_watch_cache_size,
         event_ttl=args.event_ttl,
         bookmark_interval=args.watch_bookmark_interval,

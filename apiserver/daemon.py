@@ -53,6 +53,7 @@ class Options:
     token_auth_file: Path | None = None
     write_kubeconfig: Path | None = None
     authorization_mode: str = "Node,RBAC"
+    authorization_policy_file: Path | None = None  # RBAC objects to enforce (apiserver/auth/policyfile.py)
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
     event_ttl: float = 3600.0
@@ -136,7 +137,7 @@ async def serve(options: Options) -> None:
     except (OSError, ValueError) as exc:
         raise StartupError(f"--token-auth-file {token_file}: {exc}") from None
     try:
-        authorizer = new_authorizer(options.authorization_mode)
+        authorizer = new_authorizer(options.authorization_mode, options.authorization_policy_file)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
     # TLS even on loopback: kubectl (clientcmd) sends a kubeconfig's bearer token only over TLS

@@ -11,3 +11,5 @@ tests/test_ports.py checks that the manifests and docs name this value.
 AGENT_STATUS_PORT = 10366
 # The device plugin's --metrics-bind-address in deploy/deviceplugin-daemonset.yaml (the pod's own network).
 DEVICEPLUGIN_METRICS_PORT = 10367
+# The live scheduler's --metrics-bind-address in deploy/scheduler.yaml (the pod's own network).
+SCHEDULER_METRICS_PORT = 10368

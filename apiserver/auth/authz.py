@@ -5,6 +5,7 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
 - RBAC with the bootstrap ClusterRoleBindings: system:kube-scheduler -> the `system:kube-scheduler` rules,
   every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
   non-resource URLs: discovery, /version, /openapi, health).
+- RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
   `NodeRules()`), and leases only for `kube-node-lease/<n>`. Which objects it may write (its own Node, pods
   bound to it, mirror pods) is admission's job: see noderestriction.py.
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from apiserver.auth import MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
+from apiserver.auth.policyfile import Policy, PolicyError, load_policy
 from apiserver.request import RequestInfo
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -141,7 +144,11 @@ class AlwaysAllow:
 
 
 class NodeRBACAuthorizer:
-    """`Node,RBAC`: the union of the Node authorizer and RBAC with kube's bootstrap bindings."""
+    """`Node,RBAC`: the union of the Node authorizer and RBAC with kube's bootstrap bindings (and the
+    policy file's, if one was given)."""
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self.policy = policy
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         if MASTERS_GROUP in user.groups:
@@ -152,11 +159,15 @@ class NodeRBACAuthorizer:
             return ALLOW
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
             return ALLOW
+        if self.policy is not None and self.policy.decide(user, info) is not None:
+            return ALLOW
         node = node_name_of(user)
         if node is not None:
             decision = self._node(node, user, info)
             if decision is not None:
                 return decision
+        if self.policy is not None:
+            self.policy.denied(user, info)
         return Decision(False, forbidden_message(user, info))
 
     def _node(self, node: str, user: UserInfo, info: RequestInfo) -> Decision | None:
@@ -203,14 +214,21 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
     return tuple(rules)
 
 
-def new_authorizer(mode: str) -> Authorizer:
-    """`Node,RBAC` (the default; either name alone means the same chain here) or `AlwaysAllow`."""
+def new_authorizer(mode: str, policy_file: Path | None = None) -> Authorizer:
+    """`Node,RBAC` (the default; either name alone means the same chain here) or `AlwaysAllow`;
+    `policy_file` adds its RBAC objects (raises ValueError naming the file and field)."""
     modes = {m.strip() for m in mode.split(",") if m.strip()}
     if modes == {"AlwaysAllow"}:
+        if policy_file is not None:
+            raise ValueError("--authorization-policy-file: needs --authorization-mode Node,RBAC")
         return AlwaysAllow()
     unknown = modes - {"Node", "RBAC"}
     if unknown or not modes:
         raise ValueError(
             f"--authorization-mode: unknown mode(s) {sorted(unknown) or [mode]}; use Node,RBAC or AlwaysAllow"
         )
-    return NodeRBACAuthorizer()
+    try:
+        policy = load_policy(policy_file) if policy_file is not None else None
+    except PolicyError as exc:
+        raise ValueError(f"--authorization-policy-file: {exc}") from None
+    return NodeRBACAuthorizer(policy)
