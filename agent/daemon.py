@@ -142,12 +142,15 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
+        from agent.containerlogs import PREFIX, container_logs
+
         server = StatusServer(
             host,
             port,
             agent.status_json,
             health=agent.health_problems,
             extra_routes={"/metrics": metrics.route},
+            stream_routes={PREFIX: container_logs(config, agent.status_json).route},
         )
     if cluster is not None:
         # The Node names the status port (daemonEndpoints); bound above, so a port 0 is known by now.

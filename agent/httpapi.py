@@ -9,6 +9,10 @@ probe out; if none is idle the newcomer is answered 503), the request head must 
 into the agent (which takes its lock) run on a small executor so a slow one never stalls the loop;
 `/healthz` runs on the loop itself so it answers even when the agent is wedged.
 
+Stream routes (`stream_routes`, by path prefix) get the request's path, query and headers and may answer
+with an async iterator of chunks, streamed until it ends: `/containerLogs/...` (agent/containerlogs.py)
+follows a log this way.
+
 `/pods` pages like the API server's list: `?limit=N` (default and maximum `MAX_PAGE_ITEMS`) and
 `?continue=TOKEN` from the previous page's `metadata.continue`; a page also stops once its body
 reaches `MAX_PAGE_BYTES`, so one request never builds an unbounded body.
@@ -25,13 +29,30 @@ import json
 import logging
 import threading
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 Route = Callable[[], tuple[int, str, bytes]]
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """What a stream route is given: the path, the query, the headers (lower-case names), and
+    `disconnected()`, true once the client has gone (a followed stream stops then)."""
+
+    path: str
+    query: Mapping[str, list[str]]
+    headers: Mapping[str, str]
+    disconnected: Callable[[], bool]
+
+
+# A stream route answers (code, content type, body): bytes are sent whole, an async iterator of chunks is
+# streamed until it ends (no Content-Length; the connection's close ends the body).
+StreamRoute = Callable[[StreamRequest], Awaitable[tuple[int, str, bytes | AsyncIterator[bytes]]]]
 
 MAX_CONNECTIONS = 64
 HEADER_TIMEOUT_S = 5.0
@@ -42,6 +63,8 @@ MAX_PAGE_BYTES = 8 * 2**20
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     410: "Gone",
@@ -60,12 +83,14 @@ class StatusServer:
         *,
         health: Callable[[], Sequence[str]] | None = None,
         extra_routes: Mapping[str, Route] = {},  # read only, never mutated
+        stream_routes: Mapping[str, StreamRoute] = {},  # path prefix -> route; read only
         max_connections: int = MAX_CONNECTIONS,
         header_timeout: float = HEADER_TIMEOUT_S,
     ) -> None:
         self._pods = pods
         self._health = health
         self._routes = {path.rstrip("/") or "/": route for path, route in extra_routes.items()}
+        self._stream_routes = dict(stream_routes)
         self._max_connections = max_connections
         self._header_timeout = header_timeout
         self._open: set[asyncio.StreamWriter] = set()
@@ -127,6 +152,8 @@ class StatusServer:
                 return  # a client that sends no request in time is dropped silently
             finally:
                 self._idle.pop(writer, None)
+            if self._stream_routes and await self._stream(head, reader, writer):
+                return
             code, content_type, body = await self._answer(head)
             await self._send(writer, code, content_type, body)
         except Exception:
@@ -156,6 +183,47 @@ class StatusServer:
             return await loop.run_in_executor(self._executor, route)
         known = ", ".join(sorted({"/pods", "/healthz", *self._routes}))
         return 404, "text/plain", f"not found: try {known}\n".encode()
+
+    async def _stream(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Answer a GET under a stream route's prefix; False if the request is not for one."""
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or parts[0] != "GET":
+            return False
+        url = urllib.parse.urlsplit(parts[1])
+        route = next((r for prefix, r in self._stream_routes.items() if url.path.startswith(prefix)), None)
+        if route is None:
+            return False
+        headers = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        gone = asyncio.ensure_future(reader.read(1))  # completes when the client closes its side
+        try:
+            request = StreamRequest(url.path, urllib.parse.parse_qs(url.query), headers, gone.done)
+            code, content_type, body = await route(request)
+            if isinstance(body, bytes):
+                await self._send(writer, code, content_type, body)
+                return True
+            head_out = (
+                f"HTTP/1.1 {code} {_REASONS.get(code, 'Unknown')}\r\n"
+                f"Content-Type: {content_type}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head_out.encode("latin-1"))
+            try:
+                async for chunk in body:
+                    writer.write(chunk)
+                    await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+            except (TimeoutError, ConnectionError):
+                pass
+            finally:
+                aclose = getattr(body, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return True
+        finally:
+            gone.cancel()
 
     async def _send(self, writer: asyncio.StreamWriter, code: int, content_type: str, body: bytes) -> None:
         head = (

@@ -160,6 +160,11 @@ async def serve(options: Options) -> None:
     loop = asyncio.get_running_loop()
     store.start(loop)
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
+    # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
+    from apiserver.handlers.podlogs import SIGNER_KEY
+    from kubenode.nodeproxyauth import Signer
+
+    ctx.extras[SIGNER_KEY] = Signer((data_dir / "pki" / "ca.key").read_bytes())
     runner: web.AppRunner | None = None
     try:
         await _ensure_namespaces(ctx)

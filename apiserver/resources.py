@@ -81,6 +81,7 @@ PODS = ResourceInfo(
     subresources=(
         SubresourceInfo("binding", "Binding", ("create",)),
         SubresourceInfo("eviction", "Eviction", ("create",), group="policy", version="v1"),
+        SubresourceInfo("log", "Pod", ("get",)),  # proxied to the node (handlers/podlogs.py)
         SubresourceInfo("status", "Pod", STATUS_VERBS),
     ),
 )

@@ -6,27 +6,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Mapping
 from typing import Any
 
 from kubenode.kubeclient import NODES, KubeClient
-
-ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
-
-
-def node_endpoint(node: Mapping[str, Any]) -> str | None:
-    """host:port of the node's daemon endpoint, or None while the node has not reported one."""
-    status = node.get("status") or {}
-    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
-    if not port:
-        return None
-    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    host = next((addresses[t] for t in ADDRESS_PREFERENCE if addresses.get(t)), "127.0.0.1")
-    return f"{host}:{port}"
+from kubenode.nodeproxyauth import node_daemon_endpoint
 
 
 def endpoint_of(client: KubeClient, node_name: str) -> str | None:
-    return node_endpoint(client.get(NODES, node_name))
+    return node_daemon_endpoint(client.get(NODES, node_name))
 
 
 def agent_pods(address: str, timeout: float = 5.0) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.handlers import deletes, subresources, watch
+from apiserver.handlers import deletes, podlogs, subresources, watch
 from apiserver.handlers.common import (
     CONTEXT,
     ApiContext,
@@ -73,6 +73,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
             return await subresources.binding(request, ctx, strategy, info, user)
         if sub.name == "eviction":
             return await subresources.eviction(request, ctx, strategy, info, user)
+        if sub.name == "log":
+            return await podlogs.pod_log(request, ctx, info)
     verb = info.verb
     if verb == "get":
         return get(request, ctx, strategy, namespace, info.name)

@@ -212,7 +212,9 @@ class Cluster:
         )
         assert self.client is not None
         client = self.client
-        self._wait(child, f"Ready node {self.node}", lambda: node_ready(client.get(NODES, self.node)))
+        # Fresh: after a restart the Node still says Ready from the last run until its agent reports again.
+        since = time.time() - 1
+        self._wait(child, f"Ready node {self.node}", lambda: node_ready(client.get(NODES, self.node), since))
         self.progress(f"agent        ready in {time.monotonic() - began:4.1f} s  node {self.node} Ready")
 
     def _start_scheduler(self) -> None:
@@ -265,9 +267,15 @@ class Cluster:
         self.progress(f"pods         drained in {took:4.1f} s (exit {status}): processes and cgroups removed")
 
 
-def node_ready(node: dict[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
+    """Ready=True, with a heartbeat at `since` (unix seconds) or later."""
+    from kubenode.kubeclient.timefmt import parse_time
+
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            beat = c.get("lastHeartbeatTime")
+            return bool(beat) and parse_time(beat) >= int(since)
+    return False
 
 
 def plugin_resources(config: Path) -> list[str]:

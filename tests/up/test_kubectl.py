@@ -10,10 +10,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from deviceplugin.cpuset import parse_cpuset
-from kubenode.kubeclient import PODS
+from kubenode.kubeclient import NODES, PODS
+from kubenode.nodeproxyauth import node_daemon_endpoint
 from tests.agent.support import MOUNT, wait_until
 from tests.up.support import REPO, UpProcess, kubenode_env
 
@@ -74,6 +77,8 @@ def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path
 
     rc, out, err = up.kubectl("get", "pod", "all-cpus", "-o", "wide")
     assert rc == 0 and "Running" in out, err
+    want = f"hello from CPUs {(cgroup / 'cpuset.cpus').read_text().strip()}"
+    wait_until(lambda: want in up.kubectl("logs", "all-cpus")[1], 10, f"{want!r} in kubectl logs")
 
     rc, out, err = up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")
     assert rc == 0, err
@@ -139,6 +144,58 @@ def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path)
     assert all(p["container"] == "main" for p in pids.values())
     assert trace["cgroup"]["path"] in pids[container["pid"]]["cgroups"].values()
     assert up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")[0] == 0
+
+
+CRASHING = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: crashing}
+spec:
+  containers:
+    - name: main
+      image: busybox
+      command: [sh, -c, 'i=0; while [ $i -lt 4 ]; do echo "tick $i"; i=$((i+1)); sleep 0.4; done; exit 3']
+"""
+
+
+def test_logs_follow_and_previous_after_a_crash(up: UpProcess, tmp_path: Path) -> None:
+    manifest = tmp_path / "crashing.yaml"
+    manifest.write_text(CRASHING)
+    assert up.kubectl("apply", "-f", str(manifest))[0] == 0
+
+    def running() -> bool:
+        return bool(up.client.get(PODS, "crashing", "default")["status"].get("phase") == "Running")
+
+    wait_until(running, 30, "crashing Running")
+    # -f streams until the container exits (the kubelet ends a follow then), so kubectl returns by itself.
+    rc, out, err = up.kubectl("logs", "-f", "crashing", timeout=30)
+    assert rc == 0, err
+    assert "tick 3" in out.splitlines(), out
+
+    def restarted() -> bool:
+        statuses = up.client.get(PODS, "crashing", "default")["status"].get("containerStatuses") or []
+        return bool(statuses and statuses[0].get("restartCount", 0) >= 1)
+
+    wait_until(restarted, 30, "a restart (after the crash-loop back-off)")
+    rc, out, err = up.kubectl("logs", "--previous", "crashing")
+    assert rc == 0, err
+    assert out.splitlines() == ["tick 0", "tick 1", "tick 2", "tick 3"], out
+    rc, out, err = up.kubectl("logs", "crashing", "--tail", "1", "--timestamps")
+    assert rc == 0 and out.count("\n") <= 1, (out, err)
+    assert up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")[0] == 0
+
+
+def test_the_agent_serves_logs_to_the_api_server_only(up: UpProcess) -> None:
+    node = up.client.get(NODES, up.client.list(NODES)["items"][0]["metadata"]["name"])
+    address = node_daemon_endpoint(node)
+    url = f"http://{address}/containerLogs/default/nope/main"
+    for headers, code in (({}, 401), ({"Authorization": "Bearer kn1.e30.AAAA"}, 403)):
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == code, (headers, exc.code)
+        else:
+            raise AssertionError(f"{headers}: served without the API server's token")
 
 
 def test_a_second_up_on_the_same_data_dir_is_refused(up: UpProcess) -> None:
