@@ -312,10 +312,11 @@ class StatusManager(BackgroundLoop):
             name, old = c["name"], before.get(c["name"], {})
             ref = self._ref(pod.namespace, pod.name, pod.uid, name)
             state, old_state = c["state"], old.get("state", {})
-            adopted = previous is None and state.get("running", {}).get("startedAt", "~") < self._started_at
+            # A container a restarted agent adopted started before this agent did. That, not whether this is
+            # the first status computed, tells it apart: the first status may well be ContainerCreating.
+            adopted = state.get("running", {}).get("startedAt", "~") < self._started_at
             if "running" in state and state["running"] != old_state.get("running") and not adopted:
                 # A process is created and started in one step: the kubelet's two events, back to back.
-                # (Not for a container a restarted agent adopted: it started before this agent did.)
                 self._event(ref, NORMAL, "Created", f"Created container: {name}")
                 self._event(ref, NORMAL, "Started", f"Started container {name}")
             waiting = state.get("waiting", {})
