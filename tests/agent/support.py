@@ -106,6 +106,23 @@ def pod_manifest(
     ) + textwrap.indent(textwrap.dedent(extra_container), "  ")
 
 
+def fast_agent_config(
+    root: str, manifests: Path, state_dir: Path, *, housekeeping_interval: float = 0.3
+) -> AgentConfig:
+    """A manifest-only agent (no device plugins, no status endpoint) with loops short enough for tests."""
+    return AgentConfig(
+        node_name="testnode",
+        manifests=manifests,
+        state_dir=state_dir,
+        cgroup_root=root,
+        device_plugin_dir=None,
+        listen="",
+        manifest_rescan_interval=1.0,
+        housekeeping_interval=housekeeping_interval,
+        relist_interval=0.1,
+    )
+
+
 class Harness:
     """An in-process agent on a manifest dir, with fast loops; `stop()` terminates every pod."""
 
@@ -118,17 +135,7 @@ class Harness:
         devices: DeviceManager | None = None,
         allocatable: dict[str, int] | None = None,
     ) -> None:
-        self.config = AgentConfig(
-            node_name="testnode",
-            manifests=manifests,
-            state_dir=state_dir,
-            cgroup_root=root,
-            device_plugin_dir=None,
-            listen="",
-            manifest_rescan_interval=1.0,
-            housekeeping_interval=0.3,
-            relist_interval=0.1,
-        )
+        self.config = fast_agent_config(root, manifests, state_dir)
         self.cgroups = make_pod_cgroups(root)
         self.source = ManifestSource(manifests, "testnode", rescan_interval=1.0)
         self.agent = NodeAgent(

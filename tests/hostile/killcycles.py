@@ -20,16 +20,15 @@ import math
 import os
 import signal
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.cgroups import make_pod_cgroups
 from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
-from agent.config import AgentConfig
 from agent.node import NodeAgent
 from agent.sources import ManifestSource
+from tests.agent.support import fast_agent_config, write_manifest
 
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
 KILL_POINTS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
@@ -40,17 +39,7 @@ CONVERGE_DEADLINE_S = 10.0  # only reached when copies never converge to one
 def run_agent(root: str, manifests: Path, state: Path) -> None:
     """The child: an agent on the shared state, until it is killed."""
     logging.basicConfig(level=logging.ERROR)
-    config = AgentConfig(
-        node_name="testnode",
-        manifests=manifests,
-        state_dir=state,
-        cgroup_root=root,
-        device_plugin_dir=None,
-        listen="",
-        manifest_rescan_interval=1.0,
-        housekeeping_interval=0.2,
-        relist_interval=0.1,
-    )
+    config = fast_agent_config(root, manifests, state, housekeeping_interval=0.2)
     agent = NodeAgent(
         config, make_pod_cgroups(root), [ManifestSource(manifests, "testnode", rescan_interval=1.0)]
     )
@@ -116,9 +105,7 @@ def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
               - name: main
                 command: [sleep, "600"]
             """
-        tmp = manifests / f".c{cycle}-p{p}.tmp"
-        tmp.write_text(textwrap.dedent(text))
-        os.replace(tmp, manifests / f"c{cycle}-p{p}.yaml")
+        write_manifest(manifests, f"c{cycle}-p{p}.yaml", text)
         uids.append(uid)
     return uids
 
