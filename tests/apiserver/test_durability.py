@@ -115,3 +115,12 @@ def test_writer_death_refuses_writes_and_keeps_serving_reads() -> None:
             time.sleep(0.1)
         assert api.request("GET", PODS + "/before-writer-death")[0] == 200
         assert api.request("GET", "/readyz", token="")[0] == 500
+
+
+def test_sigterm_ends_open_watches_and_exits_zero() -> None:
+    with ApiServerProcess() as api:
+        stream = Stream(api, "resourceVersion=0")
+        started = time.monotonic()
+        assert api.stop() == 0
+        assert time.monotonic() - started < 10
+        assert stream.ended.wait(5)
