@@ -13,6 +13,7 @@ COPY pyproject.toml README.md ./
 COPY kubenode ./kubenode
 COPY deviceplugin ./deviceplugin
 COPY agent ./agent
+COPY conformance ./conformance
 COPY scheduler ./scheduler
 COPY apiserver ./apiserver
 RUN /opt/kubenode/bin/pip install . && /opt/kubenode/bin/kubenode --version

@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from agent.conformance.checks import PER_RESOURCE_CHECKS, RESTART_CHECK
-    from agent.conformance.harness import HarnessError
-    from agent.conformance.results import Status, summary_line, text_line, to_json, write_junit
-    from agent.conformance.suite import SuiteConfig, run_suite, select_checks
-    from agent.conformance.target import Limits
+    from conformance.checks import PER_RESOURCE_CHECKS, RESTART_CHECK
+    from conformance.harness import HarnessError
+    from conformance.results import Status, summary_line, text_line, to_json, write_junit
+    from conformance.suite import SuiteConfig, run_suite, select_checks
+    from conformance.target import Limits
 
     if args.list:
         for check in PER_RESOURCE_CHECKS:

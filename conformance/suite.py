@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.conformance.checks import ALL_CHECK_NAMES, PER_RESOURCE_CHECKS, RESTART_CHECK, Check
-from agent.conformance.harness import KubeletDouble
-from agent.conformance.process import PluginProcess
-from agent.conformance.results import CheckResult, Status
-from agent.conformance.target import Fail, Limits, Skip, Target
+from conformance.checks import ALL_CHECK_NAMES, PER_RESOURCE_CHECKS, RESTART_CHECK, Check
+from conformance.harness import KubeletDouble
+from conformance.process import PluginProcess
+from conformance.results import CheckResult, Status
+from conformance.target import Fail, Limits, Skip, Target
 
 ALL_RESOURCES = "*"
 

@@ -29,7 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.trace",
     "deviceplugin.cli",
     "agent.cli",
-    "agent.conformance.cli",
+    "conformance.cli",
     "scheduler.cli",
     "apiserver.cli",
 )

@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent.conformance.results import CheckResult, Status
-from agent.conformance.suite import SuiteConfig, run_suite
-from agent.conformance.target import Limits
+from conformance.results import CheckResult, Status
+from conformance.suite import SuiteConfig, run_suite
+from conformance.target import Limits
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = f"{sys.executable} {REPO / 'tests/conformance/fake_device_plugin.py'}"

@@ -7,9 +7,9 @@ import socket
 import time
 from pathlib import Path
 
-from agent.conformance.checks import PER_RESOURCE_CHECKS
-from agent.conformance.target import Fail, Limits, Skip, Target
 from agent.devicemanager import RegistrationEvent
+from conformance.checks import PER_RESOURCE_CHECKS
+from conformance.target import Fail, Limits, Skip, Target
 
 
 def _event(endpoint: str, *, accepted: bool = True) -> RegistrationEvent:
