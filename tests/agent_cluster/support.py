@@ -108,6 +108,17 @@ def gone(client: KubeClient, name: str) -> bool:
     return False
 
 
+def _terminate(process: subprocess.Popen[str] | None, grace: float) -> None:
+    """SIGTERM a running process, and SIGKILL it if it has not exited within `grace` seconds."""
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
 class AgentProcess:
     def __init__(
         self, kubeconfig: Path, *, settings: dict[str, Any] | None = None, plugin: bool = False
@@ -192,13 +203,7 @@ class AgentProcess:
         )  # fmt: skip
 
     def stop_plugin(self) -> None:
-        if self.plugin is not None and self.plugin.poll() is None:
-            self.plugin.send_signal(signal.SIGTERM)
-            try:
-                self.plugin.wait(10)
-            except subprocess.TimeoutExpired:
-                self.plugin.kill()
-                self.plugin.wait(5)
+        _terminate(self.plugin, grace=10)
         self.plugin = None
 
     def set_unhealthy(self, *device_ids: str) -> None:
@@ -213,13 +218,7 @@ class AgentProcess:
             self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        _terminate(self.process, grace=15)
 
     def close(self) -> list[str]:
         """Stop the agent and the plugin, kill every pod, remove the cgroup root and the directories."""
