@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.background import BackgroundLoop
-from agent.clusterflags import taint_json
+from agent.clusterflags import parse_reserved, taint_json
 from agent.config import AgentConfig
 from kubenode import __version__
 from kubenode.kubeclient import NODES, AlreadyExists, KubeClient, KubeError
@@ -125,8 +125,6 @@ def node_labels(config: AgentConfig, facts: HostFacts) -> dict[str, str]:
 
 def reserved(config: AgentConfig) -> dict[str, int]:
     """--system-reserved plus --kube-reserved, per resource."""
-    from agent.clusterflags import parse_reserved
-
     total: dict[str, int] = {}
     for key, value in (("systemReserved", config.system_reserved), ("kubeReserved", config.kube_reserved)):
         for name, amount in parse_reserved(value, key=key).items():
