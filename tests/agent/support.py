@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import textwrap
 import time
 import uuid
@@ -70,6 +71,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: fl
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(poll)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago, for an agent's --listen."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def write_manifest(directory: Path, name: str, text: str) -> Path:

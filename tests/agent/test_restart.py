@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,6 +18,7 @@ import pytest
 from agent.cgroups.sweep import V1_CONTROLLERS
 from tests.agent.support import (
     MOUNT,
+    free_port,
     pod_cgroup_dirs,
     pod_manifest,
     wait_until,
@@ -26,12 +26,6 @@ from tests.agent.support import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class AgentProcess:

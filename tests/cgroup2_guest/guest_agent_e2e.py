@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import time
 import uuid
@@ -32,7 +31,7 @@ from agent.cgroups.delegation import SUPERVISOR_LEAF
 from agent.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
 from agent.cgroups.sweep import sweep_v2_root
 from deviceplugin.cpuset import format_cpuset, parse_cpuset
-from tests.agent.support import pod_manifest
+from tests.agent.support import free_port, pod_manifest
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import (
     GUEST_ENV,
@@ -53,12 +52,6 @@ PODS_PIDS_LIMIT = 512
 AGENT_SETTINGS = "housekeepingInterval: 0.5\nrelistInterval: 0.2\nmanifestRescanInterval: 2\n"
 START_S = 180  # generous: everything runs under emulation, on a host others load too
 QUOTA_WINDOW_S = 4.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def manifest(name: str, command: str, resources: str) -> str:
