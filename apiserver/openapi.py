@@ -25,7 +25,8 @@ from apiserver.openapi_schemas import SchemaSet, add_patch_schema, kind_class, s
 from apiserver.resources import ResourceInfo
 from apiserver.status import api_error
 
-# Server-side apply (application/apply-patch+yaml) is not served, so it is not offered.
+# Server-side apply (application/apply-patch+yaml) is served only in a simplified form (no field ownership;
+# docs/apiserver.md), so the documents do not advertise it.
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
