@@ -3,10 +3,6 @@ served by the real server (/apis must never fail; trailing slashes as the Python
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from apiserver.discovery import api_groups, api_resources
 from apiserver.resources import SERVED
 from tests.apiserver.support import ApiServerProcess
@@ -30,12 +26,6 @@ def test_discovery_documents() -> None:
     assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
     leases = api_resources("coordination.k8s.io", "v1", SERVED)
     assert leases["groupVersion"] == "coordination.k8s.io/v1" and leases["resources"][0]["kind"] == "Lease"
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    with ApiServerProcess() as server:
-        yield server
 
 
 def test_served_discovery_and_version(api: ApiServerProcess) -> None:

@@ -10,7 +10,6 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +49,6 @@ status:
              containerRuntimeVersion: "kubenode://0.1", machineID: m, systemUUID: s, bootID: b,
              kubeProxyVersion: "", operatingSystem: linux, architecture: amd64}}
 """
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    with ApiServerProcess() as server:
-        yield server
 
 
 @pytest.fixture

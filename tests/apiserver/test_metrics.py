@@ -6,17 +6,8 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-
-import pytest
 
 from tests.apiserver.support import ApiServerProcess
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    with ApiServerProcess() as server:
-        yield server
 
 
 def get(api: ApiServerProcess, path: str, token: str) -> tuple[int, str]:

@@ -16,12 +16,6 @@ from kubernetes.client.exceptions import ApiException
 from tests.apiserver.support import ApiServerProcess
 
 
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    with ApiServerProcess() as server:
-        yield server
-
-
 def api_client(kubeconfig: Any) -> Any:
     """The client's models type every field Optional; the tests read them as Any."""
     return config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
