@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apiserver.printers import to_table
-from apiserver.resources import EVENTS, LEASES, NAMESPACES, NODES, PODS
+from apiserver.resources import EVENTS, LEASES, NAMESPACES, NODES, PODS, ResourceInfo
 from apiserver.tablecells import human_duration
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
@@ -14,6 +14,11 @@ NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 
 def ts(seconds_ago: float) -> str:
     return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def table_of(resource: ResourceInfo, *objects: dict[str, Any]) -> dict[str, Any]:
+    """The Table of `objects` at NOW, with includeObject left to its default (Metadata)."""
+    return to_table(resource, list(objects), include_object="", resource_version="1", now=NOW)
 
 
 def names(table: dict[str, Any]) -> list[str]:
@@ -92,9 +97,7 @@ def test_pod_rows() -> None:
     }
     gated = pending | {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}  # fmt: skip
-    assert to_table(PODS, [gated], include_object="", resource_version="1", now=NOW)["rows"][0]["cells"][
-        2
-    ] == ("SchedulingGated")
+    assert table_of(PODS, gated)["rows"][0]["cells"][2] == "SchedulingGated"
     terminating = running_pod() | {"metadata": {"name": "t", "deletionTimestamp": ts(0)}}
     full = to_table(
         PODS, [terminating], include_object="Object", resource_version="1", continue_token="c", now=NOW
@@ -122,7 +125,7 @@ def test_node_rows() -> None:
             },
         },
     }
-    table = to_table(NODES, [node], include_object="", resource_version="1", now=NOW)
+    table = table_of(NODES, node)
     assert names(table) == ["Name", "Status", "Roles", "Age", "Version"]
     assert table["rows"][0]["cells"] == [
         "n1",
@@ -136,7 +139,7 @@ def test_node_rows() -> None:
         "6.1",
         "kubenode://0.1",
     ]
-    bare = to_table(NODES, [{"metadata": {"name": "x"}}], include_object="", resource_version="1", now=NOW)
+    bare = table_of(NODES, {"metadata": {"name": "x"}})
     assert bare["rows"][0]["cells"][1:3] == ["Unknown", "<none>"]
 
 
@@ -152,7 +155,7 @@ def test_event_lease_namespace_rows() -> None:
         "lastTimestamp": ts(30),
         "source": {"component": "kubelet", "host": "n1"},
     }
-    table = to_table(EVENTS, [event], include_object="", resource_version="1", now=NOW)
+    table = table_of(EVENTS, event)
     assert names(table) == ["Last Seen", "Type", "Reason", "Object", "Message"]
     assert table["rows"][0]["cells"] == [
         "30s (x3 over 10m)",
@@ -167,15 +170,9 @@ def test_event_lease_namespace_rows() -> None:
         "web.1",
     ]
     lease = {"metadata": {"name": "n1", "creationTimestamp": ts(60)}, "spec": {"holderIdentity": "n1"}}
-    assert to_table(LEASES, [lease], include_object="", resource_version="1", now=NOW)["rows"][0][
-        "cells"
-    ] == [
-        "n1",
-        "n1",
-        "60s",
-    ]
+    assert table_of(LEASES, lease)["rows"][0]["cells"] == ["n1", "n1", "60s"]
     ns = {"metadata": {"name": "default", "creationTimestamp": ts(1)}, "status": {"phase": "Active"}}
-    table = to_table(NAMESPACES, [ns], include_object="", resource_version="1", now=NOW)
+    table = table_of(NAMESPACES, ns)
     assert names(table) == ["Name", "Status", "Age"] and table["rows"][0]["cells"] == [
         "default",
         "Active",
