@@ -29,7 +29,8 @@ from typing import Any
 import yaml
 
 from cli.up.process import Child, end_leftovers
-from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, load_kubeconfig
+from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, NotFound, load_kubeconfig
+from kubenode.kubeclient.timefmt import parse_time
 
 SCHEDULER_LEASE = ("kube-system", "kubenode-scheduler")
 READY_TIMEOUT_S = 60.0
@@ -147,6 +148,11 @@ class Cluster:
         self._wait(child, "/readyz", ready)
         self.client = KubeClient(config)
         self.progress(f"apiserver    ready in {time.monotonic() - began:4.1f} s  {config.host}")
+        # A previous run's scheduler is gone (this run holds the data dir's lock), but its Lease would make
+        # the new one wait out the lease duration (15 s) before it may lead: drop it.
+        namespace, name = SCHEDULER_LEASE
+        with contextlib.suppress(NotFound):
+            self.client.delete(LEASES, name, namespace)
 
     def _start_device_plugin(self) -> None:
         began = time.monotonic()
@@ -228,9 +234,14 @@ class Cluster:
         client = self.client
         namespace, name = SCHEDULER_LEASE
 
+        since = time.time() - 1
+
         def leader() -> str:
+            # Renewed since it started: after a crash the Lease names the dead scheduler until it expires.
             spec = client.get(LEASES, name, namespace).get("spec") or {}
-            return str(spec.get("holderIdentity") or "")
+            renewed = spec.get("renewTime")
+            fresh = bool(renewed) and parse_time(str(renewed)) >= since
+            return str(spec.get("holderIdentity") or "") if fresh else ""
 
         holder = self._wait(child, "leader lease", leader)
         self.progress(f"scheduler    ready in {time.monotonic() - began:4.1f} s  leader {holder}")
@@ -269,8 +280,6 @@ class Cluster:
 
 def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
     """Ready=True, with a heartbeat at `since` (unix seconds) or later."""
-    from kubenode.kubeclient.timefmt import parse_time
-
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready" and c.get("status") == "True":
             beat = c.get("lastHeartbeatTime")

@@ -46,18 +46,29 @@ class UpProcess:
         self.data_dir = Path(self.tmp) / "data"
         self.root = f"/kn-up-{uuid.uuid4().hex[:8]}"
         self.output: list[str] = []
-        command = [
+        self.command = [
             sys.executable, "-m", "kubenode.cli", "up", "--data-dir", str(self.data_dir), "--port", "0",
             "--cgroup-root", self.root, "--pods", str(pods), *extra,
         ]  # fmt: skip
+        self.start()
+
+    def start(self) -> None:
+        """Start `up` (again, on the same data dir and cgroup root) and wait for its hand-over line."""
+        self.output = []
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kubenode_env(), cwd=REPO
+            self.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=kubenode_env(),
+            cwd=REPO,
         )
         ready = threading.Event()
+        process = self.process
 
         def read() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
+            assert process.stdout is not None
+            for line in process.stdout:
                 self.output.append(line)
                 if line.startswith("export KUBECONFIG="):
                     ready.set()
@@ -70,6 +81,11 @@ class UpProcess:
                 pytest.fail(f"kubenode up did not start:\n{self.log()}")
         self.kubeconfig = self.data_dir / "kubeconfig"
         self.client = KubeClient(load_kubeconfig(self.kubeconfig))
+
+    def crash(self) -> None:
+        """SIGKILL `up` itself, as a crash would end it (its children get SIGTERM from the kernel)."""
+        self.process.kill()
+        self.process.wait(10)
 
     def log(self) -> str:
         return "".join(self.output[-80:])
