@@ -2,10 +2,12 @@
 
 Flow: sources deliver snapshots -> `_on_snapshot` diffs them into adds, updates and
 removals -> adds are admitted (or rejected with phase Failed) and handed to the pod
-workers as creates; removals become kills. The workers call back into `sync_pod`
-(QoS, devices, QoS tiers, pod cgroup with the CPU plugin's cpuset, then the processes),
-`sync_terminating_pod` (SIGTERM, grace period, SIGKILL) and `sync_terminated_pod` (pod
-cgroup removed, devices freed, record dropped).
+workers as creates; removals become kills (the pod manager and admission:
+agent/podmanager.py). The workers call back into `sync_pod` (QoS, devices, QoS tiers, pod
+cgroup with the CPU plugin's cpuset, then the processes), `sync_terminating_pod` (SIGTERM,
+grace period, SIGKILL) and `sync_terminated_pod` (pod cgroup removed, devices freed, record
+dropped): agent/podsync.py. NodeAgent, here, owns their state, the lifecycle, the loop and
+the status; its public API is the same whichever module a method lives in.
 
 A loop thread does what the kubelet's PLEG, sync ticker and housekeeping do: it notices
 exited processes (and syncs their pod), re-delivers due work (resync, backoff), and every
@@ -30,41 +32,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.admission import Rejection, admit, host_allocatable
+from agent.admission import Rejection, host_allocatable
 from agent.cgroups import CgroupError, PodCgroups
 from agent.config import AgentConfig
 from agent.cpupool import CPUPool
-from agent.devicemanager import DeviceManager, DeviceManagerError, PodRef
-from agent.envvars import ContainerConfigError, HostInfo
+from agent.devicemanager import DeviceManager
+from agent.envvars import HostInfo
 from agent.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
-from agent.podworkers import (
-    TERMINAL_PHASES,
-    PodWorkers,
-    SyncContext,
-    SyncResult,
-    UpdatePodOptions,
-    UpdateType,
-    WorkType,
-)
+from agent.podsync import CPUSET_ENV as CPUSET_ENV  # re-exported: NodeAgent's public names stay here
+from agent.podsync import PodSyncer
+from agent.podsync import device_plugin_limits as device_plugin_limits
+from agent.podworkers import PodWorkers, UpdatePodOptions, UpdateType
 from agent.runtime import ProcessRuntime
-from agent.sources import ManifestError, PodSource, SourceSnapshot
-from deviceplugin.cpuset import format_cpuset, parse_cpuset
-from kubenode.model import Container, Pod
-from kubenode.model.resources import is_extended_resource_name
+from agent.sources import ManifestError, PodSource
+from kubenode.model import Pod
 
 log = logging.getLogger(__name__)
 
-CPUSET_ENV = "KUBENODE_CPUSET"
 QOS_UPDATE_INTERVAL_S = 60.0  # the kubelet's periodicQOSCgroupUpdateInterval
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
 # A loop iteration may kill an orphan (grace, then up to 10 s for SIGKILL): beyond this it is stuck.
 LOOP_STALL_S = 60.0
-
-
-def device_plugin_limits(container: Container) -> dict[str, int]:
-    """The container's limits that the device manager allocates: positive extended
-    resources only (cpu, memory, hugepages-* and kubernetes.io/ names stay the kubelet's)."""
-    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
 
 
 @dataclass(frozen=True)
@@ -76,7 +64,10 @@ class PodView:
     worker: str
 
 
-class NodeAgent:
+class NodeAgent(PodSyncer):
+    """The node agent: its state, lifecycle, loop and status; the pod manager and admission
+    (agent/podmanager.py) and the syncs (agent/podsync.py) are its parts."""
+
     def __init__(
         self,
         config: AgentConfig,
@@ -124,14 +115,6 @@ class NodeAgent:
         # Told (uid, operation, seconds or None) after every sync, a rejection, and when a kill starts
         # ("killing"): the status manager and metrics of a node that joined a cluster.
         self.observers: list[Callable[[str, str, float | None], None]] = []
-
-    def _observe(self, uid: str, operation: str, started: float | None = None) -> None:
-        seconds = None if started is None else time.monotonic() - started
-        for observer in self.observers:
-            try:
-                observer(uid, operation, seconds)
-            except Exception:
-                log.exception("pod observer failed")
 
     def sources_ready(self) -> bool:
         """Every source has delivered its first snapshot (a source may have a `ready` flag that says so)."""
@@ -190,248 +173,6 @@ class NodeAgent:
                 log.info("pod %s: adopted running containers %s", record.key, ", ".join(adopted))
             self._records[uid] = record
             self._adopted.add(uid)
-
-    # ----- config --------------------------------------------------------------------------------
-
-    def _on_snapshot(self, snapshot: SourceSnapshot) -> None:
-        with self._lock:
-            self._errors[snapshot.source] = snapshot.errors
-            before = self._by_source.get(snapshot.source, set())
-            now = {pod.uid: pod for pod in snapshot.pods}
-            self._by_source[snapshot.source] = set(now)
-            for uid in sorted(before - set(now)):
-                self._remove(uid)
-            for pod in sorted(snapshot.pods, key=lambda p: (p.creation_timestamp, p.key)):
-                if pod.uid not in self._desired:
-                    self._add(pod)
-                elif pod != self._desired[pod.uid]:
-                    self._update(pod)
-
-    def _add(self, pod: Pod) -> None:
-        self._desired[pod.uid] = pod
-        if self._name_busy(pod):
-            log.info("pod %s (%s) waits for its earlier version to terminate", pod.key, pod.uid)
-            self._held[pod.uid] = pod
-            return
-        rejection = None if pod.uid in self._adopted else self._admission(pod)
-        record = self._records.get(pod.uid) or PodRecord(pod.uid, pod.namespace, pod.name)
-        record.qos = pod.qos_class.value
-        self._records[pod.uid] = record
-        if rejection is not None and self._plugin_may_still_come(rejection):
-            # Device plugins often start after the agent: wait for a while before rejecting.
-            self._held[pod.uid] = pod
-            record.reason = "WaitingForDevicePlugin"
-            assert self.devices is not None  # _plugin_may_still_come needs a device manager
-            record.message = self.devices.why_unavailable(rejection.reason[len("OutOf") :])
-            return
-        record.reason = record.message = ""
-        if rejection is not None:
-            log.warning("pod %s rejected: %s: %s", pod.key, rejection.reason, rejection.message)
-            self._rejected[pod.uid] = rejection
-            record.phase, record.reason, record.message = "Failed", rejection.reason, rejection.message
-            self._observe(pod.uid, "reject")
-            return
-        self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
-
-    def _plugin_may_still_come(self, rejection: Rejection) -> bool:
-        resource = rejection.reason[len("OutOf") :]
-        # Registered is not enough: until its plugin's first device list arrives the resource counts 0.
-        return (
-            "/" in resource
-            and self.devices is not None
-            and not self.devices.wait_for_resource(resource, 0)
-            and self._clock() - self._started_at < self.config.device_plugin_wait
-        )
-
-    def _update(self, pod: Pod) -> None:
-        self._desired[pod.uid] = pod
-        if pod.uid in self._held:
-            self._held[pod.uid] = pod
-        elif pod.uid not in self._rejected:
-            self.workers.update_pod(UpdatePodOptions(UpdateType.UPDATE, pod))
-
-    def _remove(self, uid: str) -> None:
-        pod = self._desired.pop(uid, None)
-        self._held.pop(uid, None)
-        if uid in self._rejected:
-            del self._rejected[uid]
-            self._records.pop(uid, None)
-            self.store.delete(uid)
-        elif pod is not None:
-            self.workers.update_pod(UpdatePodOptions(UpdateType.KILL, pod))
-
-    def _name_busy(self, pod: Pod) -> bool:
-        for uid, record in self._records.items():
-            same_name = uid != pod.uid and record.key == pod.key and uid not in self._rejected
-            if same_name and not self.workers.is_finished(uid) and self.workers.work_type(uid) is not None:
-                return True
-        return False
-
-    def active_pods(self) -> list[Pod]:
-        """Admitted pods not yet terminated (what admission and the QoS tiers count)."""
-        with self._lock:
-            return [
-                pod
-                for uid, pod in self._desired.items()
-                if uid not in self._rejected
-                and uid not in self._held
-                and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
-                and self._records.get(uid, PodRecord(uid, "", "")).phase not in TERMINAL_PHASES
-            ]
-
-    def allocatable(self) -> dict[str, int]:
-        result = dict(self._base_allocatable)
-        if self.devices is not None:
-            result.update(self.devices.allocatable())
-        return result
-
-    def _admission(self, pod: Pod) -> Rejection | None:
-        others = [p for p in self.active_pods() if p.uid != pod.uid]
-        return admit(pod, others, self.allocatable())
-
-    def _pod_for(self, uid: str) -> Pod | None:
-        with self._lock:
-            return self._desired.get(uid) or self._held.get(uid)
-
-    # ----- PodSyncer -----------------------------------------------------------------------------
-
-    def _record(self, pod: Pod) -> PodRecord:
-        with self._lock:
-            record = self._records.get(pod.uid)
-            if record is None:
-                record = self._records[pod.uid] = PodRecord(pod.uid, pod.namespace, pod.name)
-            return record
-
-    def sync_pod(self, update_type: UpdateType, pod: Pod, ctx: SyncContext) -> SyncResult:
-        record = self._record(pod)
-        started = time.monotonic()
-        try:
-            result = self._sync_pod(pod, record, ctx)
-        except Exception as exc:
-            # Visible in status until a sync succeeds (the workers retry with backoff).
-            record.reason, record.message = "SyncError", str(exc)
-            raise
-        finally:
-            self._observe(pod.uid, update_type.name.lower(), started)
-        if record.reason == "SyncError":
-            record.reason = record.message = ""
-        return result
-
-    def _sync_pod(self, pod: Pod, record: PodRecord, ctx: SyncContext) -> SyncResult:
-        if record.phase in TERMINAL_PHASES:
-            return SyncResult(terminal=True)
-        record.qos = pod.qos_class.value
-        try:
-            device_env, exclusive = self._allocate_devices(pod, record)
-        except DeviceManagerError as exc:
-            if record.containers:
-                raise  # it ran before: retry (with backoff) rather than fail a running pod
-            # The kubelet allocates devices at admission, and a failure there fails the pod for good.
-            record.phase, record.reason = "Failed", "UnexpectedAdmissionError"
-            record.message = f"Allocate failed due to {exc}, which is unexpected"
-            log.warning("pod %s: %s", pod.key, record.message)
-            return SyncResult(terminal=True)
-        if exclusive and self.cpu_pool.assign(pod.uid, exclusive):
-            self._resync_others(pod.uid)
-        cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()
-        if ctx.cancelled.is_set():
-            return SyncResult()
-        if not self.cgroups.exists(pod):
-            if self.runtime.running_pids(pod.uid):
-                # The pod cgroup vanished under running processes: kill them, then recreate (kubelet SyncPod).
-                log.warning("pod %s: pod cgroup missing while containers run; restarting them", pod.key)
-                self.runtime.kill_pod(pod.uid, record, self.cgroups, lambda: 1)
-                if pod.restart_policy == "Never":
-                    return SyncResult(terminal=True)
-            self._update_qos([p for p in self.active_pods() if p.uid != pod.uid] + [pod])
-        info = self.cgroups.ensure(pod, cpuset)
-        record.cgroup, record.cpuset = info.name, cpuset or ""
-        if ctx.cancelled.is_set():
-            return SyncResult()
-        hint = self.runtime.sync_containers(
-            pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled
-        )
-        if record.phase in TERMINAL_PHASES:
-            return SyncResult(terminal=True)
-        return SyncResult(requeue_after=hint)
-
-    def _pre_start_devices(self, pod_uid: str, container: str) -> None:
-        """PreStartContainer for the container's devices where their plugin asks for it."""
-        if self.devices is None:
-            return
-        try:
-            self.devices.pre_start(pod_uid, container)
-        except DeviceManagerError as exc:
-            raise ContainerConfigError(str(exc)) from None
-
-    def _resync_others(self, uid: str) -> None:
-        """The shared CPU pool changed: every other running pod gets its cpuset rewritten now."""
-        for other in self.active_pods():
-            if other.uid != uid:
-                self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, other))
-
-    def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], set[int]]:
-        """Devices for every container; returns their run envs and the pod's exclusive CPUs (may be empty)."""
-        envs: dict[str, dict[str, str]] = {}
-        cpus: set[int] = set()
-        ref = PodRef(pod.uid, pod.namespace, pod.name)
-        for c in pod.all_containers:
-            wanted = device_plugin_limits(c)
-            if not wanted:
-                continue
-            if self.devices is None:
-                raise RuntimeError(
-                    f"container {c.name} asks for {', '.join(wanted)} but no device manager runs"
-                )
-            options = self.devices.allocate(ref, c.name, wanted)
-            envs[c.name] = dict(options.envs)
-            record.device_specs[c.name] = [
-                f"{d.host_path}:{d.container_path}:{d.permissions}" for d in options.devices
-            ]
-            record.mounts[c.name] = [
-                f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in options.mounts
-            ]
-            if CPUSET_ENV in options.envs:
-                cpus |= parse_cpuset(options.envs[CPUSET_ENV])
-        if self.devices is not None and envs:
-            record.devices = {
-                a.container: {r: list(ids) for r, ids in a.devices.items()}
-                for a in self.devices.allocations()
-                if a.pod.uid == pod.uid
-            }
-        return envs, cpus
-
-    def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
-        record = self._record(pod)
-        started = time.monotonic()
-        self._observe(pod.uid, "killing")
-        self.runtime.kill_pod(pod.uid, record, self.cgroups, ctx.grace_period, ctx.cancelled)
-        if record.phase not in TERMINAL_PHASES:
-            codes = [c.exit_code for c in record.containers.values() if not c.init]
-            record.phase = "Succeeded" if codes and all(code == 0 for code in codes) else "Failed"
-        self.store.save(record)
-        self._observe(pod.uid, "kill", started)
-
-    def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
-        self.cgroups.destroy(pod.uid)
-        if self.devices is not None:
-            self.devices.free_pod(pod.uid)
-        if self.cpu_pool.release(pod.uid):
-            self._resync_others(pod.uid)
-        self.runtime.forget(pod.uid)
-        with self._lock:
-            wanted = pod.uid in self._desired
-            if not wanted:
-                self._records.pop(pod.uid, None)
-                self._adopted.discard(pod.uid)
-        if wanted:
-            self.store.save(self._record(pod))
-        else:
-            self.store.delete(pod.uid)
-        self._update_qos(self.active_pods())
-        log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
-        self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
-        self._observe(pod.uid, "terminated")
 
     # ----- the loop ----------------------------------------------------------------------------
 
@@ -493,14 +234,6 @@ class NodeAgent:
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
             self._update_qos(self.active_pods())
-
-    def _update_qos(self, active: list[Pod]) -> None:
-        # Serialized: workers of different pods would otherwise race on the tier files.
-        with self._qos_lock:
-            try:
-                self.cgroups.update_qos_cgroups(active)
-            except CgroupError as exc:
-                log.warning("updating QoS cgroups: %s", exc)
 
     def _cleanup_orphans(self, orphans: Iterable[str]) -> None:
         """Stop and remove what runs for pods nobody wants (from a previous run, or removed while down)."""
