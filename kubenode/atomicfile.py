@@ -1,8 +1,9 @@
 """Replace a file so that a crash, a power loss or a failed write leaves either the old file or the new one.
 
 The data goes to a temporary file in the same directory (named `TEMP_PREFIX...`, so a reader can
-sweep leftovers), is fsynced, renamed over the target, and the directory is fsynced so the
-rename itself is durable. On any failure the temporary file is removed and the target untouched.
+sweep leftovers; mkstemp creates it 0600, so the new file may hold a secret), is fsynced, renamed
+over the target, and the directory is fsynced so the rename itself is durable. On any failure the
+temporary file is removed and the target untouched.
 """
 
 from __future__ import annotations
