@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from cli import cgroupview
 from cli.up.process import Child, end_leftovers
 from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, NotFound, load_kubeconfig
 from kubenode.kubeclient.timefmt import parse_time
@@ -275,7 +276,18 @@ class Cluster:
                 stdin=subprocess.DEVNULL,
             )
         took = time.monotonic() - began
-        self.progress(f"pods         drained in {took:4.1f} s (exit {status}): processes and cgroups removed")
+        if status == 0:
+            self.progress(f"pods         drained in {took:4.1f} s: processes and cgroups removed")
+            return
+        # The drain failed (see drain.log): the blunt tool, so that no pod outlives `up` whatever happened.
+        from agent.cgroups.sweep import sweep_v1_root, sweep_v2_root
+
+        sweep = sweep_v2_root if cgroupview.is_v2() else sweep_v1_root
+        left = sweep(self.options.cgroup_root)
+        self.progress(
+            f"pods         drain failed (exit {status}, {log_dir / 'drain.log'}); cgroup root swept:"
+            f" every process killed" + (f", left: {', '.join(left)}" if left else ", nothing left")
+        )
 
 
 def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:

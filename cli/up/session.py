@@ -9,6 +9,8 @@ printed as one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -27,6 +29,16 @@ REFRESH_S = 1.0
 SETTLE_GRACE_S = 10.0
 
 
+def say(line: str) -> None:
+    """Print, but never let a closed stdout (`kubenode up | head`) stop the clean-up: output then goes
+    nowhere, and the stop still runs."""
+    try:
+        print(line, flush=True)
+    except (BrokenPipeError, OSError):
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 class Session:
     def __init__(self, args: argparse.Namespace, data_dir: Path) -> None:
         self.args = args
@@ -38,7 +50,7 @@ class Session:
                 port=args.port,
                 plugin_config=args.plugin_config.resolve() if args.plugin_config else None,
             ),
-            progress=lambda line: print(f"kubenode up: {line}", flush=True),
+            progress=lambda line: say(f"kubenode up: {line}"),
         )
 
     def run(self) -> int:
@@ -56,12 +68,12 @@ class Session:
             except StartError as exc:
                 print(f"kubenode up: {exc}", file=sys.stderr)
                 return 1
-            print(f"\nexport KUBECONFIG={self.cluster.kubeconfig}\n", flush=True)
+            say(f"\nexport KUBECONFIG={self.cluster.kubeconfig}\n")
             client = self.cluster.client
             assert client is not None
             applied = [apply_pod(client, manifest) for _, manifest in manifests]
             for item in applied:
-                print(f"pod/{item.name} {item.outcome}", flush=True)
+                say(f"pod/{item.name} {item.outcome}")
             if self.args.once:
                 return self._once(client, applied)
             self._watch(client)
@@ -71,7 +83,7 @@ class Session:
             return 1
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
-            print("", flush=True)
+            say("")
             self.cluster.stop()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -112,7 +124,7 @@ class Session:
             if done or now > deadline or self.stop_requested.is_set() or self.cluster.dead():
                 break
             time.sleep(0.25)
-        print(render(rows(mine, status)), flush=True)
+        say(render(rows(mine, status)))
         missing = sorted(wanted - {pod_key(p) for p in mine})
         failed = {key: found for key, found in problems.items() if found}
         for namespace, name in missing:
@@ -125,14 +137,14 @@ class Session:
             print(f"kubenode up: pods not settled within {self.args.timeout:.0f} s", file=sys.stderr)
         ok = settled and not failed and not missing and not self.cluster.dead()
         got = len(mine) - len(failed)
-        print(f"kubenode up: {got}/{len(wanted)} pods got what they asked for", flush=True)
+        say(f"kubenode up: {got}/{len(wanted)} pods got what they asked for")
         return 0 if ok else 1
 
     # -- live table ---------------------------------------------------------------------------------------
 
     def _watch(self, client: KubeClient) -> None:
         terminal = sys.stdout.isatty()
-        print("kubenode up: running; Ctrl-C stops everything", flush=True)
+        say("kubenode up: running; Ctrl-C stops everything")
         shown: list[str] = []
         previous_rows: set[tuple[str, ...]] = set()
         while not self.stop_requested.is_set():
@@ -155,10 +167,14 @@ class Session:
                     sys.stdout.flush()
                     shown = lines
             else:
-                changed = [r for r in table_rows if r not in previous_rows]
+                # One line per changed row, aligned as the whole table is now; the header once, first.
+                lines = render(table_rows).splitlines()
+                changed = [
+                    line for row, line in zip(table_rows, lines[1:], strict=True) if row not in previous_rows
+                ]
                 if changed and not previous_rows:
-                    print(render([]), flush=True)  # the header, once
-                for table_row in changed:
-                    print(time.strftime("%H:%M:%S ") + "  ".join(table_row), flush=True)
+                    say("         " + lines[0])
+                for line in changed:
+                    say(time.strftime("%H:%M:%S ") + line)
                 previous_rows = set(table_rows)
             self.stop_requested.wait(REFRESH_S)
