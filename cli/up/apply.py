@@ -56,11 +56,24 @@ def read_manifests(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
     return objects
 
 
+def last_applied(manifest: dict[str, Any], namespace: str) -> str:
+    """The annotation's value exactly as kubectl writes it (so a later `kubectl apply` of the same file says
+    unchanged): the object with its namespace and its annotations minus this one, as Go's json.Marshal
+    encodes it (sorted keys, compact, <, > and & escaped) with a newline."""
+    meta = dict(manifest.get("metadata") or {})
+    meta["namespace"] = namespace
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    text = json.dumps(
+        {**manifest, "metadata": meta}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n"
+
+
 def apply_pod(client: KubeClient, manifest: dict[str, Any]) -> Applied:
     meta = manifest.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
     name = meta["name"]
-    applied = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    applied = last_applied(manifest, namespace)
     body = {
         **manifest,
         "metadata": {**meta, "namespace": namespace, "annotations": {**(meta.get("annotations") or {})}},

@@ -14,6 +14,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import yaml
+
+from cli.up.apply import LAST_APPLIED, last_applied
 from deviceplugin.cpuset import parse_cpuset
 from kubenode.kubeclient import NODES, PODS
 from kubenode.nodeproxyauth import node_daemon_endpoint
@@ -71,6 +74,9 @@ def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path
         "all-cpus Running",
     )
     uid = pod["metadata"]["uid"]
+    # `kubenode up` writes the annotation as kubectl does, so a later kubectl apply of its pods is unchanged.
+    written = pod["metadata"]["annotations"][LAST_APPLIED]
+    assert written == last_applied(yaml.safe_load(manifest.read_text()), "default")
     cgroup = pod_cgroup(up.root, "cpuset", uid)
     assert cgroup is not None, f"no cpuset cgroup for pod {uid}"
     assert len(parse_cpuset((cgroup / "cpuset.cpus").read_text())) == CPUS
