@@ -10,7 +10,8 @@ layer and watches pods to see each binding. For each shape it prints:
 - pods/s from the first measured pod's creation to the last one's binding, as the watch saw it;
 - p50/p99 of scheduler_pod_scheduling_sli_duration_seconds (from the scheduler's /metrics,
   interpolated within histogram buckets as Prometheus' histogram_quantile does);
-- CPU seconds each process spent during the measured window (where the time goes).
+- CPU seconds each process spent during the measured window (where the time goes), and the
+  same per measured pod (the figure to compare across changes on a busy machine).
 `--profile-scheduler` runs the scheduler under cProfile and prints its top functions.
 """
 
@@ -267,6 +268,11 @@ def run_shape(
                 report(
                     f"{title}: CPU of {name}", user + system, f"s in {elapsed:.1f}s ({system:.1f}s system)"
                 )
+            # CPU per measured pod: what a change to either process costs or saves, unlike
+            # pods/s, which moves with whatever else this shared machine is running.
+            for name in processes:
+                seconds = sum(after[name]) - sum(before[name])
+                report(f"{title}: CPU per pod of {name}", seconds / measured * 1000, "ms/pod")
         finally:
             scheduler.terminate()
             scheduler.wait(60)

@@ -16,8 +16,9 @@ Modules:
   the official `kubernetes.config` loaders (token, tokenFile, client certs, CA, exec plugins, rotating
   service-account tokens).
 - `client`: `KubeClient` with get / list / list_all / create / update / patch (strategic, merge, json) /
-  delete (grace, uid and resourceVersion preconditions) / watch, over urllib3 with the config's TLS and
-  auth; `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`.
+  delete (grace, uid and resourceVersion preconditions) / watch, with the config's TLS and auth;
+  `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`.
+- `transport`: the unary verbs' HTTP/1.1 over kept-alive connections (watches stream over urllib3).
 - `errors`: `KubeError` > `TransportError` (no answer) and `ApiError(code, reason, message, status)` >
   `NotFound`, `Conflict` > `AlreadyExists`, `Gone`, `Forbidden`, `Unauthorized`, `Invalid`; `is_retryable`.
 - `informer`: `Informer` (list with limit/continue, watch from the list's resourceVersion with bookmarks
