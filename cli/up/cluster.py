@@ -181,8 +181,9 @@ class Cluster:
         document = yaml.safe_load(example("up-plugins.yaml").read_text())
         if nvml_gpu_count() > 0:
             document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
+            # Named as the demo GPU is, so examples/pods/gpu-job.yaml runs on real GPUs unchanged.
             document["resources"].append(
-                {"name": "nvidia.com/gpu", "backend": "gpu", "gpu": {"idStrategy": "uuid"}}
+                {"name": "kubenode.io/gpu", "backend": "gpu", "gpu": {"idStrategy": "uuid"}}
             )
         path = self.options.data_dir / "plugins.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
