@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(VENV)/bin/kubenode up
 
-test: $(STAMP) lint typecheck pytest test-cgroup2
+test: $(STAMP) lint typecheck test-cgroup2 pytest
 
 # The cgroup v2 suite on a real v2 kernel: Debian's kernel booted under virtme-ng/qemu (TCG), the host's
 # filesystem as its root (tools/cgroup2_guest.py; installs qemu-system-x86 and linux-image-amd64 as root).
