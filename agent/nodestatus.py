@@ -232,7 +232,7 @@ class NodeStatusReporter(BackgroundLoop):
             conditions.append({**c, "lastHeartbeatTime": now, "lastTransitionTime": since.partition("@")[2]})
         return {**status, "conditions": conditions}
 
-    def node_object(self) -> dict[str, Any]:
+    def node_object(self, status: Mapping[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {}
         if self.config.register_with_taints:
             spec["taints"] = [taint_json(t) for t in self.config.register_with_taints]
@@ -241,7 +241,7 @@ class NodeStatusReporter(BackgroundLoop):
             "kind": "Node",
             "metadata": {"name": self.config.node_name, "labels": node_labels(self.config, self.facts)},
             "spec": spec,
-            "status": self._stamped(self.status()),
+            "status": self._stamped(status),
         }
 
     # ----- writing -----------------------------------------------------------------------------
@@ -251,14 +251,16 @@ class NodeStatusReporter(BackgroundLoop):
         if not self._announced:
             self._announced = True
             self._node_event("Normal", "Starting", "Starting kubelet.")
-        body = self.node_object()
+        status = self.status()
         try:
-            node = self.client.create(NODES, body)
+            node = self.client.create(NODES, self.node_object(status))
+            # What was sent is what later updates compare with: a device list that arrived since must
+            # still count as a change (recording a fresh status here lost it until the 5 min report).
+            self._last_sent, self._last_sent_at = status, self._clock()
             log.info("registered node %s", self.config.node_name)
         except AlreadyExists:
-            node = self.client.patch(
-                NODES, self.config.node_name, {"metadata": {"labels": body["metadata"]["labels"]}}
-            )
+            labels = node_labels(self.config, self.facts)
+            node = self.client.patch(NODES, self.config.node_name, {"metadata": {"labels": labels}})
             log.info("node %s exists; taking it over", self.config.node_name)
             self.update(force=True)  # its status is a previous run's (or the node controller's Unknown)
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "")
@@ -289,7 +291,6 @@ class NodeStatusReporter(BackgroundLoop):
         while not self._stop.is_set():
             try:
                 self.register()
-                self._last_sent, self._last_sent_at = self.status(), self._clock()
                 break
             except KubeError as exc:
                 log.warning("registering node %s: %s", self.config.node_name, exc)
