@@ -18,6 +18,10 @@ from kubenode.cli import main
         ),
         (["--port", "70000"], "kubenode up: --port 70000: must be 0-65535"),
         (["--pods", "/nonexistent/pods"], "kubenode up: --pods /nonexistent/pods: no such file or directory"),
+        (
+            ["--plugin-config", "/nonexistent.yaml"],
+            "kubenode up: --plugin-config /nonexistent.yaml: no such file or directory",
+        ),
     ],
 )
 def test_bad_flags_are_one_line(
