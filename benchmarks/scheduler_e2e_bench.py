@@ -292,7 +292,7 @@ BREAKDOWN = (
     ("engine (filter, score, assume, queue)", "scheduler/engine.py", "schedule_one", True),
     ("decoding watch events into the model", "kubenode/model/parse.py", "parse_pod", True),
     ("decoding nodes", "kubenode/model/parse.py", "parse_node", True),
-    ("HTTP client (urllib3 + http.client + TLS)", "urllib3/connectionpool.py", "urlopen", True),
+    ("HTTP client (kubeclient transport + TLS)", "kubenode/kubeclient/transport.py", "request", True),
     ("watch stream reads", "kubenode/kubeclient/client.py", "__iter__", False),
     ("JSON (orjson loads + dumps)", "~", "<orjson.", False),
 )

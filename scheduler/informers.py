@@ -2,8 +2,10 @@
 
 The shared client's Informer lists then watches; its `decode` here turns each API object
 (a dict from orjson) into `kubenode.model` Node/Pod with the same validating parsers the
-simulator uses, never through the official client's models. An object that does not parse
-becomes a `BadObject` carrying the field-naming message, so the informer keeps going.
+simulator uses, never through the official client's models. A pod's update that only binds
+it reuses the pod decoded before (`decode_pod_update`), so each pod is parsed once. An
+object that does not parse becomes a `BadObject` carrying the field-naming message, so the
+informer keeps going.
 
 Routing, as kube-scheduler's event handlers:
 - nodes: add/update -> engine.update_node (which moves the unschedulable pods the change may
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubenode.kubeclient import NODES, PODS, KubeClient
@@ -84,6 +86,52 @@ def decode_pod(obj: dict[str, Any]) -> Pod | BadObject:
         return _bad("Pod", obj, _field_message(exc))
     except Exception as exc:  # a parser bug must not stop the informer; report it as bad input
         return _bad("Pod", obj, f"cannot decode: {exc}")
+
+
+# What decode_pod does not read: these may change without the pod being parsed again.
+_TOP_PARSED_APART = frozenset({"metadata", "spec", "status"})
+_META_UNREAD = frozenset({"resourceVersion", "managedFields", "generation"})
+_SPEC_NODE_NAME = frozenset({"nodeName"})
+_STATUS_READ = ("phase", "nominatedNodeName", "startTime")
+
+
+def _without(data: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in keys}
+
+
+def _sections(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...] | None:
+    """metadata, spec and status (a missing status reads as empty), or None if one is not an object."""
+    status = obj.get("status")
+    sections = (obj.get("metadata"), obj.get("spec"), {} if status is None else status)
+    return sections if all(isinstance(section, Mapping) for section in sections) else None  # type: ignore[return-value]
+
+
+def _differs_only_in_binding(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether `after` decodes as `before` does but for spec.nodeName: the rest of the object is
+    equal apart from what decode_pod never reads (resourceVersion, managedFields, generation,
+    status conditions and the status fields it does not take)."""
+    old, new = _sections(before), _sections(after)
+    if old is None or new is None:
+        return False
+    (b_meta, b_spec, b_status), (a_meta, a_spec, a_status) = old, new
+    node = a_spec.get("nodeName")
+    return (
+        (node is None or isinstance(node, str))
+        and _without(before, _TOP_PARSED_APART) == _without(after, _TOP_PARSED_APART)
+        and _without(b_spec, _SPEC_NODE_NAME) == _without(a_spec, _SPEC_NODE_NAME)
+        and _without(b_meta, _META_UNREAD) == _without(a_meta, _META_UNREAD)
+        and all(b_status.get(key) == a_status.get(key) for key in _STATUS_READ)
+    )
+
+
+def decode_pod_update(obj: dict[str, Any], old: Pod | BadObject) -> Pod | BadObject:
+    """A watched update of a pod. Its binding (the MODIFIED event after every bind) changes only
+    spec.nodeName, the resourceVersion and the PodScheduled condition, so the pod decoded from
+    its previous version is reused with the new node name instead of being parsed again; any
+    other change is decoded in full."""
+    if isinstance(old, Pod) and _differs_only_in_binding(old.raw, obj):
+        return replace(old, node_name=obj["spec"].get("nodeName") or "", raw=obj)
+    return decode_pod(obj)
 
 
 def decode_node(obj: dict[str, Any]) -> Node | BadObject:
@@ -160,6 +208,7 @@ def pod_informer(client: KubeClient, router: EventRouter) -> Informer[Pod | BadO
         PODS,
         field_selector=POD_FIELD_SELECTOR,
         decode=decode_pod,
+        decode_update=decode_pod_update,
         on_add=router.pod_added,
         on_update=router.pod_updated,
         on_delete=router.pod_deleted,

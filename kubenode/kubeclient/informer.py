@@ -14,8 +14,9 @@ Flow (client-go's reflector + store, on one thread):
 
 Handlers run on the informer's thread, one at a time, in order; a handler that raises is
 logged and does not stop the informer. `decode` turns an API object (dict) into whatever the
-consumer stores; it must not raise (return an error value instead). The clock and the
-random source are injectable.
+consumer stores; it must not raise (return an error value instead); `decode_update`, if given,
+decodes a watched update from the new object and the previous version's value. The clock and
+the random source are injectable.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class Informer(Generic[T]):
         field_selector: str | None = None,
         label_selector: str | None = None,
         decode: Callable[[dict[str, Any]], T] = lambda obj: obj,  # type: ignore[assignment,return-value]
+        decode_update: Callable[[dict[str, Any], T], T] | None = None,
         on_add: Callable[[T], None] | None = None,
         on_update: Callable[[T, T], None] | None = None,
         on_delete: Callable[[T], None] | None = None,
@@ -103,6 +105,9 @@ class Informer(Generic[T]):
         self.field_selector = field_selector
         self.label_selector = label_selector
         self.decode = decode
+        # A watched update decoded with the value of the object's previous version, so a consumer
+        # can reuse what did not change (the scheduler: a pod's binding changes only nodeName).
+        self.decode_update = decode_update
         self.on_add = on_add
         self.on_update = on_update
         self.on_delete = on_delete
@@ -251,9 +256,14 @@ class Informer(Generic[T]):
                 self._store.pop(key, None)
             self._call(self.on_delete, self.decode(obj))  # its final state, as client-go hands it over
             return
-        new = _Entry(resource_version(obj), self.decode(obj))
         with self._lock:
-            old = self._store.get(key)
+            old = self._store.get(key)  # only this thread changes the store: still current below
+        if old is not None and self.decode_update is not None:
+            value = self.decode_update(obj, old.value)
+        else:
+            value = self.decode(obj)
+        new = _Entry(resource_version(obj), value)
+        with self._lock:
             self._store[key] = new
         if old is None:
             self._call(self.on_add, new.value)

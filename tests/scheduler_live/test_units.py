@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from kubenode.model.objects import Pod
 from scheduler.apibinder import ApiBinder
 from scheduler.clock import ManualClock
 from scheduler.engine import Scheduler
-from scheduler.informers import BadObject, EventRouter, decode_pod
+from scheduler.informers import BadObject, EventRouter, decode_pod, decode_pod_update
 from scheduler.simulate import InMemoryBinder
 from scheduler.statuswriter import StatusWriter
 from tests.scheduler_live.support import ROOT, pod
@@ -65,6 +66,39 @@ def test_a_pod_that_fails_to_parse_is_reported_once_and_never_queued() -> None:
     other = pod("theirs", cpu="two", scheduler="someone-else")
     router.pod_added(decode_pod(other))  # another scheduler's pod: not ours to report
     assert len(reported) == 1
+
+
+def test_a_pods_binding_reuses_its_decoded_pod_and_any_other_change_is_parsed() -> None:
+    created = pod("p", cpu="250m")
+    created["metadata"].update(uid="u-1", resourceVersion="5", labels={"app": "web"})
+    created["status"] = {"phase": "Pending"}
+    pending = decode_pod(created)
+    assert isinstance(pending, Pod)
+    bound = copy.deepcopy(created)
+    bound["metadata"].update(resourceVersion="6", generation=1)
+    bound["spec"]["nodeName"] = "node-1"
+    bound["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    reused = decode_pod_update(bound, pending)
+    assert isinstance(reused, Pod)
+    # The same as a full parse, but the parsed parts are the previous version's.
+    assert reused == decode_pod(bound) and reused.node_name == "node-1" and reused.raw is bound
+    assert reused.containers is pending.containers
+    # Anything decode_pod reads is parsed again: a label, the phase, a nomination, the spec.
+    for section, key, value in (
+        ("metadata", "labels", {"app": "db"}),
+        ("status", "phase", "Running"),
+        ("status", "nominatedNodeName", "node-2"),
+        ("spec", "priority", 7),
+    ):
+        changed = copy.deepcopy(bound)
+        changed[section][key] = value
+        parsed = decode_pod_update(changed, pending)
+        assert parsed == decode_pod(changed) and parsed != reused
+        assert isinstance(parsed, Pod) and parsed.containers is not pending.containers
+    broken = copy.deepcopy(bound)
+    broken["spec"]["nodeName"] = 3
+    assert isinstance(decode_pod_update(broken, pending), BadObject)
+    assert isinstance(decode_pod_update(bound, decode_pod(pod("x", cpu="two"))), Pod)  # was bad
 
 
 def test_409_already_assigned_is_success_and_other_conflicts_fail() -> None:
