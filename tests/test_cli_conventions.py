@@ -70,3 +70,15 @@ def test_version_matches_the_distribution() -> None:
         [sys.executable, "-m", "kubenode.cli", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == f"kubenode {version}"
+
+
+def test_building_every_parser_imports_nothing_heavy() -> None:
+    # Every command builds all the parsers: `kubenode deviceplugin` and the CDI hook must not pay for
+    # the client layer, TLS, HTTP servers or gRPC that other commands import inside their handlers.
+    heavy = ("aiohttp", "cryptography", "grpc", "kubernetes", "orjson", "prometheus_client", "urllib3")
+    probe = (
+        "import sys, kubenode.cli as cli; cli.build_parser(); "
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"imported while building the parsers: {out.stdout.strip()}"
