@@ -90,7 +90,12 @@ EOF
   waitfor 'grep -q "adopted running containers" "$work/agent.log"' || tail -25 "$work/agent.log" | sed 's/^/   agent: /'
   echo "   pinned pod's processes after the restart: $(tr '\n' ' ' < "$p/cgroup.procs") (first was $pid)"
   rm "$work/m/"*.yaml
-  waitfor '[ -z "$(find /sys/fs/cgroup/$cg -name "*pod*" -type d)" ]' && echo "   manifests removed: no pod cgroup left"
+  if waitfor '[ -z "$(find /sys/fs/cgroup/$cg -name "pod*" -type d)" ]'; then  # pod<uid>, not kubepods
+    echo "   manifests removed: no pod cgroup left"
+  else
+    tail -12 "$work/agent.log" | sed 's/^/   agent: /'
+    for p in $(find /sys/fs/cgroup/$cg -name "pod*" -type d); do echo "   left: ${p#/sys/fs/cgroup/} procs: $(tr '\n' ' ' < "$p/cgroup.procs")"; done
+  fi
   kill "$agent" "$plugin"; wait "$agent" "$plugin" 2>/dev/null
 
   echo "== cgroup v2: systemd driver in a handed-over cgroup (what Delegate=yes gives)"
