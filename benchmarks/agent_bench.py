@@ -172,7 +172,7 @@ def bench_agent_rss(work: Path) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         listen = f"127.0.0.1:{s.getsockname()[1]}"
-    argv = [sys.executable, "-m", "kubenode.cli", "--log-level", "WARNING", "agent", "--manifests"]
+    argv = [sys.executable, "-m", "cli.main", "--log-level", "WARNING", "agent", "--manifests"]
     argv += [str(cfg.manifests), "--state-dir", str(cfg.state_dir), "--cgroup-root", root]
     argv += ["--device-plugin-dir", "none", "--node-name", "bench", "--listen", listen]
     proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])

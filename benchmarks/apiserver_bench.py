@@ -87,7 +87,7 @@ class Server:
         self.dir = Path(tempfile.mkdtemp(prefix="kubenode-apiserver-bench-"))
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"  # TLS even on loopback, as kubectl needs for tokens
-        cmd = [sys.executable, "-m", "kubenode.cli", "apiserver", "--data-dir", str(self.dir / "data")]
+        cmd = [sys.executable, "-m", "cli.main", "apiserver", "--data-dir", str(self.dir / "data")]
         cmd += ["--bind-address", "127.0.0.1", "--port", str(self.port)]
         cmd += ["--write-kubeconfig", str(self.dir / "kubeconfig")]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -61,7 +61,7 @@ def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("cdihook_bench: needs root (it makes a cgroup)")
     # The console script, as the CDI spec names it; where it is not installed, what its body does.
-    console_script = "import sys; from kubenode.cli import main; sys.exit(main())"
+    console_script = "import sys; from cli.main import main; sys.exit(main())"
     hook_program = [str(KUBENODE)] if KUBENODE.exists() else [sys.executable, "-c", console_script]
     sleeper = subprocess.Popen(["sleep", "600"])
     directory: Path | None = None

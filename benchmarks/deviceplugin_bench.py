@@ -110,7 +110,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "kubenode.cli",
+            "cli.main",
             "--log-level",
             "WARNING",
             "deviceplugin",

@@ -238,7 +238,7 @@ def run_shape(
             create_concurrently(client, existing)
         port = free_port()
         prof = Path(tempfile.mkstemp(suffix=".prof")[1]) if profile else None
-        runner = [__file__, "--profiled-scheduler", str(prof), "--"] if prof else ["-m", "kubenode.cli"]
+        runner = [__file__, "--profiled-scheduler", str(prof), "--"] if prof else ["-m", "cli.main"]
         command = [sys.executable, *runner, "--log-level", "WARNING", "scheduler", "run"]
         command += ["--kubeconfig", str(api.kubeconfig), "--metrics-bind-address", f"127.0.0.1:{port}"]
         command += scheduler_args
@@ -345,7 +345,7 @@ def profiled_scheduler(out: str, argv: list[str]) -> int:
     threading.setprofile(start_thread_profile)
     main_profile = cProfile.Profile(time.thread_time)
     profiles.append(main_profile)
-    from kubenode.cli import main as kubenode_main
+    from cli.main import main as kubenode_main
 
     main_profile.enable()
     try:

@@ -15,7 +15,7 @@ and its init process, and before the user's process starts, in the runtime's own
 
 Any failure prints one line `kubenode cdi-hook: <reason>` on stderr and exits 1 (2 for bad arguments), so
 the runtime refuses to start the container rather than run it unpinned. It runs on every container start,
-so it stays cheap: `kubenode/cli.py` dispatches here before building its argparse tree, and this module
+so it stays cheap: `cli/main.py` dispatches here before building its argparse tree, and this module
 imports only `json`, `os`, `sys` and the CPU-list helpers (see benchmarks/cdihook_bench.py).
 """
 

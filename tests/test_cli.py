@@ -8,7 +8,7 @@ import sys
 
 def test_help_lists_every_subcommand() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "--help"], check=True, capture_output=True, text=True
+        [sys.executable, "-m", "cli.main", "--help"], check=True, capture_output=True, text=True
     ).stdout
     for command in ("up", "deviceplugin", "agent", "conformance", "scheduler"):
         assert command in out

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kubenode
-from kubenode.cli import hoist_global_flags, main
+from cli.main import hoist_global_flags, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_version_matches_the_distribution() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert kubenode.__version__ == version
     out = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "--version"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "cli.main", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == f"kubenode {version}"
 
@@ -77,7 +77,7 @@ def test_building_every_parser_imports_nothing_heavy() -> None:
     # the client layer, TLS, HTTP servers or gRPC that other commands import inside their handlers.
     heavy = ("aiohttp", "cryptography", "grpc", "kubernetes", "orjson", "prometheus_client", "urllib3")
     probe = (
-        "import sys, kubenode.cli as cli; cli.build_parser(); "
+        "import sys, cli.main as cli; cli.build_parser(); "
         f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

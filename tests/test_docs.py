@@ -68,7 +68,7 @@ def test_scheduler_doc_example_error_is_what_simulate_prints(tmp_path: Path) -> 
     ]
     (tmp_path / "mixed.json").write_text(json.dumps({"kind": "List", "items": items}))
     out = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "scheduler", "simulate", "--cluster", "mixed.json"],
+        [sys.executable, "-m", "cli.main", "scheduler", "simulate", "--cluster", "mixed.json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -3,7 +3,7 @@
 # Run as root from the checkout, with kubenode importable (installed, or PYTHONPATH=<checkout> plus its deps).
 # It starts nothing it does not stop, and works in temp dirs and uniquely named cgroups only.
 set -u
-K="${KUBENODE:-python3 -m kubenode.cli}"
+K="${KUBENODE:-python3 -m cli.main}"
 work=$(mktemp -d /tmp/kn-proof.XXXXXX)
 cg="kn-proof-$$"
 waitfor() { for _ in $(seq 1 150); do eval "$1" && return 0; sleep 0.2; done; echo "TIMEOUT waiting for: $1"; return 1; }

@@ -271,7 +271,7 @@ class Cluster:
         _, log_dir = self._dirs()
         with (log_dir / "drain.log").open("ab") as log:
             status = subprocess.call(
-                [sys.executable, "-m", "kubenode.cli", "agent", "drain", "--config", str(self.agent_config)],
+                [sys.executable, "-m", "cli.main", "agent", "drain", "--config", str(self.agent_config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

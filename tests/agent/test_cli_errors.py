@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from kubenode import runlock
-from kubenode.cli import main
 from tests.agent.support import Harness, cgroup_dirs, pod_manifest, wait_until, write_manifest
 
 
@@ -119,7 +119,7 @@ def test_not_root_says_root_or_a_delegated_cgroup_is_needed(cgroup_root: str, tm
         [
             *("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
             *("--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"),
-            *(sys.executable, "-m", "kubenode.cli", *argv),
+            *(sys.executable, "-m", "cli.main", *argv),
         ],
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ def cpu_plugin(short_dir: Path, tmp_path: Path) -> Iterator[DeviceManager]:
     manager = DeviceManager(short_dir, tmp_path / "devices")
     manager.start()
     plugin = subprocess.Popen(
-        [sys.executable, "-m", "kubenode.cli", "deviceplugin", "--config", "tests/configs/cpu.yaml"],
+        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", "tests/configs/cpu.yaml"],
         cwd=REPO,
         env={"KUBENODE_KUBELET_DIR": str(short_dir), "PATH": "/usr/bin:/bin"},
     )
@@ -101,7 +101,7 @@ def test_pod_waits_for_a_late_device_plugin_then_gets_its_devices(
         assert waiting["status"]["phase"] == "Pending"
         assert waiting["status"]["reason"] == "WaitingForDevicePlugin"
         plugin = subprocess.Popen(
-            [sys.executable, "-m", "kubenode.cli", "deviceplugin", "--config", "tests/configs/static.yaml"],
+            [sys.executable, "-m", "cli.main", "deviceplugin", "--config", "tests/configs/static.yaml"],
             cwd=REPO,
             env={"KUBENODE_KUBELET_DIR": str(short_dir), "PATH": "/usr/bin:/bin"},
         )

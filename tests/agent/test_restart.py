@@ -34,7 +34,7 @@ class AgentProcess:
         self.argv = [
             sys.executable,
             "-m",
-            "kubenode.cli",
+            "cli.main",
             "agent",
             "--manifests",
             str(manifests),

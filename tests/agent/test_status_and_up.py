@@ -20,7 +20,7 @@ from agent.daemon import RunningAgent
 from agent.httpapi import StatusServer
 from agent.node import NodeAgent
 from agent.sources import SourceSnapshot
-from kubenode.cli import main
+from cli.main import main
 from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep, write_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_kubenode_up_once_shows_pods_cgroups_and_limits() -> None:
     data = tempfile.mkdtemp(prefix="kn-agent-up-", dir="/tmp")  # short: plugin socket paths go under it
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "kubenode.cli", "up", "--once", "--port", "0",
+            [sys.executable, "-m", "cli.main", "up", "--once", "--port", "0",
              "--data-dir", data, "--cgroup-root", root],
             cwd=REPO,
             capture_output=True,

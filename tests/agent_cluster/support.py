@@ -159,7 +159,7 @@ class AgentProcess:
     def start(self, timeout: float = 30.0) -> AgentProcess:
         self.status_address = ""
         self.process = process = subprocess.Popen(
-            [sys.executable, "-m", "kubenode.cli", "--log-level", "INFO", "agent",
+            [sys.executable, "-m", "cli.main", "--log-level", "INFO", "agent",
              "--kubeconfig", str(self.kubeconfig), "--config", str(self.config_path)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -193,7 +193,7 @@ class AgentProcess:
 
     def start_plugin(self) -> None:
         self.plugin = subprocess.Popen(
-            [sys.executable, "-m", "kubenode.cli", "deviceplugin",
+            [sys.executable, "-m", "cli.main", "deviceplugin",
              "--config", str(REPO / "tests/configs/static.yaml"), "--kubelet-dir", str(self.plugin_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

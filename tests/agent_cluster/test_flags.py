@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _agent(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "kubenode.cli", "agent", "--state-dir", str(tmp_path / "state")]
+    argv = [sys.executable, "-m", "cli.main", "agent", "--state-dir", str(tmp_path / "state")]
     argv += ["--manifests", str(tmp_path / "m"), "--listen", "", "--device-plugin-dir", "none"]
     argv += ["--cgroup-root", "/kn-flags-never-made", *flags]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO)

@@ -76,7 +76,7 @@ class ApiServerProcess:
         # Restarts reuse the first port, so clients (and kubeconfigs) keep working.
         port = self.port if self.url else self.requested_port
         return [
-            sys.executable, "-m", "kubenode.cli", "apiserver",
+            sys.executable, "-m", "cli.main", "apiserver",
             "--data-dir", str(self.data_dir), "--port", str(port), "--bind-address", "127.0.0.1",
             *self.args,
         ]  # fmt: skip

@@ -77,7 +77,7 @@ def test_second_process_on_the_same_data_dir_is_refused() -> None:
             [
                 sys.executable,
                 "-m",
-                "kubenode.cli",
+                "cli.main",
                 "apiserver",
                 "--data-dir",
                 str(api.data_dir),

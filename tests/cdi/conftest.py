@@ -18,7 +18,7 @@ from tests.cdi.podman import Podman, PodmanMissing
 from tests.deviceplugin.support import wait_until
 
 RESOURCE = "kubenode.io/cpu"
-PLUGIN = (sys.executable, "-m", "kubenode.cli", "deviceplugin")
+PLUGIN = (sys.executable, "-m", "cli.main", "deviceplugin")
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,9 @@ def test_conformance_passes_with_cdi_on(tmp_path: Path) -> None:
         "    backend: cpu\n"
         f"    cpu: {{cdi: true, cdiSpecDir: {cdi_dir}}}\n"
     )
-    plugin = f"{sys.executable} -m kubenode.cli deviceplugin --config {config}"
+    plugin = f"{sys.executable} -m cli.main deviceplugin --config {config}"
     out = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "--log-level", "ERROR", "conformance", "--plugin-cmd", plugin],
+        [sys.executable, "-m", "cli.main", "--log-level", "ERROR", "conformance", "--plugin-cmd", plugin],
         capture_output=True,
         text=True,
         timeout=120,

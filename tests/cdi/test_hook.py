@@ -16,7 +16,7 @@ import pytest
 from deviceplugin.cdihook import CpusetHierarchy, HookError, expand_slice, pin, resolve_cgroup
 from tests.cdi.podman import CGROUP_ROOT, remove_cgroup_tree
 
-HOOK = [sys.executable, "-m", "kubenode.cli", "cdi-hook"]
+HOOK = [sys.executable, "-m", "cli.main", "cdi-hook"]
 KUBEPODS_SCOPE = (
     "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-abc.scope"
 )

@@ -84,13 +84,13 @@ def warm_imports() -> None:
     this process's modules and start at once. Nothing here starts a thread, so forking stays safe.
     """
     import agent.daemon
+    import cli.main
     import deviceplugin.backend
     import deviceplugin.config
     import deviceplugin.endpoint
     import deviceplugin.manager
-    import kubenode.cli
 
-    kubenode.cli.build_parser()  # imports every command's module
+    cli.main.build_parser()  # imports every command's module
     assert agent.daemon and deviceplugin.backend and deviceplugin.config
     assert deviceplugin.endpoint and deviceplugin.manager
 

@@ -58,7 +58,7 @@ def test_hook_process_pins_a_cgroupfs_path(
     sleeper = spawn_in(container, SLEEP)
     sleeper_in.append(sleeper)
     # The console script's body, without site (-S keeps the start short under emulation).
-    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from kubenode.cli import main; sys.exit(main())"
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from cli.main import main; sys.exit(main())"
     result = subprocess.run(
         [sys.executable, "-S", "-c", code, "cdi-hook", "cpuset", "--cpus", "1"],
         input=oci_state(tmp_path, sleeper.pid, container),

@@ -2,7 +2,7 @@
 
 Python under qemu's TCG emulation is slow to start (importing the agent takes ~30-40 s over the
 guest's 9p root), so processes that run kubenode code are forked from the already-warm test
-process and call the same `kubenode.cli.main` the console script calls; pods and hogs are plain
+process and call the same `cli.main.main` the console script calls; pods and hogs are plain
 `sh` or `python -S` children placed in their cgroup before they run anything.
 """
 
@@ -90,7 +90,7 @@ def fork_cli(argv: Sequence[str], log: Path, cgroup: str | None = None) -> int:
         os.dup2(fd, 2)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
-        from kubenode.cli import main
+        from cli.main import main
 
         code = main(list(argv))
     except BaseException:  # the child must never return into pytest

@@ -19,13 +19,13 @@ from conformance.target import Limits
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = f"{sys.executable} {REPO / 'tests/conformance/fake_device_plugin.py'}"
-OUR_PLUGIN = f"{sys.executable} -m kubenode.cli deviceplugin --config {REPO / 'tests/configs'}"
+OUR_PLUGIN = f"{sys.executable} -m cli.main deviceplugin --config {REPO / 'tests/configs'}"
 FAST = Limits(register=15.0, settle=0.3, restart=3.0, stop_grace=2.0)
 
 
 def conformance(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "--log-level", "ERROR", "conformance", *args],
+        [sys.executable, "-m", "cli.main", "--log-level", "ERROR", "conformance", *args],
         capture_output=True,
         text=True,
         timeout=90,

@@ -212,7 +212,7 @@ def test_a_bad_policy_file_stops_the_server_with_one_line(tmp_path: Path) -> Non
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\nrules: [{}]\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "apiserver", "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "cli.main", "apiserver", "--data-dir", str(tmp_path / "data"),
          "--port", "0", "--authorization-policy-file", str(policy)],
         capture_output=True, text=True, timeout=30, cwd=ROOT,
     )  # fmt: skip

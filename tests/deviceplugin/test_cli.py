@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.deviceplugin.conftest import CONFIGS, Kubelet
 from tests.deviceplugin.support import wait_until
 
-KUBENODE = [sys.executable, "-m", "kubenode.cli"]
+KUBENODE = [sys.executable, "-m", "cli.main"]
 
 
 def test_discover_json_lists_devices() -> None:

@@ -19,7 +19,7 @@ from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from tests.deviceplugin.conftest import CONFIGS, Kubelet
 from tests.deviceplugin.support import plugin_client, wait_until
 
-KUBENODE = [sys.executable, "-m", "kubenode.cli"]
+KUBENODE = [sys.executable, "-m", "cli.main"]
 
 
 def _get(url: str) -> tuple[int, str]:

@@ -20,7 +20,7 @@ def test_up_once_with_the_cpu_plugin_alone(tmp_path: Path) -> None:
     # Short: the plugin sockets go under it, and a unix socket path has at most 107 bytes.
     data = Path(tempfile.mkdtemp(prefix="kn-dp-up-", dir="/tmp"))
     result = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "up", "--once", "--port", "0", "--data-dir", str(data),
+        [sys.executable, "-m", "cli.main", "up", "--once", "--port", "0", "--data-dir", str(data),
          "--plugin-config", str(REPO / "tests/configs/cpu.yaml"), "--pods", str(pods),
          "--cgroup-root", f"/kn-dp-up-{uuid.uuid4().hex[:8]}"],
         capture_output=True, text=True, timeout=90, cwd=REPO,

@@ -16,7 +16,7 @@ import pytest
 from deviceplugin.manager import WAIT_REMINDER_S, PluginManager
 from tests.deviceplugin.conftest import CONFIGS, Kubelet, static_config
 
-KUBENODE = [sys.executable, "-m", "kubenode.cli"]
+KUBENODE = [sys.executable, "-m", "cli.main"]
 
 
 def test_logs_the_wait_for_kubelet_sock_then_reminds(

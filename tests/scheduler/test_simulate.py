@@ -55,7 +55,7 @@ def test_mixed_cluster_counts_init_containers_overhead_and_reports_bad_pods() ->
 
 
 def simulate_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "kubenode.cli", "scheduler", "simulate", *args]
+    command = [sys.executable, "-m", "cli.main", "scheduler", "simulate", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
 
 

@@ -30,7 +30,7 @@ _SERVING = re.compile(r"serving on (\S+)")
 class ExtenderProcess:
     def __init__(self, kubeconfig: Path | str, *args: str, deadline: float = 30.0) -> None:
         command = [
-            sys.executable, "-m", "kubenode.cli", "scheduler", "extender", "--kubeconfig", str(kubeconfig),
+            sys.executable, "-m", "cli.main", "scheduler", "extender", "--kubeconfig", str(kubeconfig),
             "--bind-address", "127.0.0.1", "--port", "0", *args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(

@@ -187,7 +187,7 @@ def test_bad_extender_flags_exit_2_with_one_line(apiserver: Any, flags: list[str
         [
             sys.executable,
             "-m",
-            "kubenode.cli",
+            "cli.main",
             "scheduler",
             "extender",
             "--kubeconfig",
@@ -211,7 +211,7 @@ def test_an_address_in_use_exits_1_with_one_line(apiserver: Any) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "kubenode.cli", "scheduler", "extender", "--kubeconfig",
+            [sys.executable, "-m", "cli.main", "scheduler", "extender", "--kubeconfig",
              str(apiserver.kubeconfig), "--bind-address", "127.0.0.1", "--port", str(port)],
             capture_output=True,
             text=True,

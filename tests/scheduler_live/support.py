@@ -244,7 +244,7 @@ class SchedulerProcess:
     """`kubenode scheduler run` as a real process."""
 
     def __init__(self, kubeconfig: Path | str, *args: str, log_path: Path | None = None) -> None:
-        command = [sys.executable, "-m", "kubenode.cli", "scheduler", "run", "--kubeconfig", str(kubeconfig)]
+        command = [sys.executable, "-m", "cli.main", "scheduler", "run", "--kubeconfig", str(kubeconfig)]
         self.log_path = log_path
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(

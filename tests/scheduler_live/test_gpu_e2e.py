@@ -43,7 +43,7 @@ class GpuAgent(AgentProcess):
         resource = {"name": GPU, "backend": "static", "static": {"devices": devices}}
         config.write_text(yaml.safe_dump({"version": "v1", "resources": [resource]}))
         self.plugin = subprocess.Popen(
-            [sys.executable, "-m", "kubenode.cli", "deviceplugin", "--config", str(config),
+            [sys.executable, "-m", "cli.main", "deviceplugin", "--config", str(config),
              "--kubelet-dir", str(self.plugin_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

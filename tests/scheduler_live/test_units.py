@@ -142,7 +142,7 @@ def test_status_is_written_only_when_the_message_or_nomination_changes() -> None
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "kubenode.cli", "scheduler", "run", *args]
+    command = [sys.executable, "-m", "cli.main", "scheduler", "run", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 

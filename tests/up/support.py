@@ -47,7 +47,7 @@ class UpProcess:
         self.root = f"/kn-up-{uuid.uuid4().hex[:8]}"
         self.output: list[str] = []
         self.command = [
-            sys.executable, "-m", "kubenode.cli", "up", "--data-dir", str(self.data_dir), "--port", "0",
+            sys.executable, "-m", "cli.main", "up", "--data-dir", str(self.data_dir), "--port", "0",
             "--cgroup-root", self.root, "--pods", str(pods), *extra,
         ]  # fmt: skip
         self.start()

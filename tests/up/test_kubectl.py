@@ -118,7 +118,7 @@ def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path)
         "traced Running",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "trace", "pod", "traced", "-n", "default", "-o", "json"],
+        [sys.executable, "-m", "cli.main", "trace", "pod", "traced", "-n", "default", "-o", "json"],
         capture_output=True, text=True, timeout=30, cwd=REPO,
         env={**kubenode_env(), "KUBECONFIG": str(up.kubeconfig)},
     )  # fmt: skip
@@ -206,7 +206,7 @@ def test_the_agent_serves_logs_to_the_api_server_only(up: UpProcess) -> None:
 
 def test_a_second_up_on_the_same_data_dir_is_refused(up: UpProcess) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kubenode.cli", "up", "--data-dir", str(up.data_dir), "--port", "0"],
+        [sys.executable, "-m", "cli.main", "up", "--data-dir", str(up.data_dir), "--port", "0"],
         capture_output=True, text=True, timeout=30, env=kubenode_env(), cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
