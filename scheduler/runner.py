@@ -49,6 +49,9 @@ DEFAULT_LOCK_NAME = "kubenode-scheduler"
 # each, within its client's burst of 100.
 BINDING_WORKERS = 64
 EVENT_QUEUE = 20000  # Scheduled events of a burst of pods are queued, not dropped
+# Event writers: one thread writing an event at a time fell behind the bindings (a burst's
+# Scheduled events trailed them by many seconds), and a long enough burst would fill the queue.
+EVENT_WRITERS = 4
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class LiveScheduler:
         self._leading = threading.Event()
         self.lost_leadership = False
         component = next(iter(options.config.profiles), "default-scheduler")
-        self.recorder = EventRecorder(self.client, component, queue_size=EVENT_QUEUE)
+        self.recorder = EventRecorder(self.client, component, queue_size=EVENT_QUEUE, writers=EVENT_WRITERS)
         self.elector: LeaderElector | None = None
         if options.leader_elect:
             # Lease calls get their own client with a short timeout: a hung request must not

@@ -2,7 +2,9 @@
 
 `event(ref, type, reason, message)` puts the event on a bounded queue and returns; when the
 queue is full the event is dropped with a log line (client-go drops too). A thread drains
-the queue and, like client-go's EventLogger:
+the queue (with `writers` > 1, that many threads, each taking the events whose aggregation
+key hashes to it, so writes of one key stay in order while a burst is written in parallel)
+and, like client-go's EventLogger:
 - an event with the same source, involvedObject, type, reason and message as one already
   written is not created again: the existing Event gets a strategic-merge PATCH raising
   `count` and setting `lastTimestamp` (if that Event is gone, 404, a new one is created);
@@ -105,6 +107,7 @@ class EventRecorder:
         max_retries: int = MAX_RETRIES,
         retry_interval: float = RETRY_INTERVAL_S,
         wall: Callable[[], float] = time.time,
+        writers: int = 1,
     ) -> None:
         self.client = client
         self.component = component
@@ -112,41 +115,51 @@ class EventRecorder:
         self.max_retries = max_retries
         self.retry_interval = retry_interval
         self._wall = wall
-        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=queue_size)
+        # One queue per writer thread; together they hold at most queue_size events (counted in _busy).
+        self.queue_size = queue_size
+        self._queues: list[queue.SimpleQueue[_Pending | None]] = [
+            queue.SimpleQueue() for _ in range(max(1, writers))
+        ]
         self._written: collections.OrderedDict[tuple[str, ...], _Written] = collections.OrderedDict()
+        self._written_lock = threading.Lock()
         self._stop = threading.Event()
         self._idle = threading.Condition()
         self._busy = 0
         self.dropped = 0
         self.written = 0
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # ----- the caller's side -----------------------------------------------------------------------
 
     def event(self, ref: ObjectReference, type: str, reason: str, message: str) -> None:
         """Queue one event; never blocks (a full queue drops it)."""
         with self._idle:
-            self._busy += 1
-        try:
-            self._queue.put_nowait(_Pending(ref, type, reason, message, self._wall()))
-        except queue.Full:
-            with self._idle:
-                self._busy -= 1
+            full = self._busy >= self.queue_size
+            if full:
                 self.dropped += 1
+            else:
+                self._busy += 1
+        if full:
             log.warning("event queue full; dropping %s %s for %s", type, reason, ref.name)
+            return
+        item = _Pending(ref, type, reason, message, self._wall())
+        queues = self._queues
+        queues[hash(self._key(item)) % len(queues) if len(queues) > 1 else 0].put(item)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
-        self._thread.start()
+        for shard in self._queues:
+            thread = threading.Thread(target=self._run, args=(shard,), name="event-recorder", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self, flush_timeout: float = 2.0) -> None:
         """Write what is queued (for at most flush_timeout seconds), then end the thread."""
         self.flush(flush_timeout)
         self._stop.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(None)
-        if self._thread is not None:
-            self._thread.join(5)
+        for shard in self._queues:
+            shard.put(None)
+        for thread in self._threads:
+            thread.join(5)
 
     def flush(self, timeout: float) -> bool:
         """Wait until every queued event has been written (or given up on)."""
@@ -155,9 +168,9 @@ class EventRecorder:
 
     # ----- the writer thread -----------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, shard: queue.SimpleQueue[_Pending | None]) -> None:
         while not self._stop.is_set():
-            item = self._queue.get()
+            item = shard.get()
             if item is None:
                 return
             try:
@@ -201,16 +214,21 @@ class EventRecorder:
     def _write(self, item: _Pending) -> None:
         key = self._key(item)
         now = rfc3339(item.wall)
-        seen = self._written.get(key)
+        # Only this key's writer thread writes this key; the lock guards the shared LRU itself.
+        with self._written_lock:
+            seen = self._written.get(key)
         if seen is not None:
             patch = {"count": seen.count + 1, "lastTimestamp": now, "message": item.message}
             try:
                 self.client.patch(EVENTS, seen.name, patch, seen.namespace)
-                seen.count += 1
-                self._written.move_to_end(key)
+                with self._written_lock:
+                    seen.count += 1
+                    if key in self._written:
+                        self._written.move_to_end(key)
                 return
             except NotFound:
-                del self._written[key]  # expired or deleted: write a new one
+                with self._written_lock:
+                    self._written.pop(key, None)  # expired or deleted: write a new one
         namespace = item.ref.namespace or "default"
         name = f"{item.ref.name}.{int(item.wall * 1e9):x}"
         body = {
@@ -230,6 +248,7 @@ class EventRecorder:
         }
         with contextlib.suppress(AlreadyExists):  # a retry of a create that reached the server
             self.client.create(EVENTS, body, namespace)
-        self._written[key] = _Written(name, namespace, 1, now)
-        while len(self._written) > CACHE_SIZE:
-            self._written.popitem(last=False)
+        with self._written_lock:
+            self._written[key] = _Written(name, namespace, 1, now)
+            while len(self._written) > CACHE_SIZE:
+                self._written.popitem(last=False)
