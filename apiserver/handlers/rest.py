@@ -9,6 +9,7 @@ a list joins the matching objects' JSON, so neither decodes an object unless Tab
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -245,19 +246,7 @@ async def update(
             "the namespace of the provided object does not match the namespace sent on the request"
         )
     old = latest_or_404(ctx, strategy, namespace, info.name)
-    expected = str(meta.get("resourceVersion") or "") or None
-    entry = await store_update(
-        ctx,
-        strategy,
-        info,
-        user,
-        old,
-        new,
-        status_only=info.subresource == "status",
-        expected_rv=expected,
-        dry_run=_dry_run(request),
-    )
-    return json_bytes(entry.data, 200, warning_headers(warnings))
+    return await _store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
 
 
 async def patch(
@@ -288,8 +277,24 @@ async def patch(
         raise bad_request(
             f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
         )
-    # The patched object keeps the stored resourceVersion unless the patch set one: then it is a precondition.
-    expected_rv = str(meta.get("resourceVersion") or "") or None
+    return await _store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
+
+
+async def _store_update_reply(
+    request: web.Request,
+    ctx: ApiContext,
+    strategy: Strategy,
+    info: RequestInfo,
+    user: Any,
+    old: Entry,
+    new: dict[str, Any],
+    warnings: Sequence[str],
+) -> web.Response:
+    """Store an update or patch result and answer with the stored object.
+
+    A resourceVersion in the new object is a precondition: the client's on an update; on a patch, the stored
+    one, kept unless the patch set its own."""
+    expected = str(new["metadata"].get("resourceVersion") or "") or None
     entry = await store_update(
         ctx,
         strategy,
@@ -298,7 +303,7 @@ async def patch(
         old,
         new,
         status_only=info.subresource == "status",
-        expected_rv=expected_rv,
+        expected_rv=expected,
         dry_run=_dry_run(request),
     )
     return json_bytes(entry.data, 200, warning_headers(warnings))
