@@ -54,11 +54,15 @@ class ContainerRecord:
     # On the agent's clock (monotonic); not meaningful across restarts, so not saved.
     finished_clock: float | None = field(default=None, compare=False)
     started_clock: float | None = field(default=None, compare=False)
+    # True while the running process is one this agent took over at start rather than started itself: the
+    # status manager emits no Created/Started for it. Decided by the runtime, never by comparing clocks.
+    adopted: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("finished_clock")
         data.pop("started_clock")
+        data.pop("adopted")
         return data
 
 

@@ -121,7 +121,7 @@ class ProcessRuntime:
             ):
                 with self._lock:
                     self._procs[(record.uid, c.name)] = AdoptedProcess(c.pid, c.create_time)
-                c.started_clock = self._clock()
+                c.started_clock, c.adopted = self._clock(), True
                 adopted.append(c.name)
             else:
                 self._mark_exited(
@@ -172,6 +172,7 @@ class ProcessRuntime:
                     self._procs[(record.uid, name)] = AdoptedProcess(keep.pid, keep.create_time)
                 c.state, c.reason, c.message, c.exit_code = RUNNING, "", "", None
                 c.pid, c.create_time, c.started_clock = keep.pid, keep.create_time, self._clock()
+                c.adopted = True
                 c.started_at = c.started_at or rfc3339(keep.create_time)
                 log.info("pod %s container %s: adopted running pid %d", record.key, name, keep.pid)
                 adopted.append(name)
@@ -358,6 +359,7 @@ class ProcessRuntime:
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = proc.pid, proc.create_time
         rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
+        rec.adopted = False
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:

@@ -102,7 +102,6 @@ class StatusManager(BackgroundLoop):
         self._awaiting_delete: set[str] = set()
         self._deleted: set[str] = set()
         self.writes = 0
-        self._started_at = rfc3339(wall())
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pod-status")
 
     # ----- the agent's side --------------------------------------------------------------------------
@@ -312,9 +311,11 @@ class StatusManager(BackgroundLoop):
             name, old = c["name"], before.get(c["name"], {})
             ref = self._ref(pod.namespace, pod.name, pod.uid, name)
             state, old_state = c["state"], old.get("state", {})
-            # A container a restarted agent adopted started before this agent did. That, not whether this is
-            # the first status computed, tells it apart: the first status may well be ContainerCreating.
-            adopted = state.get("running", {}).get("startedAt", "~") < self._started_at
+            # A container a restarted agent adopted was started by an earlier agent: no Created/Started again.
+            # The runtime knows which processes it took over; clocks (startedAt has one-second resolution)
+            # cannot tell an adopted container from one started in the agent's first second.
+            container = record.containers.get(name)
+            adopted = container is not None and container.adopted
             if "running" in state and state["running"] != old_state.get("running") and not adopted:
                 # A process is created and started in one step: the kubelet's two events, back to back.
                 self._event(ref, NORMAL, "Created", f"Created container: {name}")
