@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return _status(args)
     import os
 
-    from agent.config import describe_config_error
+    from agent.apis.config import describe_config_error
     from kubenode.model import ValidationError
 
     try:
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    except ValidationError as exc:  # a kubeconfig that cannot be used (agent/cluster.py)
+    except ValidationError as exc:  # a kubeconfig that cannot be used (agent/nodestatus/cluster.py)
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
@@ -134,14 +134,14 @@ def _lock_root(config: Any) -> str:
     """The cgroup root the agent will use; "" (automatic) is / with cgroupfs, the own cgroup with systemd."""
     if config.cgroup_root:
         return str(config.cgroup_root)
-    from agent.cgroups.delegation import default_cgroup_root
-    from agent.cgroups.detect import CGROUP_MOUNT, detect_version
+    from agent.cm.cgroups.delegation import default_cgroup_root
+    from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
 
     return default_cgroup_root(config.cgroup_driver, detect_version(CGROUP_MOUNT))
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from agent.config import load_config
+    from agent.apis.config import load_config
 
     config = load_config(args.config)
     overrides = {
@@ -175,8 +175,8 @@ def _status(args: argparse.Namespace) -> int:
     import json
     import urllib.error
 
-    from agent.config import load_config
-    from agent.statustable import fetch, render
+    from agent.apis.config import load_config
+    from agent.status.statustable import fetch, render
     from kubenode.model import ValidationError
 
     try:

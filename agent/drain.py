@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agent.config import AgentConfig
+from agent.apis.config import AgentConfig
 from agent.daemon import RunningAgent, build_node_agent
 
 log = logging.getLogger(__name__)

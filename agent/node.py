@@ -3,10 +3,10 @@
 Flow: sources deliver snapshots -> `_on_snapshot` diffs them into adds, updates and
 removals -> adds are admitted (or rejected with phase Failed) and handed to the pod
 workers as creates; removals become kills (the pod manager and admission:
-agent/podmanager.py). The workers call back into `sync_pod` (QoS, devices, QoS tiers, pod
+agent/pod/podmanager.py). The workers call back into `sync_pod` (QoS, devices, QoS tiers, pod
 cgroup with the CPU plugin's cpuset, then the processes), `sync_terminating_pod` (SIGTERM,
 grace period, SIGKILL) and `sync_terminated_pod` (pod cgroup removed, devices freed, record
-dropped): agent/podsync.py. NodeAgent, here, owns their state, the lifecycle, the loop and
+dropped): agent/podworkers/podsync.py. NodeAgent, here, owns their state, the lifecycle, the loop and
 the status; its public API is the same whichever module a method lives in.
 
 A loop thread does what the kubelet's PLEG, sync ticker and housekeeping do: it notices
@@ -32,19 +32,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.admission import Rejection, host_allocatable
-from agent.cgroups import CgroupError, PodCgroups
-from agent.config import AgentConfig
-from agent.cpupool import CPUPool
-from agent.devicemanager import DeviceManager
-from agent.envvars import HostInfo
-from agent.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
-from agent.podsync import CPUSET_ENV as CPUSET_ENV  # re-exported: NodeAgent's public names stay here
-from agent.podsync import PodSyncer
-from agent.podsync import device_plugin_limits as device_plugin_limits
-from agent.podworkers import PodWorkers, UpdatePodOptions, UpdateType
-from agent.runtime import ProcessRuntime
-from agent.sources import ManifestError, PodSource
+from agent.apis.config import AgentConfig
+from agent.cm.cgroups import CgroupError, PodCgroups
+from agent.cm.cpupool import CPUPool
+from agent.cm.devicemanager import DeviceManager
+from agent.config.sources import ManifestError, PodSource
+from agent.kuberuntime.envvars import HostInfo
+from agent.kuberuntime.runtime import ProcessRuntime
+from agent.lifecycle.admission import Rejection, host_allocatable
+from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
+from agent.podworkers.podsync import (
+    CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
+)
+from agent.podworkers.podsync import PodSyncer
+from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
+from agent.podworkers.types import UpdatePodOptions, UpdateType
+from agent.podworkers.workers import PodWorkers
 from kubenode.model import Pod
 
 log = logging.getLogger(__name__)
@@ -66,7 +69,7 @@ class PodView:
 
 class NodeAgent(PodSyncer):
     """The node agent: its state, lifecycle, loop and status; the pod manager and admission
-    (agent/podmanager.py) and the syncs (agent/podsync.py) are its parts."""
+    (agent/pod/podmanager.py) and the syncs (agent/podworkers/podsync.py) are its parts."""
 
     def __init__(
         self,

@@ -9,8 +9,8 @@
                     the env each container got from the device plugins, from /proc/<pid>/environ.
 
 The plugins' env is what the process has beyond the agent's base (PATH, HOSTNAME, and the
-KUBENODE_CONTAINER identity of agent/processes.py) and the container's own `env` (agent/envvars.py
-builds a process's environment from exactly those). The cgroup and
+KUBENODE_CONTAINER identity of agent/kuberuntime/processes.py) and the container's own `env`
+(agent/kuberuntime/envvars.py builds a process's environment from exactly those). The cgroup and
 process half needs this machine to be the pod's node (and root, to read other users' /proc); elsewhere
 it says so and shows the API half.
 """
@@ -28,7 +28,7 @@ from cli import cgroupview
 from cli.agentstatus import agent_pods, endpoint_of
 from kubenode.kubeclient import EVENTS, PODS, KubeClient, KubeError, NotFound, load_kubeconfig
 
-# The agent's base env, and the identity it stamps on each process it spawns (agent/processes.py).
+# The agent's base env, and the identity it stamps on each process it spawns (agent/kuberuntime/processes.py).
 AGENT_BASE_ENV = ("PATH", "HOSTNAME", "KUBENODE_CONTAINER")
 SCHEDULING_REASONS = ("Scheduled", "FailedScheduling")
 

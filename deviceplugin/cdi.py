@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from deviceplugin.cpuset import format_cpuset, parse_cpuset
+from kubenode.cpuset import format_cpuset, parse_cpuset
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from deviceplugin.cpuset import format_cpuset, parse_cpuset
+from kubenode.cpuset import format_cpuset, parse_cpuset
 
 PROG = "kubenode cdi-hook"
 USAGE = f"usage: {PROG} cpuset --cpus LIST   (reads the OCI state JSON on stdin)"

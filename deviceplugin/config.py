@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from deviceplugin.cpuset import parse_cpuset
+from kubenode.cpuset import parse_cpuset
 from kubenode.deviceapi import (
     DEFAULT_KUBELET_DIR,
     HEALTH_VALUES,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.config import AgentConfig
+from agent.apis.config import AgentConfig
 from deviceplugin.config import load_config
 from kubenode.model.resources import is_extended_resource_name
 

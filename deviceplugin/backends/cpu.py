@@ -24,8 +24,8 @@ from deviceplugin import cdi
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
-from deviceplugin.cpuset import format_cpuset
 from deviceplugin.packing import pack
+from kubenode.cpuset import format_cpuset
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import make_pod_cgroups
-from agent.config import AgentConfig
+from agent.apis.config import AgentConfig
+from agent.cm.cgroups import make_pod_cgroups
+from agent.config.sources import SourceSnapshot
 from agent.daemon import RunningAgent
-from agent.httpapi import StatusServer
 from agent.node import NodeAgent
-from agent.sources import SourceSnapshot
+from agent.server.httpapi import StatusServer
 from cli.main import main
-from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep, write_manifest
+from harness.manifests import write_manifest
+from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep
 
 REPO = Path(__file__).resolve().parents[2]
 

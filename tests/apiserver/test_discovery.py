@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from apiserver.discovery import api_groups, api_resources
 from apiserver.resources import SERVED
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 def test_discovery_documents() -> None:

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tests.apiserver.support import REPO, ApiServerProcess
+from harness.apiserver import REPO, ApiServerProcess
 from tests.apiserver.test_rest import PODS, pod
 from tests.apiserver.test_watch import Stream, summary
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 def api_client(kubeconfig: Any) -> Any:

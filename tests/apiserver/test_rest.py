@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 PODS = "/api/v1/namespaces/default/pods"
 

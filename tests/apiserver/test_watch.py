@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.test_rest import PODS, created, pod
 
 

@@ -7,7 +7,7 @@ import socket
 import time
 from pathlib import Path
 
-from agent.devicemanager import RegistrationEvent
+from agent.cm.devicemanager import RegistrationEvent
 from conformance.checks import PER_RESOURCE_CHECKS
 from conformance.target import Fail, Limits, Skip, Target
 

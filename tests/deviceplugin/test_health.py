@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from deviceplugin.backends.static import StaticBackend
 from deviceplugin.config import StaticDevice, StaticOptions
 from deviceplugin.manager import PluginManager

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.manifests import write_manifest
 from kubenode.model import ValidationError, parse_pod
 from kubenode.model.documents import MAX_DOCUMENT_BYTES, decode_objects, load_objects
 from kubenode.model.parse import is_valid_uid, parse_node
 from kubenode.model.quantity import QuantityError, to_amount
-from tests.agent.support import Harness, pod_manifest, wait_until, write_manifest
+from tests.agent.support import Harness, pod_manifest, wait_until
 
 
 def pod(resources: str = "{}", **spec: Any) -> dict[str, Any]:

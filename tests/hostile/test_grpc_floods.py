@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from deviceplugin.backends import make_backend
 from deviceplugin.config import load_config
 from deviceplugin.devicestate import DeviceState

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from agent.devicemanager import DeviceManager
-from agent.devicemanager import checkpoint as checkpoint_file
-from tests.agent.support import Harness, pod_manifest, wait_until, write_manifest
-from tests.hostile.killcycles import copies
+from agent.cm.devicemanager import DeviceManager
+from agent.cm.devicemanager import checkpoint as checkpoint_file
+from harness.killcycles import copies
+from harness.manifests import write_manifest
+from tests.agent.support import Harness, pod_manifest, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,7 @@ def test_sigkill_during_start_20_times_leaves_one_copy_per_container(
         [
             sys.executable,
             "-m",
-            "tests.hostile.killcycles",
+            "harness.killcycles",
             cgroup_root,
             str(manifests),
             str(state),

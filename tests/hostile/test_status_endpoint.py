@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from agent.httpapi import MAX_PAGE_BYTES, MAX_PAGE_ITEMS, StatusServer
-from tests.agent.support import Harness, pod_manifest, wait_until, write_manifest
+from agent.server.httpapi import MAX_PAGE_BYTES, MAX_PAGE_ITEMS, StatusServer
+from harness.manifests import write_manifest
+from tests.agent.support import Harness, pod_manifest, wait_until
 
 
 @pytest.fixture

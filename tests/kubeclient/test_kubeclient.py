@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import (
     EVENTS,
     LEASES,
@@ -30,7 +31,6 @@ from kubenode.kubeclient.informer import Backoff, Informer
 from kubenode.kubeclient.lease import renew_lease
 from kubenode.kubeclient.timefmt import micro_time, parse_time, rfc3339
 from tests.agent.support import wait_until
-from tests.apiserver.support import ApiServerProcess
 
 
 @pytest.fixture(scope="module")

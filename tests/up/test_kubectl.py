@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from cli.up.apply import LAST_APPLIED, last_applied
-from deviceplugin.cpuset import parse_cpuset
+from kubenode.cpuset import parse_cpuset
 from kubenode.kubeclient import NODES, PODS
 from kubenode.nodeproxyauth import node_daemon_endpoint
 from tests.agent.support import MOUNT, wait_until
