@@ -43,6 +43,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
+    parser.add_argument(
+        "--allow-privileged",
+        choices=["true", "false"],
+        help="whether containers may run privileged: true (the default, as the kubelet's) or false",
+    )
     cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
     cluster.add_argument(
         "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
@@ -163,6 +168,8 @@ def _config(args: argparse.Namespace) -> Any:
     for name, value in overrides.items():
         if value is not None:
             setattr(config, name, value)
+    if args.allow_privileged is not None:
+        config.allow_privileged = args.allow_privileged == "true"
     if args.device_plugin_dir is not None:
         config.device_plugin_dir = (
             None if args.device_plugin_dir in ("", "none") else Path(args.device_plugin_dir)

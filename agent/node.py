@@ -39,6 +39,7 @@ from agent.cm.devicemanager import DeviceManager
 from agent.config.sources import ManifestError, PodSource
 from agent.kuberuntime.envvars import HostInfo
 from agent.kuberuntime.runtime import ProcessRuntime
+from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
 from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
 from agent.podworkers.podsync import (
@@ -96,6 +97,7 @@ class NodeAgent(PodSyncer):
             clock=clock,
             pre_start=self._pre_start_devices,
             cgroup_pids=cgroups.pids,
+            security=SecurityPolicy(config.allow_privileged, config.state_dir / "seccomp"),
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self.cpu_pool = CPUPool()

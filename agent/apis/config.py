@@ -2,7 +2,8 @@
 
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
 `nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
-`listen`, `podPidsLimit`, `maxPods`, `devicePluginWait`, `resyncInterval`, `manifestRescanInterval`.
+`listen`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`, `resyncInterval`,
+`manifestRescanInterval`.
 Unknown keys are an error naming the file and the key.
 """
 
@@ -69,6 +70,8 @@ class AgentConfig:
     pod_status_resync_interval: float = 10.0  # the status manager's full reconcile
     api_backoff_max: float = 10.0  # longest wait between tries to reach the API server
     crash_loop_backoff_initial: float = 10.0  # the kubelet's first crash-loop back-off (tests shorten it)
+    # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
+    allow_privileged: bool = True
 
     @property
     def joins_cluster(self) -> bool:
@@ -87,6 +90,10 @@ class AgentConfig:
             raise ValidationError(source, "cgroupRoot", f"must be an absolute path, got {self.cgroup_root!r}")
         if self.listen:
             parse_listen(self.listen, source)
+        if not isinstance(self.allow_privileged, bool):
+            raise ValidationError(
+                source, "allowPrivileged", f"must be true or false, got {self.allow_privileged!r}"
+            )
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
         if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():

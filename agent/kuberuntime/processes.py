@@ -29,9 +29,12 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
+
+if TYPE_CHECKING:
+    from agent.kuberuntime.securitycontext import ProcessSecurity
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
@@ -108,6 +111,13 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.close(fd)
 
 
+def _prepare_child(procs_files: Sequence[str], security: ProcessSecurity | None) -> None:
+    """In the child between fork and exec: into the pod cgroup, then down to the container's privileges."""
+    join_cgroup(procs_files)
+    if security is not None:
+        security.apply_in_child()
+
+
 @dataclass(frozen=True)
 class Identity:
     pod_uid: str
@@ -178,6 +188,7 @@ def spawn(
     log_path: Path,
     procs_files: Sequence[str],
     identity: Identity | None = None,
+    security: ProcessSecurity | None = None,
 ) -> SpawnedProcess:
     if working_dir and not os.path.isdir(working_dir):
         raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
@@ -200,8 +211,9 @@ def spawn(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
-                # The pid must be in the pod cgroup before exec; preexec_fn is the only hook there.
-                preexec_fn=lambda: join_cgroup(files),
+                # The pid must be in the pod cgroup before exec, and the process must have given up what its
+                # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
+                preexec_fn=lambda: _prepare_child(files, security),
             )
         except subprocess.SubprocessError as exc:
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None

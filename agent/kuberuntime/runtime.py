@@ -44,6 +44,7 @@ from agent.kuberuntime.processes import (
     signal_process,
     spawn,
 )
+from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
 from agent.pod.podrecord import (
     RUNNING,
     TERMINATED,
@@ -83,6 +84,7 @@ class ProcessRuntime:
         clock: Callable[[], float] = time.monotonic,
         pre_start: Callable[[str, str], None] | None = None,
         cgroup_pids: Callable[[str], set[int]] | None = None,
+        security: SecurityPolicy | None = None,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
         # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
@@ -91,6 +93,8 @@ class ProcessRuntime:
         # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
         self._cgroup_pids = cgroup_pids
         self.store = store
+        # What privileged containers and Localhost seccomp profiles may use (the node's securityContext side).
+        self.security = security or SecurityPolicy(seccomp_root=Path(state_dir) / "seccomp")
         self.host = host
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
@@ -238,6 +242,7 @@ class ProcessRuntime:
         try:
             env = container_env(pod, c, self.host, device_env)
             argv = container_argv(c, env)
+            security = process_security(pod, c, self.security)
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -246,7 +251,9 @@ class ProcessRuntime:
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
         try:
-            proc = spawn(argv, env, c.working_dir, log_path, procs_files, Identity.new(pod.uid, c.name))
+            proc = spawn(
+                argv, env, c.working_dir, log_path, procs_files, Identity.new(pod.uid, c.name), security
+            )
         except ProcessStartError as exc:
             mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
