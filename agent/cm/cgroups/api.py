@@ -83,6 +83,9 @@ class PodCgroups(Protocol):
 
     def cpu_usage_ns(self, uid: str) -> int: ...
 
+    def oom_kills(self, uid: str) -> int:
+        """How many processes of the pod cgroup the kernel's OOM killer has killed (its lifetime count)."""
+
     def stop_and_remove_root(self) -> None:
         """Remove the empty tiers and the root (tests, `kubenode up` exit)."""
 

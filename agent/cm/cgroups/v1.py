@@ -23,6 +23,7 @@ from agent.cm.cgroups.backend import Dirs, cgroup_path
 from agent.cm.cgroups.files import (
     kernel_errors,
     read_file,
+    read_flat_key,
     remove_tree,
     subdirectories,
     tree_pids,
@@ -242,3 +243,6 @@ class V1Hierarchies:
     def cpu_usage_ns(self, dirs: Dirs) -> int:
         with kernel_errors(cgroup_path(dirs), "cpuacct.usage"):
             return int(self._node("cpuacct", dirs).controller.usage or 0)
+
+    def oom_kills(self, dirs: Dirs) -> int:
+        return read_flat_key(self._path("memory", dirs), "memory.oom_control", "oom_kill")
