@@ -159,6 +159,11 @@ async def serve(options: Options) -> None:
     gc.set_threshold(50_000, 20, 100)
     loop = asyncio.get_running_loop()
     store.start(loop)
+    from apiserver.auth.authz import NodeRBACAuthorizer
+    from apiserver.auth.nodegraph import NodeGraph
+
+    if isinstance(authorizer, NodeRBACAuthorizer):
+        authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
     # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
     from apiserver.handlers.podlogs import SIGNER_KEY
