@@ -54,6 +54,9 @@ class Options:
     write_kubeconfig: Path | None = None
     authorization_mode: str = "Node,RBAC"
     authorization_policy_file: Path | None = None  # RBAC objects to enforce (apiserver/auth/policyfile.py)
+    admission_config_file: Path | None = (
+        None  # kube's AdmissionConfiguration (PodSecurity defaults, exemptions)
+    )
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
     event_ttl: float = 3600.0
@@ -121,6 +124,31 @@ async def _expire_events(ctx: ApiContext, ttl: float) -> None:
                 await ctx.store.write("events", entry.namespace, entry.name, obj, "DELETED")
 
 
+def _pod_security_config(path: Path | None) -> Any:
+    from apiserver.admission.podsecurity.config import Config, load
+
+    if path is None:
+        return Config()
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise StartupError(f"--admission-control-config-file: {exc}") from None
+
+
+def _pod_security(config: Any, store: Store) -> Any:
+    """The PodSecurity plugin, reading namespaces and pods from the watch cache."""
+    from apiserver.admission.podsecurity.admission import PodSecurity
+
+    def namespace(name: str) -> Any:
+        entry = store.latest("namespaces", "", name)
+        return orjson.loads(entry.data) if entry is not None else None
+
+    def pods(namespace: str) -> list[Any]:
+        return [orjson.loads(e.data) for e in store.cache.entries("pods", Filter(namespace))]
+
+    return PodSecurity(config, namespace, pods)
+
+
 async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
@@ -140,6 +168,7 @@ async def serve(options: Options) -> None:
         authorizer = new_authorizer(options.authorization_mode, options.authorization_policy_file)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
+    pod_security = _pod_security_config(options.admission_config_file)
     # TLS even on loopback: kubectl (clientcmd) sends a kubeconfig's bearer token only over TLS
     # (kubernetes/kubectl#744), so a plain-HTTP server could never see kubectl's credentials.
     cert = ensure_serving_cert(data_dir, [options.bind_address])
@@ -165,6 +194,7 @@ async def serve(options: Options) -> None:
     if isinstance(authorizer, NodeRBACAuthorizer):
         authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
+    ctx.validators.append(_pod_security(pod_security, store))
     # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
     from apiserver.handlers.podlogs import SIGNER_KEY
     from kubenode.nodeproxyauth import Signer
