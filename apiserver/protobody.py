@@ -173,14 +173,14 @@ def secret(data: bytes) -> dict[str, Any]:
 
 
 DECODERS = {
-    "ConfigMap": config_map,
-    "Secret": secret,
     "Namespace": namespace,
     "DeleteOptions": delete_options,
     "Eviction": eviction,
     "Binding": binding,
     "SelfSubjectAccessReview": access_review,
     "SelfSubjectRulesReview": rules_review,
+    "ConfigMap": config_map,
+    "Secret": secret,
 }
 
 

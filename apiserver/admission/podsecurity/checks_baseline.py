@@ -65,7 +65,7 @@ def privileged(meta: Obj, spec: Obj) -> Result:
 
 
 def host_namespaces(meta: Obj, spec: Obj) -> Result:
-    used = sorted(name for name in ("hostNetwork", "hostPID", "hostIPC") if spec.get(name) is True)
+    used = [f"{name}=true" for name in ("hostNetwork", "hostPID", "hostIPC") if spec.get(name) is True]
     return ("host namespaces", ", ".join(used)) if used else None
 
 
@@ -109,82 +109,85 @@ def capabilities_baseline(meta: Obj, spec: Obj) -> Result:
     )
 
 
+def _app_armor_type_ok(profile: Obj) -> bool:
+    return profile.get("type") in ("RuntimeDefault", "Localhost")
+
+
+def _app_armor_annotation_ok(value: str) -> bool:
+    return not value or value == "runtime/default" or value.startswith("localhost/")
+
+
 def app_armor_profile(meta: Obj, spec: Obj) -> Result:
-    forbidden = sorted(
-        f'{key}="{value}"'
-        for key, value in (meta.get("annotations") or {}).items()
-        if key.startswith(APPARMOR_PREFIX)
-        and value
-        and value != "runtime/default"
-        and not value.startswith("localhost/")
-    )
-    if not forbidden:
-        return None
-    return pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(forbidden)), ", ".join(
-        forbidden
-    )
-
-
-def app_armor_fields(meta: Obj, spec: Obj) -> Result:
-    """securityContext.appArmorProfile must be RuntimeDefault or Localhost; then the annotations."""
+    """securityContext.appArmorProfile (pod, containers) and the deprecated per-container annotations."""
     setters, values = [], set()
-    profile = security_context(spec).get("appArmorProfile") or {}
-    if profile and profile.get("type") not in ("RuntimeDefault", "Localhost"):
+    pod_profile = security_context(spec).get("appArmorProfile")
+    if pod_profile is not None and not _app_armor_type_ok(pod_profile):
         setters.append("pod")
-        values.add(str(profile.get("type") or ""))
+        values.add(str(pod_profile.get("type") or ""))
     bad = []
     for container in containers(spec):
-        profile = security_context(container).get("appArmorProfile") or {}
-        if profile and profile.get("type") not in ("RuntimeDefault", "Localhost"):
+        profile = security_context(container).get("appArmorProfile")
+        if profile is not None and not _app_armor_type_ok(profile):
             bad.append(container.get("name", ""))
             values.add(str(profile.get("type") or ""))
     if bad:
         setters.append(containers_phrase(bad))
-    if not setters:
-        return app_armor_profile(meta, spec)
-    reason = pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(values))
-    return reason, (
-        f"{' and '.join(setters)} must not set securityContext.appArmorProfile.type to "
-        f"{join_quote(sorted(values))}"
+    annotations = sorted(
+        f'{key}="{value}"'
+        for key, value in (meta.get("annotations") or {}).items()
+        if key.startswith(APPARMOR_PREFIX) and not _app_armor_annotation_ok(str(value))
     )
-
-
-def se_linux_options(meta: Obj, spec: Obj) -> Result:
-    bad_types: set[str] = set()
-    flags = {"user": False, "role": False}
-
-    def valid(options: Obj) -> bool:
-        ok = True
-        if str(options.get("type") or "") not in SELINUX_TYPES:
-            bad_types.add(str(options.get("type")))
-            ok = False
-        for key in ("user", "role"):
-            if options.get(key):
-                flags[key] = ok = False
-        return ok
-
-    setters = []
-    pod_options = security_context(spec).get("seLinuxOptions")
-    if pod_options is not None and not valid(pod_options):
-        setters.append("pod")
-    bad = [
-        c.get("name", "")
-        for c in containers(spec)
-        if security_context(c).get("seLinuxOptions") is not None
-        and not valid(security_context(c)["seLinuxOptions"])
-    ]
-    if bad:
-        setters.append(containers_phrase(bad))
+    listed = [*sorted(values), *annotations]
+    if annotations:
+        setters.append(pluralize("annotation", "annotations", len(annotations)))
     if not setters:
         return None
-    data = []
-    if bad_types:  # kube reports user and role only next to a bad type
-        data.append(f"{pluralize('type', 'types', len(bad_types))} {join_quote(sorted(bad_types))}")
-        data += [f"{key} may not be set" for key in ("user", "role") if flags[key]]
-    return (
-        "seLinuxOptions",
-        f"{' and '.join(setters)} set forbidden securityContext.seLinuxOptions: {'; '.join(data)}",
-    )
+    reason = pluralize("forbidden AppArmor profile", "forbidden AppArmor profiles", len(listed))
+    return reason, f"{' and '.join(setters)} must not set AppArmor profile type to {join_quote(listed)}"
+
+
+def _se_linux(allowed_types: frozenset[str], user_role_without_type: bool) -> CheckFn:
+    def check(meta: Obj, spec: Obj) -> Result:
+        bad_types: set[str] = set()
+        flags = {"user": False, "role": False}
+
+        def valid(options: Obj) -> bool:
+            ok = True
+            if str(options.get("type") or "") not in allowed_types:
+                bad_types.add(str(options.get("type")))
+                ok = False
+            for key in ("user", "role"):
+                if options.get(key):
+                    flags[key], ok = True, False
+            return ok
+
+        setters = []
+        pod_options = security_context(spec).get("seLinuxOptions")
+        if pod_options is not None and not valid(pod_options):
+            setters.append("pod")
+        bad = [
+            c.get("name", "")
+            for c in containers(spec)
+            if security_context(c).get("seLinuxOptions") is not None
+            and not valid(security_context(c)["seLinuxOptions"])
+        ]
+        if bad:
+            setters.append(containers_phrase(bad))
+        if not setters:
+            return None
+        data = []
+        if bad_types:
+            data.append(f"{pluralize('type', 'types', len(bad_types))} {join_quote(sorted(bad_types))}")
+        if bad_types or user_role_without_type:  # before 1.31 user and role were said only next to a type
+            data += [f"{key} may not be set" for key in ("user", "role") if flags[key]]
+        detail = f"{' and '.join(setters)} set forbidden securityContext.seLinuxOptions: {'; '.join(data)}"
+        return "seLinuxOptions", detail
+
+    return check
+
+
+se_linux_options_1_0 = _se_linux(SELINUX_TYPES, user_role_without_type=False)
+se_linux_options_1_31 = _se_linux(SELINUX_TYPES | {"container_engine_t"}, user_role_without_type=True)
 
 
 def proc_mount(meta: Obj, spec: Obj) -> Result:
@@ -200,6 +203,10 @@ def proc_mount(meta: Obj, spec: Obj) -> Result:
         "procMount",
         f"{containers_phrase(bad)} must not set securityContext.procMount to {join_quote(sorted(kinds))}",
     )
+
+
+def proc_mount_1_35_baseline(meta: Obj, spec: Obj) -> Result:
+    return None if spec.get("hostUsers") is False else proc_mount(meta, spec)
 
 
 def _seccomp_annotation_ok(value: str) -> bool:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 from .checks_baseline import seccomp_ok
-from .common import Obj, Result, containers, containers_phrase, is_windows, join_quote, security_context
+from .common import (
+    Obj,
+    Result,
+    containers,
+    containers_phrase,
+    is_windows,
+    join_quote,
+    pluralize,
+    security_context,
+)
 
 # The volume types a restricted pod may use; anything else (hostPath, nfs, ...) is a restricted type.
+RESTRICTED_VOLUMES = (
+    "hostPath", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "nfs", "iscsi", "glusterfs", "rbd",
+    "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "vsphereVolume", "quobyte", "azureDisk",
+    "photonPersistentDisk", "portworxVolume", "scaleIO", "storageos",
+)  # fmt: skip
 ALLOWED_VOLUMES = (
     "configMap",
     "csi",
@@ -15,6 +29,7 @@ ALLOWED_VOLUMES = (
     "persistentVolumeClaim",
     "projected",
     "secret",
+    "image",
 )
 
 
@@ -67,18 +82,18 @@ def capabilities_restricted_1_25(meta: Obj, spec: Obj) -> Result:
 
 
 def restricted_volumes(meta: Obj, spec: Obj) -> Result:
-    bad = sorted(
-        {
-            str(v.get("name", ""))
-            for v in spec.get("volumes") or []
-            if not any(v.get(k) is not None for k in ALLOWED_VOLUMES)
-        }
-    )
+    bad, kinds = [], set()
+    for volume in spec.get("volumes") or []:
+        if any(volume.get(key) is not None for key in ALLOWED_VOLUMES):
+            continue
+        bad.append(str(volume.get("name", "")))
+        kinds.add(next((key for key in RESTRICTED_VOLUMES if volume.get(key) is not None), "unknown"))
     if not bad:
         return None
-    return (
-        "restricted volume types",
-        f"volumes [{' '.join(join_quote([n]) for n in bad)}] have restricted types",
+    return "restricted volume types", (
+        f"{pluralize('volume', 'volumes', len(bad))} {join_quote(bad)} {pluralize('uses', 'use', len(bad))} "
+        f"{pluralize('restricted volume type', 'restricted volume types', len(kinds))} "
+        f"{join_quote(sorted(kinds))}"
     )
 
 
@@ -107,6 +122,15 @@ def run_as_non_root(meta: Obj, spec: Obj) -> Result:
             f"pod or {containers_phrase(implicit)} must set securityContext.runAsNonRoot=true",
         )
     return None
+
+
+def run_as_non_root_1_35(meta: Obj, spec: Obj) -> Result:
+    """From 1.35 a pod in its own user namespace (hostUsers: false) is not root on the host."""
+    return None if spec.get("hostUsers") is False else run_as_non_root(meta, spec)
+
+
+def run_as_user_1_35(meta: Obj, spec: Obj) -> Result:
+    return None if spec.get("hostUsers") is False else run_as_user(meta, spec)
 
 
 def run_as_user(meta: Obj, spec: Obj) -> Result:
