@@ -124,6 +124,12 @@ async def _expire_events(ctx: ApiContext, ttl: float) -> None:
                 await ctx.store.write("events", entry.namespace, entry.name, obj, "DELETED")
 
 
+def _private_file(path: Path) -> None:
+    """The file, made (empty: SQLite takes it as a new database) or kept, readable by its owner only."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600)
+
+
 def _pod_security_config(path: Path | None) -> Any:
     from apiserver.admission.podsecurity.config import Config, load
 
@@ -179,6 +185,7 @@ async def serve(options: Options) -> None:
 
     clock = utc_now
     strategies = build_strategies(clock)
+    _private_file(data_dir / DB_NAME)  # Secrets live in it; SQLite gives its -wal and -shm the same mode
     store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
     store.load()
     # The loaded objects live until deleted: keep them out of the cyclic GC's full passes, and run those

@@ -200,3 +200,10 @@ def test_discovery_and_openapi(kubectl: Kubectl) -> None:
     assert "secrets" in resources
     explained = kubectl.out("explain", "configmap.binaryData")
     assert "map[string]string" in explained or "map[string]" in explained
+
+
+def test_the_database_holding_secrets_is_private(api: ApiServerProcess) -> None:
+    import stat
+
+    for name in ("state.db", "state.db-wal"):
+        assert stat.S_IMODE((api.data_dir / name).stat().st_mode) == 0o600, name
