@@ -54,16 +54,17 @@ def _labels(obj: Obj | None) -> dict[str, str]:
 
 
 class PodSecurity:
-    """The plugin; `namespace` returns a namespace object (or None), `pods` the pods of a namespace."""
+    """The plugin; `namespace_labels` returns a namespace's labels (None: no such namespace), `pods` the pods
+    of a namespace."""
 
     def __init__(
         self,
         config: Config,
-        namespace: Callable[[str], Obj | None],
+        namespace_labels: Callable[[str], Mapping[str, str] | None],
         pods: Callable[[str], Iterable[Obj]],
     ) -> None:
         self.config = config
-        self.namespace = namespace
+        self.namespace_labels = namespace_labels
         self.pods = pods
 
     def validate(self, user: Any, info: RequestInfo, old: Obj | None, new: Obj | None) -> Verdict | None:
@@ -89,7 +90,7 @@ class PodSecurity:
             return Verdict(audit={EXEMPT: "namespace"})
         if getattr(user, "name", "") in self.config.exempt_usernames:
             return Verdict(audit={EXEMPT: "user"})
-        policy, errors = self.policy(_labels(self.namespace(info.namespace)))
+        policy, errors = self.policy(self.namespace_labels(info.namespace))
         if not errors and policy.fully_privileged():
             return None
         if old is not None and not significant_update(new, old):
