@@ -207,3 +207,27 @@ def test_the_database_holding_secrets_is_private(api: ApiServerProcess) -> None:
 
     for name in ("state.db", "state.db-wal"):
         assert stat.S_IMODE((api.data_dir / name).stat().st_mode) == 0o600, name
+
+
+def test_kubectl_edit_and_typed_secrets(api: ApiServerProcess, kubectl: Kubectl) -> None:
+    kubectl.out("create", "configmap", "edited", "--from-literal=mode=fast")
+    kubectl.run("edit", "cm", "edited", env={"KUBE_EDITOR": "sed -i s/fast/slow/"})
+    assert kubectl.out("get", "cm", "edited", "-o", "jsonpath={.data.mode}") == "slow"
+    pki = api.data_dir / "pki"  # any certificate and key will do: the server's own
+    kubectl.out(
+        "create", "secret", "tls", "cert", f"--cert={pki / 'apiserver.crt'}", f"--key={pki / 'apiserver.key'}"
+    )
+    kubectl.out(
+        "create",
+        "secret",
+        "docker-registry",
+        "reg",
+        "--docker-server=r.example",
+        "--docker-username=u",
+        "--docker-password=p",
+    )
+    rows = {
+        line.split()[0]: line.split()[1:3]
+        for line in kubectl.out("get", "secrets", "cert", "reg").splitlines()[1:]
+    }
+    assert rows == {"cert": ["kubernetes.io/tls", "2"], "reg": ["kubernetes.io/dockerconfigjson", "1"]}
