@@ -132,3 +132,64 @@ def test_two_nodes_read_only_what_their_pods_use(api: ApiServerProcess, nodes: d
 
 def test_nodes_read_runtimeclasses(nodes: dict[str, Kubectl]) -> None:
     assert nodes["n1"].run("get", "runtimeclasses").returncode == 0
+
+
+def test_a_node_watches_one_secret_its_pod_uses(api: ApiServerProcess) -> None:
+    """The kubelet's watch-based secret manager: watch?fieldSelector=metadata.name=<secret>."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    assert (
+        api.request("POST", f"{NS}/secrets", {"metadata": {"name": "watched"}, "stringData": {"k": "v"}})[0]
+        == 201
+    )
+    volumes = [{"name": "s", "secret": {"secretName": "watched"}}]
+    spec = {"nodeName": "w1", "volumes": volumes, "containers": [{"name": "c", "image": "x"}]}
+    pod = {"metadata": {"name": "watcher-pod"}, "spec": spec}
+    assert api.request("POST", f"{NS}/pods", pod)[0] == 201
+    url = f"{api.url}{NS}/secrets?watch=1&fieldSelector=metadata.name%3Dwatched"
+
+    def open_watch(node: str) -> urllib.request.Request:
+        token = api.token_for(f"system:node:{node}", ["system:nodes"])
+        return urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+
+    with urllib.request.urlopen(open_watch("w1"), timeout=30, context=api.ssl_context()) as response:
+        first = json.loads(response.readline())
+    assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == "watched"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(open_watch("w2"), timeout=30, context=api.ssl_context())
+    assert refused.value.code == 403
+    message = json.loads(refused.value.read())["message"]
+    assert message == (
+        'secrets "watched" is forbidden: User "system:node:w2" cannot watch resource "secrets" '
+        'in API group "" '
+        "in the namespace \"default\": no relationship found between node 'w2' and this object"
+    )
+
+
+def test_the_graph_rebuilds_when_its_history_is_gone() -> None:
+    """A graph that fell behind the watch cache's window starts over from the cached pods."""
+    import orjson
+
+    from apiserver.auth.nodegraph import NodeGraph
+    from apiserver.storage.cache import Entry, Event, WatchCache
+
+    cache = WatchCache(history_size=2)
+    graph = NodeGraph(cache)
+
+    def pod(rev: int, name: str, node: str, secret: str, kind: str = "ADDED") -> None:
+        obj = {"metadata": {"name": name, "namespace": "d"}, "spec": {"nodeName": node, "volumes": [
+            {"name": "v", "secret": {"secretName": secret}}]}}  # fmt: skip
+        entry = Entry("pods", "d", name, rev, orjson.dumps(obj), {}, {"spec.nodeName": node})
+        cache.apply(Event(kind, entry, cache.get("pods", "d", name)), 0.0)
+
+    pod(1, "a", "n1", "s1")
+    assert graph.has_path("n1", "secrets", "d", "s1") and not graph.has_path("n2", "secrets", "d", "s1")
+    pod(2, "a", "n1", "s2", "MODIFIED")  # caught up from the history: s1 is no longer used
+    assert graph.has_path("n1", "secrets", "d", "s2") and not graph.has_path("n1", "secrets", "d", "s1")
+    for rev in range(3, 7):  # more events than the window holds: the graph must rebuild
+        pod(rev, f"p{rev}", "n2", f"x{rev}")
+    pod(7, "a", "n1", "s2", "DELETED")
+    assert not graph.has_path("n1", "secrets", "d", "s2")
+    assert all(graph.has_path("n2", "secrets", "d", f"x{rev}") for rev in range(3, 7))
