@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.conftest import python_client
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 SECRET_VALUE = "hunter2-never-logged"
 CM = "/api/v1/namespaces/default/configmaps"

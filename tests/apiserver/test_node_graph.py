@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from apiserver.auth.nodegraph import pod_references
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 NS = "/api/v1/namespaces/default"
 POD_SPEC = {

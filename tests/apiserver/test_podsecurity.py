@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 CONFIG = """\
 apiVersion: apiserver.config.k8s.io/v1
