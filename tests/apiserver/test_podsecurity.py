@@ -124,6 +124,14 @@ def test_bad_labels_are_refused_and_raising_enforce_warns(kubectl: Kubectl) -> N
         "Warning: root1 (and 1 other pod): allowPrivilegeEscalation != false, unrestricted capabilities, "
         "runAsNonRoot != true, seccompProfile",
     ]
+    # Existing pods stay; a label change passes, a new image is judged (kube's significant updates).
+    assert kubectl.run("label", "pod", "root1", "-n", "mixed", "tier=web").returncode == 0
+    changed = kubectl.run("set", "image", "pod/root1", "-n", "mixed", "root1=busybox:2", check=False)
+    assert changed.returncode == 1
+    assert (
+        'pods "root1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation'
+        in (changed.stderr)
+    )
 
 
 def test_exemptions(api: ApiServerProcess, kubectl: Kubectl, tmp_path: Path) -> None:

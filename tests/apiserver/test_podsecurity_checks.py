@@ -847,3 +847,17 @@ def test_admission_configuration_file(tmp_path: Path) -> None:
     bad.write_text("kind: PodSecurityConfiguration\ndefaults: {enforce: strict}\n")
     with pytest.raises(ValueError, match=r"bad.yaml: defaults.enforce: 'strict' must be one of"):
         load(bad)
+
+
+def test_only_significant_pod_updates_are_judged() -> None:
+    from apiserver.admission.podsecurity.admission import significant_update
+
+    old = {"metadata": {}, "spec": {"containers": [{"name": "a", "image": "x:1"}], "ephemeralContainers": []}}
+    labels_only = {**old, "metadata": {"labels": {"l": "v"}}}
+    assert not significant_update(labels_only, old)
+    assert significant_update({"spec": {"containers": [{"name": "a", "image": "x:2"}]}}, old)
+    assert significant_update({"spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b"}]}}, old)
+    debug = {"spec": {**old["spec"], "ephemeralContainers": [{"name": "dbg", "image": "busybox"}]}}
+    assert significant_update(debug, old)
+    seccomp = {"metadata": {"annotations": {SCP + "a": "unconfined"}}, "spec": old["spec"]}
+    assert significant_update(seccomp, old)
