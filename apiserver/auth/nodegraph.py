@@ -82,13 +82,13 @@ class NodeGraph:
         self.edges: dict[str, Counter[Ref]] = {}  # node -> reference -> how many of its pods
 
     def has_path(self, node: str, resource: str, namespace: str, name: str) -> bool:
-        self._catch_up()
-        return self.edges.get(node, Counter())[(resource, namespace, name)] > 0
+        if self.revision != self.cache.revision:
+            self._catch_up()
+        counts = self.edges.get(node)
+        return counts is not None and counts[(resource, namespace, name)] > 0
 
     def _catch_up(self) -> None:
         cache = self.cache
-        if self.revision == cache.revision:
-            return
         events = cache.since("pods", self.revision) if self.revision >= 0 else None
         if events is None:
             self.pods.clear()
@@ -102,7 +102,11 @@ class NodeGraph:
 
     def _set(self, entry: Entry, *, deleted: bool) -> None:
         key = (entry.namespace, entry.name)
-        previous = self.pods.pop(key, None)
+        node = entry.fields.get("spec.nodeName", "")
+        previous = self.pods.get(key)
+        if not deleted and previous is not None and previous[0] == node:
+            return  # a status or metadata change: the references are in the spec, which a pod never changes
+        self.pods.pop(key, None)
         if previous is not None:
             node, refs = previous
             counts = self.edges[node]
@@ -112,7 +116,6 @@ class NodeGraph:
                     del counts[ref]
         if deleted:
             return
-        node = entry.fields.get("spec.nodeName", "")
         if not node:
             return  # not bound yet: no edge to any node
         refs = pod_references(orjson.loads(entry.data))

@@ -186,10 +186,11 @@ def test_the_graph_rebuilds_when_its_history_is_gone() -> None:
 
     pod(1, "a", "n1", "s1")
     assert graph.has_path("n1", "secrets", "d", "s1") and not graph.has_path("n2", "secrets", "d", "s1")
-    pod(2, "a", "n1", "s2", "MODIFIED")  # caught up from the history: s1 is no longer used
+    pod(2, "a", "n1", "s1", "DELETED")  # caught up from the history: the edge goes with the pod
+    pod(3, "a", "n1", "s2")
     assert graph.has_path("n1", "secrets", "d", "s2") and not graph.has_path("n1", "secrets", "d", "s1")
-    for rev in range(3, 7):  # more events than the window holds: the graph must rebuild
+    for rev in range(4, 8):  # more events than the window holds: the graph must rebuild
         pod(rev, f"p{rev}", "n2", f"x{rev}")
-    pod(7, "a", "n1", "s2", "DELETED")
+    pod(8, "a", "n1", "s2", "DELETED")
     assert not graph.has_path("n1", "secrets", "d", "s2")
-    assert all(graph.has_path("n2", "secrets", "d", f"x{rev}") for rev in range(3, 7))
+    assert all(graph.has_path("n2", "secrets", "d", f"x{rev}") for rev in range(4, 8))
