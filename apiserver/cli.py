@@ -67,6 +67,11 @@ def register(subparsers: Any) -> None:
         help="YAML with Roles, ClusterRoles and their bindings for RBAC to enforce (other kinds are skipped)",
     )
     parser.add_argument(
+        "--admission-control-config-file",
+        metavar="FILE",
+        help="kube's AdmissionConfiguration: the PodSecurity plugin's defaults and exemptions",
+    )
+    parser.add_argument(
         "--default-watch-cache-size",
         type=_positive,
         default=10000,
@@ -100,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         authorization_mode=args.authorization_mode,
         authorization_policy_file=(
             Path(args.authorization_policy_file) if args.authorization_policy_file else None
+        ),
+        admission_config_file=(
+            Path(args.admission_control_config_file) if args.admission_control_config_file else None
         ),
         watch_cache_size=args.default_watch_cache_size,
         event_ttl=args.event_ttl,

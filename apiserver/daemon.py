@@ -54,6 +54,9 @@ class Options:
     write_kubeconfig: Path | None = None
     authorization_mode: str = "Node,RBAC"
     authorization_policy_file: Path | None = None  # RBAC objects to enforce (apiserver/auth/policyfile.py)
+    admission_config_file: Path | None = (
+        None  # kube's AdmissionConfiguration (PodSecurity defaults, exemptions)
+    )
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
     event_ttl: float = 3600.0
@@ -121,6 +124,37 @@ async def _expire_events(ctx: ApiContext, ttl: float) -> None:
                 await ctx.store.write("events", entry.namespace, entry.name, obj, "DELETED")
 
 
+def _private_file(path: Path) -> None:
+    """The file, made (empty: SQLite takes it as a new database) or kept, readable by its owner only."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600)
+
+
+def _pod_security_config(path: Path | None) -> Any:
+    from apiserver.admission.podsecurity.config import Config, load
+
+    if path is None:
+        return Config()
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise StartupError(f"--admission-control-config-file: {exc}") from None
+
+
+def _pod_security(config: Any, store: Store) -> Any:
+    """The PodSecurity plugin, reading namespaces and pods from the watch cache."""
+    from apiserver.admission.podsecurity.admission import PodSecurity
+
+    def namespace_labels(name: str) -> Any:
+        entry = store.latest("namespaces", "", name)
+        return entry.labels if entry is not None else None  # kept decoded by the cache: no JSON parse per pod
+
+    def pods(namespace: str) -> list[Any]:
+        return [orjson.loads(e.data) for e in store.cache.entries("pods", Filter(namespace))]
+
+    return PodSecurity(config, namespace_labels, pods)
+
+
 async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
@@ -140,6 +174,7 @@ async def serve(options: Options) -> None:
         authorizer = new_authorizer(options.authorization_mode, options.authorization_policy_file)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
+    pod_security = _pod_security_config(options.admission_config_file)
     # TLS even on loopback: kubectl (clientcmd) sends a kubeconfig's bearer token only over TLS
     # (kubernetes/kubectl#744), so a plain-HTTP server could never see kubectl's credentials.
     cert = ensure_serving_cert(data_dir, [options.bind_address])
@@ -150,6 +185,7 @@ async def serve(options: Options) -> None:
 
     clock = utc_now
     strategies = build_strategies(clock)
+    _private_file(data_dir / DB_NAME)  # Secrets live in it; SQLite gives its -wal and -shm the same mode
     store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
     store.load()
     # The loaded objects live until deleted: keep them out of the cyclic GC's full passes, and run those
@@ -159,7 +195,13 @@ async def serve(options: Options) -> None:
     gc.set_threshold(50_000, 20, 100)
     loop = asyncio.get_running_loop()
     store.start(loop)
+    from apiserver.auth.authz import NodeRBACAuthorizer
+    from apiserver.auth.nodegraph import NodeGraph
+
+    if isinstance(authorizer, NodeRBACAuthorizer):
+        authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
+    ctx.validators.append(_pod_security(pod_security, store))
     # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
     from apiserver.handlers.podlogs import SIGNER_KEY
     from kubenode.nodeproxyauth import Signer

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from apiserver.printers_config import CONFIG_PRINTERS
 from apiserver.resources import ResourceInfo
 from apiserver.tablecells import (
     AGE,
@@ -315,6 +316,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("", "events"): (EVENT_COLUMNS, event_cells),
     ("", "namespaces"): (NAMESPACE_COLUMNS, namespace_cells),
     ("coordination.k8s.io", "leases"): (LEASE_COLUMNS, lease_cells),
+    **CONFIG_PRINTERS,
 }
 
 

@@ -2,13 +2,14 @@
 
 Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
 clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
-`drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers) and the self-reviews of
-`kubectl auth` (auth/reviews.py). Any other kind
+`drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers), ConfigMap and Secret
+(`kubectl create configmap|secret`) and the self-reviews of `kubectl auth` (auth/reviews.py). Any other kind
 gets `None`, which the caller answers with 415 as before.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from apiserver import protowire as pw
@@ -19,6 +20,14 @@ MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 def _string_map(data: bytes, number: int) -> dict[str, str]:
     """map<string,string> = repeated entries {key 1, value 2}."""
     return {pw.string(entry, 1): pw.string(entry, 2) for entry in pw.repeated(data, number)}
+
+
+def _bytes_map(data: bytes, number: int) -> dict[str, str]:
+    """map<string,bytes>, as JSON has it: each value base64."""
+    return {
+        pw.string(entry, 1): base64.b64encode(pw.message(entry, 2)).decode()
+        for entry in pw.repeated(data, number)
+    }
 
 
 def object_meta(data: bytes) -> dict[str, Any]:
@@ -135,6 +144,34 @@ def rules_review(raw: bytes) -> dict[str, Any]:
     }
 
 
+def config_map(data: bytes) -> dict[str, Any]:
+    """core/v1 ConfigMap (`kubectl create configmap`): metadata 1, data 2, binaryData 3, immutable 4."""
+    out: dict[str, Any] = {
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": object_meta(pw.message(data, 1)),
+    }
+    for key, value in (("data", _string_map(data, 2)), ("binaryData", _bytes_map(data, 3))):
+        if value:
+            out[key] = value
+    if isinstance(immutable := pw.fields(data).get(4), int):
+        out["immutable"] = bool(immutable)
+    return out
+
+
+def secret(data: bytes) -> dict[str, Any]:
+    """core/v1 Secret (`kubectl create secret`): metadata 1, data 2, type 3, stringData 4, immutable 5."""
+    out: dict[str, Any] = {"kind": "Secret", "apiVersion": "v1", "metadata": object_meta(pw.message(data, 1))}
+    for key, value in (("data", _bytes_map(data, 2)), ("stringData", _string_map(data, 4))):
+        if value:
+            out[key] = value
+    if kind := pw.string(data, 3):
+        out["type"] = kind
+    if isinstance(immutable := pw.fields(data).get(5), int):
+        out["immutable"] = bool(immutable)
+    return out
+
+
 DECODERS = {
     "Namespace": namespace,
     "DeleteOptions": delete_options,
@@ -142,6 +179,8 @@ DECODERS = {
     "Binding": binding,
     "SelfSubjectAccessReview": access_review,
     "SelfSubjectRulesReview": rules_review,
+    "ConfigMap": config_map,
+    "Secret": secret,
 }
 
 

@@ -92,7 +92,17 @@ LEASES = ResourceInfo(
     "coordination.k8s.io", "v1", "leases", "lease", "Lease", namespaced=True, verbs=ALL_VERBS
 )
 
-SERVED: tuple[ResourceInfo, ...] = (NAMESPACES, NODES, PODS, EVENTS, LEASES)
+CONFIGMAPS = ResourceInfo(
+    "", "v1", "configmaps", "configmap", "ConfigMap", namespaced=True, verbs=ALL_VERBS, short_names=("cm",)
+)
+SECRETS = ResourceInfo("", "v1", "secrets", "secret", "Secret", namespaced=True, verbs=ALL_VERBS)
+RUNTIMECLASSES = ResourceInfo(
+    "node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", namespaced=False, verbs=ALL_VERBS
+)
+
+SERVED: tuple[ResourceInfo, ...] = (
+    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES,
+)  # fmt: skip
 
 # Not a stored resource: the legacy POST /api/v1/namespaces/{ns}/bindings (body names the pod).
 BINDINGS = ResourceInfo("", "v1", "bindings", "binding", "Binding", namespaced=True, verbs=("create",))

@@ -7,8 +7,10 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
   non-resource URLs: discovery, /version, /openapi, health).
 - RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
-  `NodeRules()`), and leases only for `kube-node-lease/<n>`. Which objects it may write (its own Node, pods
-  bound to it, mirror pods) is admission's job: see noderestriction.py.
+  `NodeRules()`), leases only for `kube-node-lease/<n>`, and get/list/watch of the ConfigMaps and Secrets
+  that pods bound to it refer to (the graph of nodegraph.py; anything else: "no relationship found").
+  Which objects it may write (its own Node, pods bound to it, mirror pods) is admission's job: see
+  noderestriction.py.
 Denied requests get kube's forbidden message, e.g. `pods "x" is forbidden: User "u" cannot update resource
 "pods" in API group "" in the namespace "default"`.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from apiserver.auth import MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
+from apiserver.auth.nodegraph import NodeGraph
 from apiserver.auth.policyfile import Policy, PolicyError, load_policy
 from apiserver.request import RequestInfo
 
@@ -118,7 +121,12 @@ NODE_RULES = (
     rule("update patch", resources=("pods/status",)),
     rule("create", resources=("pods/eviction",)),
     rule("get list watch", resources=("namespaces",)),
+    rule("get list watch", groups=("node.k8s.io",), resources=("runtimeclasses",)),
 )
+GRAPH_RESOURCES = (
+    "secrets",
+    "configmaps",
+)  # read only along the graph (kube's authorizeReadNamespacedObject)
 NODE_LEASE_VERBS = frozenset({"get", "create", "update", "patch", "delete"})
 
 
@@ -149,6 +157,7 @@ class NodeRBACAuthorizer:
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
+        self.graph: NodeGraph | None = None  # set once the store is loaded (daemon.py); None: deny reads
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         if MASTERS_GROUP in user.groups:
@@ -188,7 +197,27 @@ class NodeRBACAuthorizer:
                     ),
                 )
             return ALLOW
+        if info.is_resource_request and info.api_group == "" and info.resource in GRAPH_RESOURCES:
+            return (
+                Decision(False, forbidden_message(user, info, why))
+                if (why := self._graph(node, info))
+                else ALLOW
+            )
         return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
+
+    def _graph(self, node: str, info: RequestInfo) -> str:
+        """Why a node may not read this Secret or ConfigMap ("" when it may), in kube's words."""
+        if info.verb not in ("get", "list", "watch"):
+            return "can only read resources of this type"
+        if info.subresource:
+            return "cannot read subresource"
+        if not info.namespace:
+            return "can only read namespaced object of this type"
+        if not info.name:
+            return "No Object name found"
+        if self.graph is None or not self.graph.has_path(node, info.resource, info.namespace, info.name):
+            return f"no relationship found between node '{node}' and this object"
+        return ""
 
 
 EVERYTHING = (rule("*", groups=("*",), resources=("*",)), rule("*", urls=("*",)))

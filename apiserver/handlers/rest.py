@@ -213,7 +213,7 @@ async def create_object(
     strategy.raise_invalid(name, causes)
     if resource.namespaced and ctx.store.latest("namespaces", "", namespace) is None:
         raise not_found("namespaces", namespace)
-    admit(ctx, user, info, None, obj)
+    warnings += admit(ctx, user, info, None, obj)
     for _ in range(GENERATE_NAME_TRIES):
         if ctx.store.latest(resource.plural, namespace, name) is None:
             break
@@ -295,6 +295,7 @@ async def _store_update_reply(
     A resourceVersion in the new object is a precondition: the client's on an update; on a patch, the stored
     one, kept unless the patch set its own."""
     expected = str(new["metadata"].get("resourceVersion") or "") or None
+    warnings = list(warnings)
     entry = await store_update(
         ctx,
         strategy,
@@ -305,5 +306,6 @@ async def _store_update_reply(
         status_only=info.subresource == "status",
         expected_rv=expected,
         dry_run=_dry_run(request),
+        warnings=warnings,
     )
     return json_bytes(entry.data, 200, warning_headers(warnings))
