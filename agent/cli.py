@@ -44,6 +44,14 @@ def register(subparsers: Any) -> None:
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
     parser.add_argument(
+        "--container-log-max-size", help="rotate a container's log past this size (default 10Mi)"
+    )
+    parser.add_argument(
+        "--container-log-max-files",
+        type=int,
+        help="log files kept per container, the live one included (default 5)",
+    )
+    parser.add_argument(
         "--allow-privileged",
         choices=["true", "false"],
         help="whether containers may run privileged: true (the default, as the kubelet's) or false",
@@ -164,6 +172,8 @@ def _config(args: argparse.Namespace) -> Any:
         "max_pods": args.max_pods,
         "system_reserved": args.system_reserved,
         "kube_reserved": args.kube_reserved,
+        "container_log_max_size": args.container_log_max_size,
+        "container_log_max_files": args.container_log_max_files,
     }
     for name, value in overrides.items():
         if value is not None:

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent.apis.config import AgentConfig
@@ -41,6 +42,7 @@ from agent.kuberuntime.envvars import HostInfo
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
+from agent.logs.manager import ContainerLogManager
 from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
 from agent.podworkers.podsync import (
     CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
@@ -50,6 +52,7 @@ from agent.podworkers.podsync import device_plugin_limits as device_plugin_limit
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
 from kubenode.model import Pod
+from kubenode.model.quantity import to_amount
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,12 @@ class NodeAgent(PodSyncer):
             security=SecurityPolicy(config.allow_privileged, config.state_dir / "seccomp"),
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
+        self.log_manager = ContainerLogManager(
+            self._live_logs,
+            max_size=to_amount("memory", config.container_log_max_size),
+            max_files=config.container_log_max_files,
+            interval=config.container_log_monitor_interval,
+        )
         self.cpu_pool = CPUPool()
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
@@ -141,9 +150,22 @@ class NodeAgent(PodSyncer):
         self.housekeeping()
         self._loop_thread = threading.Thread(target=self._loop, name="agent-loop", daemon=True)
         self._loop_thread.start()
+        self.log_manager.start()
+
+    def _live_logs(self) -> list[Path]:
+        """The live log of every running container (the log manager rotates those)."""
+        with self._lock:
+            records = list(self._records.values())
+        return [
+            Path(c.log_path)
+            for record in records
+            for c in list(record.containers.values())
+            if c.state == RUNNING and c.log_path
+        ]
 
     def stop(self, *, terminate_pods: bool = False, timeout: float = 60.0) -> None:
         """Stop watching and syncing. With terminate_pods, first stop every pod and remove its cgroup."""
+        self.log_manager.stop()
         for source in self.sources:
             source.stop()
         if terminate_pods:
@@ -258,6 +280,8 @@ class NodeAgent(PodSyncer):
                 self.devices.free_pod(uid)
             self.runtime.forget(uid)
             self.store.delete(uid)
+            if record is not None:
+                self.runtime.remove_logs(record.namespace, record.name, uid)
 
     # ----- status ------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from kubenode.model import ValidationError
+from kubenode.model.quantity import to_amount
 from kubenode.model.resources import is_dns1123_subdomain
 from kubenode.ports import AGENT_STATUS_PORT
 
@@ -70,6 +71,11 @@ class AgentConfig:
     pod_status_resync_interval: float = 10.0  # the status manager's full reconcile
     api_backoff_max: float = 10.0  # longest wait between tries to reach the API server
     crash_loop_backoff_initial: float = 10.0  # the kubelet's first crash-loop back-off (tests shorten it)
+    # The kubelet's container log rotation: the live log's size, the files kept per container (the live one
+    # included) and how often they are checked.
+    container_log_max_size: str = "10Mi"
+    container_log_max_files: int = 5
+    container_log_monitor_interval: float = 10.0
     # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
     allow_privileged: bool = True
 
@@ -93,6 +99,23 @@ class AgentConfig:
         if not isinstance(self.allow_privileged, bool):
             raise ValidationError(
                 source, "allowPrivileged", f"must be true or false, got {self.allow_privileged!r}"
+            )
+        try:
+            if to_amount("memory", self.container_log_max_size) <= 0:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise ValidationError(
+                source,
+                "containerLogMaxSize",
+                f"must be a positive quantity such as 10Mi, got {self.container_log_max_size!r}",
+            ) from None
+        if self.container_log_max_files < 2:
+            raise ValidationError(
+                source, "containerLogMaxFiles", "must be at least 2 (the live log and one rotated)"
+            )
+        if self.container_log_monitor_interval <= 0:
+            raise ValidationError(
+                source, "containerLogMonitorInterval", "must be a positive number of seconds"
             )
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")

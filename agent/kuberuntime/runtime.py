@@ -27,6 +27,7 @@ is left.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -296,11 +297,18 @@ class ProcessRuntime:
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
+        return self.pod_logs_dir(pod.namespace, pod.name, pod.uid) / container / f"{restart}.log"
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
         """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
-        directory = f"{pod.namespace}_{pod.name}_{pod.uid}"
+        directory = f"{namespace}_{name}_{uid}"
         if len(directory.encode()) > NAME_MAX:
-            directory = pod.uid  # a 253-character name would not fit in one path component
-        return self.logs_dir / directory / container / f"{restart}.log"
+            directory = uid  # a 253-character name would not fit in one path component
+        return self.logs_dir / directory
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
+        shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
 
     # ----- killing -----------------------------------------------------------------------------
 

@@ -182,6 +182,7 @@ class PodSyncer(PodManager):
             self.store.save(self._record(pod))
         else:
             self.store.delete(pod.uid)
+            self.runtime.remove_logs(pod.namespace, pod.name, pod.uid)
         self._update_qos(self.active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
