@@ -51,6 +51,23 @@ def register(subparsers: Any) -> None:
         type=int,
         help="log files kept per container, the live one included (default 5)",
     )
+    evictions = parser.add_argument_group("the eviction manager (docs/agent.md)")
+    evictions.add_argument(
+        "--eviction-hard", help="hard thresholds: memory.available<100Mi,nodefs.available<10%%,..."
+    )
+    evictions.add_argument("--eviction-soft", help="soft thresholds, same form")
+    evictions.add_argument(
+        "--eviction-soft-grace-period", help="per soft threshold: memory.available=1m30s,..."
+    )
+    evictions.add_argument(
+        "--eviction-minimum-reclaim", help="per signal: memory.available=0Mi,nodefs.available=500Mi"
+    )
+    evictions.add_argument(
+        "--eviction-pressure-transition-period", type=float, help="seconds a pressure condition stays (300)"
+    )
+    evictions.add_argument(
+        "--eviction-max-pod-grace-period", type=int, help="grace of a soft eviction, seconds (0: the pod's)"
+    )
     parser.add_argument(
         "--allow-privileged",
         choices=["true", "false"],
@@ -173,6 +190,12 @@ def _config(args: argparse.Namespace) -> Any:
         "system_reserved": args.system_reserved,
         "kube_reserved": args.kube_reserved,
         "container_log_max_size": args.container_log_max_size,
+        "eviction_hard": args.eviction_hard,
+        "eviction_soft": args.eviction_soft,
+        "eviction_soft_grace_period": args.eviction_soft_grace_period,
+        "eviction_minimum_reclaim": args.eviction_minimum_reclaim,
+        "eviction_pressure_transition_period": args.eviction_pressure_transition_period,
+        "eviction_max_pod_grace_period": args.eviction_max_pod_grace_period,
         "container_log_max_files": args.container_log_max_files,
     }
     for name, value in overrides.items():

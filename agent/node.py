@@ -38,12 +38,16 @@ from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManager
 from agent.config.sources import ManifestError, PodSource
+from agent.eviction.manager import EvictionManager, PodUsage
+from agent.eviction.podusage import pod_usage, reclaim_dead_logs
+from agent.eviction.signals import Observation, observe
+from agent.eviction.thresholds import parse_thresholds
 from agent.kuberuntime.envvars import HostInfo
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
 from agent.logs.manager import ContainerLogManager
-from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
+from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.podworkers.podsync import (
     CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
 )
@@ -104,6 +108,20 @@ class NodeAgent(PodSyncer):
             security=SecurityPolicy(config.allow_privileged, config.state_dir / "seccomp"),
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
+        self.evictions = EvictionManager(
+            self,
+            parse_thresholds(
+                config.eviction_hard,
+                config.eviction_soft,
+                config.eviction_soft_grace_period,
+                config.eviction_minimum_reclaim,
+            ),
+            self._observe_signals,
+            period=config.eviction_monitoring_period,
+            transition_period=config.eviction_pressure_transition_period,
+            max_pod_grace_period=config.eviction_max_pod_grace_period,
+            clock=clock,
+        )
         self.log_manager = ContainerLogManager(
             self._live_logs,
             max_size=to_amount("memory", config.container_log_max_size),
@@ -151,6 +169,52 @@ class NodeAgent(PodSyncer):
         self._loop_thread = threading.Thread(target=self._loop, name="agent-loop", daemon=True)
         self._loop_thread.start()
         self.log_manager.start()
+        if self.config.eviction_monitoring_period > 0:  # 0: no eviction manager (hollow nodes, tests)
+            self.evictions.start()
+
+    # ----- the eviction manager's view of the node (agent/eviction) --------------------------------------
+
+    def _observe_signals(self) -> dict[str, Observation]:
+        def pods_working_set() -> int:
+            return sum(u.memory for u in self.eviction_candidates())
+
+        allocatable = self.allocatable()
+        return observe(
+            self.config.state_dir,
+            self._base_allocatable.get("memory", 0),
+            allocatable.get("memory", 0),
+            pods_working_set,
+        )
+
+    def eviction_candidates(self) -> list[PodUsage]:
+        return [
+            pod_usage(
+                pod,
+                self.cgroups,
+                self.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid),
+                self.config.state_dir,
+            )
+            for pod in self.active_pods()
+        ]
+
+    def evict_pod(self, pod: Pod, message: str, grace_override: int | None) -> None:
+        """The kubelet's evictPod: the pod fails with reason Evicted, then is killed (the status manager
+        records the Evicted event with the message)."""
+        with self._lock:
+            record = self._records.get(pod.uid)
+            if record is not None:
+                record.phase, record.reason, record.message = "Failed", "Evicted", message
+        if record is not None:
+            with contextlib.suppress(RecordWriteError):
+                self.store.save(record)
+        self.workers.update_pod(
+            UpdatePodOptions(UpdateType.KILL, pod, grace_period_override=grace_override, evict=True)
+        )
+
+    def reclaim_dead_container_logs(self) -> int:
+        with self._lock:
+            records = list(self._records.values())
+        return reclaim_dead_logs(records)
 
     def _live_logs(self) -> list[Path]:
         """The live log of every running container (the log manager rotates those)."""
@@ -166,6 +230,7 @@ class NodeAgent(PodSyncer):
     def stop(self, *, terminate_pods: bool = False, timeout: float = 60.0) -> None:
         """Stop watching and syncing. With terminate_pods, first stop every pod and remove its cgroup."""
         self.log_manager.stop()
+        self.evictions.stop()
         for source in self.sources:
             source.stop()
         if terminate_pods:

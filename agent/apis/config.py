@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from agent.eviction.thresholds import DEFAULT_HARD
 from kubenode.model import ValidationError
 from kubenode.model.quantity import to_amount
 from kubenode.model.resources import is_dns1123_subdomain
@@ -76,6 +77,15 @@ class AgentConfig:
     container_log_max_size: str = "10Mi"
     container_log_max_files: int = 5
     container_log_monitor_interval: float = 10.0
+    # The eviction manager (agent/eviction): the kubelet's flags and defaults. Thresholds as the flags write
+    # them (memory.available<100Mi,...) or as the config file's mapping (memory.available: 100Mi).
+    eviction_hard: Any = DEFAULT_HARD
+    eviction_soft: Any = ""
+    eviction_soft_grace_period: Any = ""
+    eviction_minimum_reclaim: Any = ""
+    eviction_pressure_transition_period: float = 300.0
+    eviction_max_pod_grace_period: int = 0
+    eviction_monitoring_period: float = 10.0
     # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
     allow_privileged: bool = True
 
@@ -117,6 +127,18 @@ class AgentConfig:
             raise ValidationError(
                 source, "containerLogMonitorInterval", "must be a positive number of seconds"
             )
+        from agent.eviction.thresholds import parse_thresholds
+
+        try:
+            parse_thresholds(
+                self.eviction_hard,
+                self.eviction_soft,
+                self.eviction_soft_grace_period,
+                self.eviction_minimum_reclaim,
+            )
+        except ValueError as exc:
+            field, _, problem = str(exc).partition(": ")
+            raise ValidationError(source, field, problem) from None
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
         if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():
@@ -166,6 +188,8 @@ def load_config(path: Path | None) -> AgentConfig:
 
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
+    if name.startswith("eviction_") and isinstance(value, dict):
+        return value  # thresholds as a mapping, as the kubelet's config file writes them
     if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig"):
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")

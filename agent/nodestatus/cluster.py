@@ -85,8 +85,10 @@ class ClusterMembership:
             facts=facts,
             port=port,
             recorder=self.recorder,
+            pressure=agent.evictions.pressure,
         )
         reporter = self.reporter
+        agent.evictions.on_change = reporter.poke  # a pressure condition reaches the Node at once
         self.lease = node_lease(self.client, config, lambda: reporter.node_uid)
         self.mirrors = MirrorPods(self.client, agent, config.node_name, lambda: reporter.node_uid)
         self.status = StatusManager(
