@@ -2,7 +2,9 @@
 
 Middleware order, as kube-apiserver's handler chain: time the request (metrics), authenticate
 (401, except the health checks and /version), derive the RequestInfo, authorize (403), then the
-handler; every APIError becomes its Status body, anything unexpected a 500 Status.
+handler; every APIError becomes its Status body, anything unexpected a 500 Status. What aiohttp refuses
+before the app sees it (request line or headers too long, malformed HTTP) is answered as a Status by
+handlers/httperrors.py.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
                     405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
                 )
             )
-        raise
+        if exc.status < 400:
+            raise  # redirects and the like are not errors
+        return error_response(APIError(exc.status, exc.reason.replace(" ", ""), exc.reason))
     except Exception as exc:
         log.exception("%s %s failed", request.method, request.path)
         return error_response(internal(str(exc)))
