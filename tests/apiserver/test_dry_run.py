@@ -145,8 +145,8 @@ def test_an_unsupported_dry_run_value_is_refused_as_kube_does(
     setup: ApiServerProcess, method: str, suffix: str, body: object, kind: str
 ) -> None:
     before = revision(setup)
-    options = {"content_type": MERGE} if method == "PATCH" else {}
-    status, reply = setup.request(method, PODS + suffix + "?dryRun=Yes", body, **options)
+    content_type = MERGE if method == "PATCH" else "application/json"
+    status, reply = setup.request(method, PODS + suffix + "?dryRun=Yes", body, content_type=content_type)
     assert status == 422 and reply["reason"] == "Invalid"
     unsupported = 'Unsupported value: []string{"Yes"}: supported values: "All"'
     assert reply["message"] == f'{kind}.meta.k8s.io "" is invalid: dryRun: {unsupported}'

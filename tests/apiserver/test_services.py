@@ -92,10 +92,11 @@ def test_python_client_and_node_rights(api: ApiServerProcess) -> None:
     from kubernetes import client
 
     core = client.CoreV1Api(python_client(str(api.kubeconfig)))
-    names = [s.metadata.name for s in core.list_service_for_all_namespaces().items]
+    names = [s.metadata.name for s in core.list_service_for_all_namespaces().items if s.metadata]
     assert "kubernetes" in names
     node = client.CoreV1Api(python_client(str(api.kubeconfig_for("system:node:n1", ["system:nodes"]))))
-    assert node.read_namespaced_service("kubernetes", "default").spec.cluster_ip == "10.96.0.1"
+    spec = node.read_namespaced_service("kubernetes", "default").spec
+    assert spec is not None and spec.cluster_ip == "10.96.0.1"
     try:
         node.delete_namespaced_service("kubernetes", "default")
     except client.ApiException as exc:
