@@ -117,8 +117,12 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
 def _yaml(data: bytes) -> Any:
     import yaml
 
+    from kubenode import yamlload
+
     try:
-        return yaml.safe_load(data)
+        return yamlload.load(
+            data
+        )  # anchors and aliases within go-yaml's budget, as kube-apiserver reads them
     except yaml.YAMLError as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
 
