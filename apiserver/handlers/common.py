@@ -230,10 +230,13 @@ def query_bool(request: web.Request, name: str) -> bool:
 
 
 def strict_fields(request: web.Request) -> bool:
-    """fieldValidation=Strict (kubectl's default) makes unknown fields a 400; Warn and Ignore drop them."""
+    """fieldValidation=Strict (kubectl's default) makes unknown fields a 400; Warn and Ignore drop them;
+    anything else is kube's 422 (ValidateFieldValidation)."""
     value = request.query.get("fieldValidation", "")
     if value not in ("", "Strict", "Warn", "Ignore"):
-        raise bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {value!r}")
+        kind = {"POST": "CreateOptions", "PUT": "UpdateOptions"}.get(request.method, "PatchOptions")
+        message = f'Unsupported value: {_go_quote(value)}: supported values: "", "Ignore", "Strict", "Warn"'
+        raise invalid(kind, "", [("fieldValidation", "FieldValueNotSupported", message)], "meta.k8s.io")
     return value == "Strict"
 
 

@@ -56,7 +56,8 @@ def delete_options(body: Any, request: web.Request | None) -> DeleteOptions:
         raise APIError(
             422,
             "Invalid",
-            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
+            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": '
+            'supported values: "Foreground", "Background", "Orphan", "nil"',
         )
     preconditions = options.get("preconditions") or {}
     if not isinstance(preconditions, dict):

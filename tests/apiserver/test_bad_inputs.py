@@ -114,3 +114,16 @@ def test_help_says_tls_on_every_address() -> None:
     text = " ".join(result.stdout.split())
     assert "HTTPS on every address, loopback included" in text
     assert "unless loopback" not in text
+
+
+def test_bad_field_validation_and_propagation_policy_get_kubes_422(api: ApiServerProcess) -> None:
+    status, body = api.request("POST", PODS + "?fieldValidation=Loose", {"metadata": {"name": "fv"}})
+    assert status == 422 and body["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loose": '
+        'supported values: "", "Ignore", "Strict", "Warn"'
+    )
+    status, body = api.request("DELETE", PODS + "/l1?propagationPolicy=Later")
+    assert status == 422 and body["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Later": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'
+    )
