@@ -37,7 +37,7 @@ def test_health_file_flips_devices_and_replicas(
     assert kubelet.manager.capacity()["example.com/accel"] == 4
     health_file.unlink()
     assert wait_until(lambda: all(health_of(kubelet.manager, "example.com/dongle").values()), 30)
-    assert wait_until(lambda: kubelet.manager.allocatable().get("example.com/accel") == 4, 1.0)
+    assert wait_until(lambda: kubelet.manager.allocatable().get("example.com/accel") == 4, 30)
 
 
 def test_listandwatch_sends_full_list_on_each_change(
@@ -85,9 +85,9 @@ def test_health_watcher_survives_an_exception_and_keeps_watching(
     backend.start(on_change)
     try:
         health_file.write_text("dongle-1\n")
-        assert wait_until(lambda: len(changes) == 1, 2.0)
+        assert wait_until(lambda: len(changes) == 1, 30)
         health_file.write_text("dongle-0\n")
-        assert changed.wait(5.0), "the watcher stopped after the exception"
+        assert changed.wait(30), "the watcher stopped after the exception"
         assert {d.id: d.healthy for d in backend.devices()} == {"dongle-0": False, "dongle-1": True}
         assert "static health watcher" in caplog.text and "first notification fails" in caplog.text
     finally:

@@ -18,7 +18,7 @@ from tests.deviceplugin.conftest import CONFIGS, Kubelet
 RESOURCES = ("example.com/dongle", "example.com/accel")
 
 
-def wait_registered(kubelet: Kubelet, timeout: float = 5.0) -> None:
+def wait_registered(kubelet: Kubelet, timeout: float = 30.0) -> None:
     for name in RESOURCES:
         assert kubelet.manager.wait_for_resource(name, timeout), f"{name} did not register"
 
@@ -129,7 +129,7 @@ def _connected(kubelet: Kubelet, name: str) -> bool:
     return any(r.name == name and r.connected for r in kubelet.manager.resources())
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     from tests.deviceplugin.support import wait_until
 
     return wait_until(predicate, timeout)
