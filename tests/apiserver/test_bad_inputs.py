@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from apiserver.handlers.httperrors import MAX_FIELD, MAX_HEADERS, MAX_LINE
-from tests.apiserver.support import REPO, ApiServerProcess
+from harness.apiserver import REPO, ApiServerProcess
 
 PODS = "/api/v1/namespaces/default/pods"
 

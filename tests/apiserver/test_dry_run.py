@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 NS = "/api/v1/namespaces/dry"
 PODS = NS + "/pods"

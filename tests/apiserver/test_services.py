@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.conftest import python_client
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 SERVICES = "/api/v1/namespaces/default/services"
 

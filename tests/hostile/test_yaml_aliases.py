@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from cli.up.apply import read_manifests
+from harness.apiserver import ApiServerProcess
 from kubenode import yamlload
 from kubenode.model import ValidationError
 from kubenode.model.documents import decode_objects
 from scheduler.simulate import read_cluster
-from tests.apiserver.support import ApiServerProcess
 
 # 9 anchors, each a list of 9 aliases of the one before: 9^9 strings once expanded.
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
