@@ -39,7 +39,10 @@ def test_kubectl_cluster_info_and_get_services(api: ApiServerProcess, tmp_path: 
     wide = kubectl.out("get", "services", "web", "-o", "wide").splitlines()
     assert wide[0].split()[-1] == "SELECTOR" and wide[1].split()[-1] == "app=web"
     assert "service/web" in kubectl.out("get", "all", "-o", "name")
-    kubectl.out("delete", "svc", "web", "edge")
+    kubectl.out("run", "exposed", "--image=busybox", "--labels=app=exposed")
+    assert "service/exposed exposed" in kubectl.out("expose", "pod", "exposed", "--port=80")
+    assert kubectl.out("get", "svc", "exposed", "-o", "jsonpath={.spec.selector.app}") == "exposed"
+    kubectl.out("delete", "svc", "web", "edge", "exposed")
     assert kubectl.out("get", "svc", "-o", "name").split() == ["service/kubernetes"]
 
 
