@@ -15,12 +15,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from apiserver.handlers.common import CONTEXT, METRICS, ApiContext, error_response, optional_module
 from apiserver.handlers.rest import dispatch
 from apiserver.request import request_info
 from apiserver.resources import SERVED
-from apiserver.status import APIError, internal, unavailable
+from apiserver.status import APIError, bad_request, internal, unavailable
 from apiserver.storage.log import StorageBroken
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,10 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     except StorageBroken as exc:
         code = 503
         return error_response(unavailable(str(exc)))
+    except (HttpProcessingError, RequestPayloadError) as exc:  # a body aiohttp could not read
+        code = 400  # (bad chunking, a Content-Encoding that does not decode)
+        reason = exc.message if isinstance(exc, HttpProcessingError) else " ".join(str(exc).split())
+        return error_response(bad_request(f"the request body could not be read: {reason}"))
     except web.HTTPException as exc:
         code = exc.status
         if exc.status == 404:

@@ -103,6 +103,17 @@ def test_malformed_http_gets_a_400_status(api: ApiServerProcess, request_bytes: 
     assert api.request("GET", "/readyz")[0] == 200  # and the server keeps serving
 
 
+def test_a_body_that_cannot_be_decoded_gets_a_400_status(api: ApiServerProcess) -> None:
+    body = b"not gzip at all"
+    request = (
+        f"POST {PODS} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {api.token}\r\n"
+        f"Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
+    status, _, reply = raw_exchange(api, request)
+    assert status == 400 and reply["reason"] == "BadRequest" and "content-encoding" in reply["message"]
+
+
 def test_help_says_tls_on_every_address() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "cli.main", "apiserver", "--help"],
