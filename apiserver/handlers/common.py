@@ -119,10 +119,8 @@ def _yaml(data: bytes) -> Any:
 
     from kubenode import yamlload
 
-    try:
-        return yamlload.load(
-            data
-        )  # anchors and aliases within go-yaml's budget, as kube-apiserver reads them
+    try:  # anchors and aliases within go-yaml's budget, as kube-apiserver reads them
+        return yamlload.load(data)
     except yaml.YAMLError as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
 
