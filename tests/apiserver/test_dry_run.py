@@ -59,6 +59,7 @@ def setup(api: ApiServerProcess) -> ApiServerProcess:
         "/api/v1/namespaces/dry/services",
         {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}},
     )
+    ok(api, "POST", NS + "/configmaps", {"metadata": {"name": "cm"}, "data": {"k": "v"}})
     return api
 
 
@@ -96,6 +97,9 @@ def dry_requests() -> list[tuple[str, str, object, dict[str, Any]]]:
         ("PATCH", "/api/v1/nodes/n1" + DRY, {"spec": {"unschedulable": True}}, {"content_type": MERGE}),
         ("PATCH", "/api/v1/namespaces/dry/services/s" + DRY, label, {"content_type": MERGE}),
         ("DELETE", "/api/v1/namespaces/dry/services/s" + DRY, None, {}),
+        ("POST", NS + "/secrets" + DRY, {"metadata": {"name": "sec"}, "stringData": {"k": "v"}}, {}),
+        ("PATCH", NS + "/configmaps/cm" + DRY, {"data": {"k": "w"}}, {"content_type": MERGE}),
+        ("DELETE", NS + "/configmaps/cm" + DRY, None, {}),
         ("DELETE", "/api/v1/nodes/n1" + DRY, None, {}),
         ("DELETE", "/api/v1/namespaces/dry" + DRY, None, {}),
     ]
@@ -115,6 +119,7 @@ def test_every_dry_run_answers_and_writes_nothing(setup: ApiServerProcess) -> No
     assert names == ["bound", "loose"]
     assert ok(api, "GET", PODS + "/bound") == bound  # no deletionTimestamp, no label, no node change
     assert "unschedulable" not in ok(api, "GET", "/api/v1/nodes/n1").get("spec", {})
+    assert ok(api, "GET", NS + "/configmaps/cm")["data"] == {"k": "v"}
 
 
 def test_dry_run_delete_answers_what_a_delete_would(setup: ApiServerProcess) -> None:
