@@ -14,6 +14,7 @@ from typing import Any
 
 from apiserver.printers_config import CONFIG_PRINTERS
 from apiserver.resources import ResourceInfo
+from apiserver.serviceprinter import SERVICE_COLUMNS, service_cells
 from apiserver.tablecells import (
     AGE,
     NAME,
@@ -317,6 +318,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("", "namespaces"): (NAMESPACE_COLUMNS, namespace_cells),
     ("coordination.k8s.io", "leases"): (LEASE_COLUMNS, lease_cells),
     **CONFIG_PRINTERS,
+    ("", "services"): (SERVICE_COLUMNS, service_cells),
 }
 
 

@@ -100,8 +100,21 @@ RUNTIMECLASSES = ResourceInfo(
     "node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", namespaced=False, verbs=ALL_VERBS
 )
 
+SERVICES = ResourceInfo(
+    "",
+    "v1",
+    "services",
+    "service",
+    "Service",
+    namespaced=True,
+    verbs=ALL_VERBS,
+    short_names=("svc",),
+    categories=("all",),
+    subresources=(SubresourceInfo("status", "Service", STATUS_VERBS),),
+)
+
 SERVED: tuple[ResourceInfo, ...] = (
-    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES,
+    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
 )  # fmt: skip
 
 # Not a stored resource: the legacy POST /api/v1/namespaces/{ns}/bindings (body names the pod).

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from kubenode import yamlload
 from kubenode.model.errors import ValidationError
 from kubenode.model.fields import Fields
 from kubenode.model.resources import (
@@ -251,7 +252,7 @@ def parse_configuration(data: Any, source: str) -> Configuration:
 
 def load_configuration(path: Path) -> Configuration:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlload.load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValidationError(str(path), "", f"cannot read profile: {exc}") from None
     return parse_configuration(data, str(path))

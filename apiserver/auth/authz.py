@@ -122,6 +122,7 @@ NODE_RULES = (
     rule("create", resources=("pods/eviction",)),
     rule("get list watch", resources=("namespaces",)),
     rule("get list watch", groups=("node.k8s.io",), resources=("runtimeclasses",)),
+    rule("get list watch", resources=("services",)),
 )
 GRAPH_RESOURCES = (
     "secrets",
