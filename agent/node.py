@@ -105,7 +105,7 @@ class NodeAgent(PodSyncer):
             pre_start=self._pre_start_devices,
             cgroup_pids=cgroups.pids,
             cgroup_oom_kills=cgroups.oom_kills,
-            security=SecurityPolicy(config.allow_privileged, config.state_dir / "seccomp"),
+            security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
         )
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self.evictions = EvictionManager(
