@@ -12,7 +12,7 @@ preferred}.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -77,7 +77,9 @@ def iterate_permutations(all_hints: Sequence[Sequence[TopologyHint]]) -> Iterato
     return product(*all_hints)
 
 
-Compare = Callable[[TopologyHint, TopologyHint], TopologyHint]
+# A hint in the merge's hot loop: (mask as an integer, or None for "any"; preferred). Merging is
+# exponential in the NUMA node count, so the loop works on integers, not on hint objects.
+Flat = tuple[int | None, bool]
 
 
 @dataclass
@@ -91,48 +93,88 @@ class HintMerger:
     def __post_init__(self) -> None:
         if self.best_non_preferred_affinity_count < 0:
             self.best_non_preferred_affinity_count = max_of_min_affinity_counts(self.hints)
+        self._closest = self.policy_name != SINGLE_NUMA_NODE and self.options.prefer_closest_numa
 
-    def compare_masks(self, current: TopologyHint, candidate: TopologyHint) -> TopologyHint:
-        """The fitter of two hints' masks: the narrower, or with prefer-closest-numa-nodes (not under
+    def _fitter_is_candidate(self, current: int, candidate: int) -> bool:
+        """The fitter of two masks: the narrower, or with prefer-closest-numa-nodes (not under
         single-numa-node) the closer; the current one on a tie."""
-        assert current.affinity is not None and candidate.affinity is not None
-        if candidate.affinity.is_equal(current.affinity):
-            return current
-        if self.policy_name != SINGLE_NUMA_NODE and self.options.prefer_closest_numa:
-            best = self.numa_info.closest(current.affinity, candidate.affinity)
-        else:
-            best = self.numa_info.narrowest(current.affinity, candidate.affinity)
-        return current if best.is_equal(current.affinity) else candidate
+        if candidate == current:
+            return False
+        if self._closest:
+            return self.numa_info.closest(BitMask(current), BitMask(candidate)).value == candidate
+        have, offered = current.bit_count(), candidate.bit_count()
+        return offered < have or (offered == have and candidate < current)
+
+    def _candidate_wins(self, current: tuple[int, bool] | None, candidate: tuple[int, bool]) -> bool:
+        """Whether a merged candidate replaces the best hint so far (kube's HintMerger.compare)."""
+        mask, preferred = candidate
+        if mask == 0:
+            return False
+        if current is None:
+            return True
+        best, best_preferred = current
+        if best_preferred != preferred:
+            return preferred
+        if best_preferred:
+            return self._fitter_is_candidate(best, mask)
+        # Both non-preferred: get as close as possible to, without exceeding, the target width.
+        target = self.best_non_preferred_affinity_count
+        have, offered = best.bit_count(), mask.bit_count()
+        if have > target:
+            return self._fitter_is_candidate(best, mask)
+        if have == target:
+            return offered == target and self._fitter_is_candidate(best, mask)
+        if offered > target:
+            return False
+        if offered == target:
+            return True
+        if offered != have:
+            return offered > have
+        return self._fitter_is_candidate(best, mask)
 
     def compare(self, current: TopologyHint | None, candidate: TopologyHint) -> TopologyHint | None:
         """Which of the best hint so far and a merged candidate to keep (kube's HintMerger.compare)."""
-        if candidate.affinity is None or candidate.affinity.count() == 0:
+        if candidate.affinity is None:
             return current
-        if current is None:
-            return candidate
-        if current.preferred != candidate.preferred:
-            return candidate if candidate.preferred else current
-        if current.preferred:
-            return self.compare_masks(current, candidate)
-        assert current.affinity is not None
-        # Both non-preferred: get as close as possible to, without exceeding, the target width.
-        target = self.best_non_preferred_affinity_count
-        have, offered = current.affinity.count(), candidate.affinity.count()
-        if have > target:
-            return self.compare_masks(current, candidate)
-        if have == target:
-            return self.compare_masks(current, candidate) if offered == target else current
-        if offered > target:
-            return current
-        if offered == target:
-            return candidate
-        if offered != have:
-            return candidate if offered > have else current
-        return self.compare_masks(current, candidate)
+        flat = (
+            None
+            if current is None or current.affinity is None
+            else (current.affinity.value, current.preferred)
+        )
+        return (
+            candidate
+            if self._candidate_wins(flat, (candidate.affinity.value, candidate.preferred))
+            else current
+        )
 
     def merge(self) -> TopologyHint:
-        default_affinity = self.numa_info.default_affinity()
-        best: TopologyHint | None = None
-        for permutation in iterate_permutations(self.hints):
-            best = self.compare(best, merge_permutation(default_affinity, permutation))
-        return best if best is not None else TopologyHint(default_affinity, False)
+        """The best of every permutation's merge (merge_permutation), kube's iteration order kept."""
+        default = self.numa_info.default_affinity().value
+        flat: list[list[Flat]] = [
+            [(None if h.affinity is None else h.affinity.value, h.preferred) for h in hints]
+            for hints in self.hints
+        ]
+        best: tuple[int, bool] | None = None
+
+        def walk(index: int, value: int, preferred: bool, first: int | None) -> None:
+            nonlocal best
+            if index == len(flat):
+                if self._candidate_wins(best, (value, preferred)):
+                    best = (value, preferred)
+                return
+            for mask, hint_preferred in flat[index]:
+                if mask is None:
+                    walk(index + 1, value, preferred and hint_preferred, first)
+                else:
+                    same = first is None or mask == first
+                    walk(
+                        index + 1,
+                        value & mask,
+                        preferred and hint_preferred and same,
+                        mask if first is None else first,
+                    )
+
+        walk(0, default, True, None)
+        if best is None:
+            return TopologyHint(BitMask(default), False)
+        return TopologyHint(BitMask(best[0]), best[1])
