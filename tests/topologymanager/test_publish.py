@@ -33,7 +33,7 @@ def test_topology_object_round_trips_through_the_schedulers_parser() -> None:
     assert (parsed.policy, parsed.scope, parsed.accounted) == (
         "single-numa-node",
         "pod",
-        {"ml/a", "default/b"},
+        frozenset({"ml/a", "default/b"}),
     )
     assert parsed.zones == (
         Zone("node-0", {CPU: 8}, {CPU: 4}),
