@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from agent.cm.topologymanager.hints import AdmitResult, HintProvider, TopologyHint
 from agent.cm.topologymanager.numainfo import NUMAInfo, NUMAInfoError, numa_info, sysfs_nodes
@@ -56,6 +57,27 @@ class TopologyManager:
 
     def remove_pod(self, pod_uid: str) -> None:
         self.scope.remove_pod(pod_uid)
+
+    def describe(self, pod_uid: str) -> dict[str, Any]:
+        """The pod's merges for the agent's /pods and `kubenode trace`: per merge unit, each resource's
+        hints ("no preference" for a resource without topology, [] when no placement is possible), the
+        merged affinity and whether it was admitted."""
+        decisions = []
+        for decision in self.decisions(pod_uid):
+            hints: dict[str, Any] = {}
+            for provider_hints in decision.hints:
+                for resource, resource_hints in sorted((provider_hints or {}).items()):
+                    shown = None if resource_hints is None else [str(h) for h in resource_hints]
+                    hints[resource] = "no preference" if shown is None else shown
+            decisions.append(
+                {
+                    "container": decision.container or "(pod)",
+                    "hints": hints,
+                    "merged": str(decision.merged),
+                    "admitted": decision.admitted,
+                }
+            )
+        return {"policy": self.policy_name, "scope": self.scope_name, "decisions": decisions}
 
 
 def new_manager(
