@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, KubeClient
 from kubenode.kubeclient.config import ClientConfig
-from kubenode.kubeclient.errors import KubeError, NotFound
+from kubenode.kubeclient.errors import Forbidden, KubeError, NotFound
 from kubenode.kubeclient.events import WARNING, EventRecorder
 from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig, LeaderElector
 from kubenode.model.objects import Pod
@@ -221,6 +221,9 @@ class LiveScheduler:
         except NotFound:
             self._serves_topologies = False
             log.info("the API serves no NodeResourceTopology: the NUMA filter stays idle")
+        except Forbidden as err:  # waiting for an informer that can never list would stop all scheduling
+            self._serves_topologies = False
+            log.warning("NodeResourceTopology may not be read (%s): the NUMA filter stays idle", err)
         except KubeError as err:  # the informer retries; scheduling waits for it
             log.warning("listing NodeResourceTopology: %s", err)
         if self._serves_topologies:
