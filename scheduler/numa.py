@@ -6,8 +6,9 @@ Topology Manager policy and scope, and the pods already accounted for (`kubenode
 `place(topology, pod)` replays what that node's Topology Manager would do with the pod: per merge
 unit (each container in the container scope, init containers first; the whole pod in the pod scope)
 and each resource the zones carry, the masks of zones whose available devices cover the request,
-preferred when as narrow as the allocatable devices allow; restricted admits only a mask preferred by
-every resource, single-numa-node only one such zone; best-effort and none always admit. The admitted
+preferred when as narrow as the node's devices (capacity: healthy or not, as the kubelet counts)
+allow; restricted admits only a mask preferred by every resource, single-numa-node only one such zone;
+best-effort and none always admit. The admitted
 unit's devices are taken from its mask (then from other zones), so the next unit sees them gone.
 It returns the topology after the pod, or the refusal ("cannot align container", as the plugin says).
 
@@ -58,6 +59,8 @@ class Zone:
     name: str
     allocatable: Mapping[str, int]
     available: Mapping[str, int]
+    # Every device, healthy or not: the kubelet measures "as narrow as possible" against these.
+    capacity: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def parse_node_topology(obj: Mapping[str, Any], where: str = "") -> NodeTopology
         here = f"{prefix}zones[{i}]"
         if not isinstance(zone, Mapping) or not zone.get("name"):
             raise TopologyError(f"{here}.name is required")
-        allocatable, available = {}, {}
+        allocatable, available, capacity = {}, {}, {}
         for j, res in enumerate(zone.get("resources") or []):
             if not isinstance(res, Mapping) or not res.get("name"):
                 raise TopologyError(f"{here}.resources[{j}].name is required")
@@ -121,9 +124,10 @@ def parse_node_topology(obj: Mapping[str, Any], where: str = "") -> NodeTopology
             try:
                 allocatable[rname] = to_amount(rname, res.get("allocatable", res.get("capacity", 0)))
                 available[rname] = to_amount(rname, res.get("available", res.get("allocatable", 0)))
+                capacity[rname] = to_amount(rname, res.get("capacity", res.get("allocatable", 0)))
             except QuantityError as err:
                 raise TopologyError(f"{here}.resources[{j}]: {err}") from None
-        zones.append(Zone(str(zone["name"]), allocatable, available))
+        zones.append(Zone(str(zone["name"]), allocatable, available, capacity))
     pods = attributes.get(PODS_ATTRIBUTE, "")
     accounted = frozenset(p for p in pods.split(",") if p)
     return NodeTopology(name, policy, scope, tuple(zones), accounted)
@@ -200,7 +204,10 @@ def _container_requests(container: Container) -> Mapping[str, int]:
 def place(topology: NodeTopology, pod: Pod) -> Placement:
     """What the node's Topology Manager would do with the pod (see the module docstring)."""
     resources = topology.resources
-    zones = _Zones([z.allocatable for z in topology.zones], [dict(z.available) for z in topology.zones])
+    zones = _Zones(
+        [z.allocatable if z.capacity is None else z.capacity for z in topology.zones],
+        [dict(z.available) for z in topology.zones],
+    )
     masks = _masks(len(topology.zones))
     if topology.scope == POD:
         units = [("pod", _zoned({**pod.requests, **pod.limits}, resources), True)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def test_parse_node_topology() -> None:
         "pod",
         frozenset({"a/b"}),
     )
-    assert parsed.zones == (Zone("node-0", {GPU: 2}, {GPU: 1}),)
+    assert parsed.zones == (Zone("node-0", {GPU: 2}, {GPU: 1}, {GPU: 2}),)
     legacy = nrt_object("n2")
     legacy["topologyPolicies"] = ["SingleNUMANodePodLevel"]
     assert (parse_node_topology(legacy).policy, parse_node_topology(legacy).scope) == (
@@ -94,6 +95,21 @@ def test_policies(policy: str, requests: dict[str, int], admitted: bool, widest:
     assert (placement.topology is not None, placement.widest) == (admitted, widest)
     if not admitted:
         assert placement.reason == "cannot align container"
+
+
+def test_narrowest_is_measured_on_every_device_healthy_or_not() -> None:
+    # Zone 0 has 2 GPUs but one is unhealthy: the node's hints still prefer single zones (the kubelet
+    # counts every device), so under restricted a 2-GPU pod needs both zones and is refused.
+    zones = (
+        Zone("node-0", {GPU: 1}, {GPU: 1}, {GPU: 2}),
+        Zone("node-1", {GPU: 1}, {GPU: 1}, {GPU: 1}),
+    )
+    node_topology = NodeTopology("n", "restricted", "container", zones)
+    assert place(node_topology, pod("p", {GPU: 2})).reason == "cannot align container"
+    healthy = NodeTopology(
+        "n", "restricted", "container", tuple(replace(z, capacity=z.allocatable) for z in zones)
+    )
+    assert place(healthy, pod("p", {GPU: 2})).widest == 2
 
 
 def test_container_scope_takes_devices_container_by_container() -> None:

@@ -36,6 +36,6 @@ def test_topology_object_round_trips_through_the_schedulers_parser() -> None:
         frozenset({"ml/a", "default/b"}),
     )
     assert parsed.zones == (
-        Zone("node-0", {CPU: 8}, {CPU: 4}),
-        Zone("node-1", {CPU: 8, GPU: 1}, {CPU: 8, GPU: 0}),
+        Zone("node-0", {CPU: 8}, {CPU: 4}, {CPU: 8}),
+        Zone("node-1", {CPU: 8, GPU: 1}, {CPU: 8, GPU: 0}, {CPU: 8, GPU: 2}),
     )
