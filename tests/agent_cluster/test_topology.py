@@ -1,6 +1,6 @@
-"""The Topology Manager end to end, through the API server: real agents with a device plugin serving a
-static resource on two NUMA nodes (example.com/dongle) and the CPU backend over a fake sysfs with two
-nodes (kubenode.io/cpu: CPU 0 on node 0, CPU 1 on node 1, this machine's two CPUs).
+"""The Topology Manager end to end, through the API server: real agents with a device plugin serving two
+static resources on two NUMA nodes (example.com/dongle, example.com/accel) and the CPU backend over a fake
+sysfs with two nodes (kubenode.io/cpu: CPU 0 on node 0, CPU 1 on node 1, this machine's two CPUs).
 
 - single-numa-node: an aligned pod gets its CPU and dongle from one node; a pod no single node can hold
   fails with TopologyAffinityError (kube's message and event) and holds nothing; `kubenode trace` shows
@@ -27,7 +27,7 @@ from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, NODES, PODS, KubeClient, NotFound
 from tests.agent_cluster.support import events_for, phase_is, pod_body, wait_until
 
-CPU, DONGLE = "kubenode.io/cpu", "example.com/dongle"
+CPU, DONGLE, ACCEL = "kubenode.io/cpu", "example.com/dongle", "example.com/accel"
 MESSAGE = "Resources cannot be allocated with Topology locality"
 
 
@@ -50,8 +50,10 @@ def agent_with_devices(
     policy: str,
     numa_of_cpu: dict[int, int],
     dongles: dict[str, int],
+    accels: dict[str, int] | None = None,
 ) -> AgentProcess:
-    """An agent whose plugin serves the CPUs of a fake sysfs and dongles on the given NUMA nodes."""
+    """An agent whose plugin serves the CPUs of a fake sysfs, and dongles (and accels) on the given NUMA
+    nodes."""
     sysfs = fake_sysfs(tmp / "sysfs", numa_of_cpu)
     agent = make_agent(settings={"topologyManagerPolicy": policy, "sysfsRoot": str(sysfs)})
     config = {
@@ -62,11 +64,15 @@ def agent_with_devices(
                 "backend": "cpu",
                 "cpu": {"unit": "thread", "reserved": "", "sysfsRoot": str(sysfs), "cdi": False},
             },
-            {
-                "name": DONGLE,
-                "backend": "static",
-                "static": {"devices": [{"id": d, "numa": n} for d, n in dongles.items()]},
-            },
+            *(
+                {
+                    "name": name,
+                    "backend": "static",
+                    "static": {"devices": [{"id": d, "numa": n} for d, n in ids.items()]},
+                }
+                for name, ids in ((DONGLE, dongles), (ACCEL, accels or {}))
+                if ids
+            ),
         ],
     }
     (tmp / "plugin.yaml").write_text(yaml.safe_dump(config))
@@ -79,13 +85,14 @@ def agent_with_devices(
     return agent
 
 
-def allocatable_ready(admin: KubeClient, node: str, cpus: int, dongles: int) -> bool:
+def allocatable_ready(admin: KubeClient, node: str, cpus: int, dongles: int, accels: int = 0) -> bool:
     allocatable = admin.get(NODES, node)["status"]["allocatable"]
-    return bool(allocatable.get(CPU) == str(cpus) and allocatable.get(DONGLE) == str(dongles))
+    want = {CPU: str(cpus), DONGLE: str(dongles), **({ACCEL: str(accels)} if accels else {})}
+    return all(allocatable.get(name) == amount for name, amount in want.items())
 
 
-def resources(cpu: int, dongle: int) -> dict[str, Any]:
-    amounts = {CPU: str(cpu), DONGLE: str(dongle)}
+def resources(cpu: int, dongle: int, accel: int = 0) -> dict[str, Any]:
+    amounts = {CPU: str(cpu), DONGLE: str(dongle), **({ACCEL: str(accel)} if accel else {})}
     return {"limits": amounts, "requests": amounts}
 
 
@@ -113,10 +120,12 @@ def available(nrt: dict[str, Any]) -> dict[str, dict[str, str]]:
 def test_single_numa_node_aligns_or_refuses(
     api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess], tmp_path: Path
 ) -> None:
-    agent = agent_with_devices(
-        make_agent, tmp_path, "single-numa-node", {0: 0, 1: 1}, {"dongle-0": 0, "dongle-1": 1}
+    two = {"dongle-0": 0, "dongle-1": 1}
+    accels = {"accel-0": 0, "accel-1": 1}
+    agent = agent_with_devices(make_agent, tmp_path, "single-numa-node", {0: 0, 1: 1}, two, accels)
+    wait_until(
+        lambda: allocatable_ready(admin, agent.node, 2, 2, 2), 30, "2 CPUs, dongles and accels allocatable"
     )
-    wait_until(lambda: allocatable_ready(admin, agent.node, 2, 2), 30, "2 CPUs and 2 dongles allocatable")
     nrt = wait_until(lambda: topology_of(admin, agent.node), 20, "the published NodeResourceTopology")
     attributes = {a["name"]: a["value"] for a in nrt["attributes"]}
     assert attributes["topologyManagerPolicy"] == "single-numa-node"
@@ -134,13 +143,13 @@ def test_single_numa_node_aligns_or_refuses(
     assert [(d["merged"], d["admitted"]) for d in refused] == [("{any not preferred}", False)]
     assert refused[0]["hints"][CPU] == ["{0,1 preferred}"]
 
-    # Nothing of it is held: the aligned pod gets a CPU and a dongle, both from one NUMA node.
+    # Nothing of it is held: the aligned pod gets a CPU, a dongle and an accel, all from one NUMA node.
     aligned = f"aligned-{agent.node}"
-    admin.create(PODS, pod_body(aligned, agent.node, resources=resources(1, 1)), "default")
+    admin.create(PODS, pod_body(aligned, agent.node, resources=resources(1, 1, 1)), "default")
     wait_until(lambda: phase_is(admin, aligned, "Running"), 30, "the aligned pod Running")
     devices = agent_view(agent, aligned)["kubenode"]["devices"]["main"]
-    cpu, dongle = devices[CPU][0], devices[DONGLE][0]
-    assert (cpu, dongle) in (("cpu0", "dongle-0"), ("cpu1", "dongle-1")), devices
+    cpu, dongle, accel = devices[CPU][0], devices[DONGLE][0], devices[ACCEL][0]
+    assert (cpu, dongle, accel) in (("cpu0", "dongle-0", "accel-0"), ("cpu1", "dongle-1", "accel-1")), devices
     decision = agent_view(agent, aligned)["kubenode"]["topology"]["decisions"][0]
     assert decision["admitted"] and decision["merged"] in ("{0 preferred}", "{1 preferred}")
     assert decision["hints"][CPU] == ["{0 preferred}", "{1 preferred}", "{0,1 not preferred}"]
@@ -149,12 +158,17 @@ def test_single_numa_node_aligns_or_refuses(
     used = "node-0" if other == "node-1" else "node-1"
     wait_until(
         lambda: (
-            available(topology_of(admin, agent.node) or {"zones": []}).get(used) == {CPU: "0", DONGLE: "0"}
+            available(topology_of(admin, agent.node) or {"zones": []}).get(used)
+            == {ACCEL: "0", CPU: "0", DONGLE: "0"}
         ),
         20,
         f"{used} taken in the published topology",
     )
-    assert available(topology_of(admin, agent.node) or {"zones": []})[other] == {CPU: "1", DONGLE: "1"}
+    assert available(topology_of(admin, agent.node) or {"zones": []})[other] == {
+        ACCEL: "1",
+        CPU: "1",
+        DONGLE: "1",
+    }
     # `kubenode trace` renders what the agent's /pods reports (its endpoint listens on loopback here, not on
     # the Node's address, so the test feeds the agent's view to the renderer directly).
     lines = topology_lines(agent_view(agent, aligned)["kubenode"]["topology"])
