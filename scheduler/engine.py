@@ -44,7 +44,7 @@ from scheduler.filters import (
     static_code,
 )
 from scheduler.numa import PLUGIN as NUMA_PLUGIN
-from scheduler.numa import NodeTopology, Placement, place
+from scheduler.numa import NodeTopology, Placement
 from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
 from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import NUMA, Configuration, Profile
@@ -151,16 +151,14 @@ class Scheduler:
             self.queue.move_all(helped)
             self.wakeup.notify_all()
 
-    def update_topology(self, topology: NodeTopology) -> None:
-        """A node published its NUMA zones: pods the NUMA filter turned down may fit now."""
+    def update_topology(self, topology: NodeTopology | None, name: str = "") -> None:
+        """A node published its NUMA zones (None: its object is gone): pods the NUMA filter turned down
+        may fit now."""
         with self.lock:
-            self.topologies.put(topology)
-            self.queue.move_all(lambda qp: NUMA_PLUGIN in qp.rejected_by)
-            self.wakeup.notify_all()
-
-    def remove_topology(self, name: str) -> None:
-        with self.lock:
-            self.topologies.remove(name)
+            if topology is None:
+                self.topologies.remove(name)
+            else:
+                self.topologies.put(topology)
             self.queue.move_all(lambda qp: NUMA_PLUGIN in qp.rejected_by)
             self.wakeup.notify_all()
 
@@ -217,11 +215,8 @@ class Scheduler:
         held = self.reserved_for(pod).get(slot, {})
         if NodeFree(table, slot, demand, held).shortfalls():
             return False
-        if not self.topologies.applies_to(pod):
-            return True
         name = table.node(slot).name
-        topology = self.topologies.effective_for(name, self._pods_on(name))
-        return topology is None or place(topology, pod).topology is not None
+        return self.topologies.admits(pod, name, lambda: self._pods_on(name))
 
     def _pods_on(self, node: str) -> list[Pod]:
         return [state.pod for state in self.cache.pods_on(node)]

@@ -15,7 +15,7 @@ Routing, as kube-scheduler's event handlers:
   scheduler can run beside kube-scheduler); delete -> engine.remove_pod, which drops a pod
   that was queued or in flight and frees what an assigned one held;
 - NodeResourceTopology objects: add/update -> engine.update_topology (which moves the pods the NUMA
-  filter turned down), delete or an object that does not parse -> engine.remove_topology;
+  filter turned down), delete or an object that does not parse -> engine.update_topology(None, name);
 - a pod of ours that fails to parse gets one Warning FailedScheduling event naming the field
   (again only if its object changes) and never enters the queue, so it is not retried in a
   loop; an update that fixes it lets it in.
@@ -187,7 +187,7 @@ class EventRouter:
     def topology_added(self, topology: NodeTopology | BadObject) -> None:
         if isinstance(topology, BadObject):
             log.warning("NodeResourceTopology %s ignored: %s", topology.name, topology.message)
-            self.engine.remove_topology(topology.name)
+            self.engine.update_topology(None, topology.name)
             return
         self.engine.update_topology(topology)
 
@@ -195,7 +195,9 @@ class EventRouter:
         self.topology_added(new)
 
     def topology_deleted(self, topology: NodeTopology | BadObject) -> None:
-        self.engine.remove_topology(topology.node if isinstance(topology, NodeTopology) else topology.name)
+        self.engine.update_topology(
+            None, topology.node if isinstance(topology, NodeTopology) else topology.name
+        )
 
     # --- pods -------------------------------------------------------------------------
     def pod_added(self, pod: Pod | BadObject) -> None:

@@ -44,6 +44,13 @@ class TopologyStore:
     def applies_to(self, pod: Pod) -> bool:
         return bool(self.topologies) and requests_zoned(pod, self.resources)
 
+    def admits(self, pod: Pod, node: str, pods_on: Callable[[], Iterable[Pod]]) -> bool:
+        """Whether the node's Topology Manager would take the pod now (True without a topology)."""
+        if not self.applies_to(pod):
+            return True
+        topology = self.effective_for(node, pods_on())
+        return topology is None or place(topology, pod).topology is not None
+
     def effective_for(self, node: str, pods: Iterable[Pod]) -> NodeTopology | None:
         topology = self.topologies.get(node)
         if topology is None:
