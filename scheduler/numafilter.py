@@ -25,7 +25,8 @@ Int64Array = npt.NDArray[np.int64]
 class TopologyStore:
     def __init__(self) -> None:
         self.topologies: dict[str, NodeTopology] = {}
-        self._effective: dict[str, tuple[tuple[int, frozenset[str]], NodeTopology]] = {}
+        # node -> (the published topology, the pods replayed on it, the result): reused while both hold
+        self._effective: dict[str, tuple[NodeTopology, frozenset[str], NodeTopology]] = {}
         self.resources: frozenset[str] = frozenset()
 
     def put(self, topology: NodeTopology) -> NodeTopology | None:
@@ -35,6 +36,7 @@ class TopologyStore:
         return old
 
     def remove(self, node: str) -> None:
+        self._effective.pop(node, None)
         if self.topologies.pop(node, None) is not None:
             self._changed()
 
@@ -58,12 +60,12 @@ class TopologyStore:
         pending = [
             p for p in pods if p.key not in topology.accounted and requests_zoned(p, topology.resources)
         ]
-        signature = (id(topology), frozenset(p.key for p in pending))
+        keys = frozenset(p.key for p in pending)
         cached = self._effective.get(node)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
+        if cached is not None and cached[0] is topology and cached[1] == keys:
+            return cached[2]
         result = effective(topology, pending)
-        self._effective[node] = (signature, result)
+        self._effective[node] = (topology, keys, result)
         return result
 
 
