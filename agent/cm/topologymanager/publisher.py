@@ -3,7 +3,8 @@
 A thread builds the object from the device manager (every device with its health and NUMA node, what
 every container holds) and the Topology Manager's policy and scope, and creates it or replaces it in
 the API whenever it differs from what was last written; it then waits for the device manager's next
-change (registration, health, an allocation or a freed pod) or `interval` seconds. Failures are
+change (registration, health, an allocation or a freed pod) or `interval` seconds (which also bounds
+how long `stop` waits for it). Failures are
 logged and retried on the next round; the scheduler (scheduler/numa.py) reads the object.
 """
 
@@ -31,7 +32,7 @@ class TopologyPublisher:
         scope: str,
         sysfs_root: str,
         *,
-        interval: float = 5.0,
+        interval: float = 1.0,
     ) -> None:
         self.client = client
         self.node_name = node_name
