@@ -4,8 +4,8 @@ A thread builds the object from the device manager (every device with its health
 every container holds) and the Topology Manager's policy and scope, and creates it or replaces it in
 the API whenever it differs from what was last written; it then waits for the device manager's next
 change (registration, health, an allocation or a freed pod) or `interval` seconds (which also bounds
-how long `stop` waits for it). Failures are
-logged and retried on the next round; the scheduler (scheduler/numa.py) reads the object.
+how long `stop` waits for it). Failures are logged and retried on the next round; the scheduler
+(scheduler/numa.py) reads the object.
 """
 
 from __future__ import annotations
