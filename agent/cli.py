@@ -73,6 +73,16 @@ def register(subparsers: Any) -> None:
         choices=["true", "false"],
         help="whether containers may run privileged: true (the default, as the kubelet's) or false",
     )
+    topology = parser.add_argument_group("Topology Manager (the kubelet's; see docs/topology.md)")
+    topology.add_argument(
+        "--topology-manager-policy",
+        help="none (default), best-effort, restricted or single-numa-node",
+    )
+    topology.add_argument("--topology-manager-scope", help="container (default) or pod")
+    topology.add_argument(
+        "--topology-manager-policy-options",
+        help="key=value,...: prefer-closest-numa-nodes=true, max-allowable-numa-nodes=N",
+    )
     cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
     cluster.add_argument(
         "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
@@ -197,6 +207,9 @@ def _config(args: argparse.Namespace) -> Any:
         "eviction_pressure_transition_period": args.eviction_pressure_transition_period,
         "eviction_max_pod_grace_period": args.eviction_max_pod_grace_period,
         "container_log_max_files": args.container_log_max_files,
+        "topology_manager_policy": args.topology_manager_policy,
+        "topology_manager_scope": args.topology_manager_scope,
+        "topology_manager_policy_options": args.topology_manager_policy_options,
     }
     for name, value in overrides.items():
         if value is not None:

@@ -37,6 +37,7 @@ from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManager
+from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
 from agent.eviction.manager import EvictionManager, PodUsage
 from agent.eviction.podusage import pod_usage, reclaim_dead_logs
@@ -92,6 +93,13 @@ class NodeAgent(PodSyncer):
         self.config = config
         self.cgroups = cgroups
         self.devices = devices
+        self.topology = topology_manager_for(
+            config.topology_manager_policy,
+            config.topology_manager_scope,
+            config.topology_manager_policy_options,
+            str(config.sysfs_root),
+            devices,
+        )
         self.sources = list(sources)
         self._clock = clock
         self._base_allocatable = dict(allocatable or host_allocatable(config.max_pods))
@@ -392,6 +400,9 @@ class NodeAgent(PodSyncer):
             pod_json(view, self.limits_of(view.record.uid) if view.record.cgroup else {})
             for view in self.pods()
         ]
+        if self.topology is not None:  # what the Topology Manager saw and chose, for `kubenode trace`
+            for item in items:
+                item["kubenode"]["topology"] = self.topology.describe(item["metadata"]["uid"])
         return {
             "kind": "PodList",
             "apiVersion": "v1",

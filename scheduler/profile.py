@@ -37,9 +37,11 @@ FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
 AFFINITY = "NodeAffinity"
 TAINTS = "TaintToleration"
+NUMA = "NodeResourceTopologyMatch"  # kubenode's NUMA-aware plugin (scheduler/numa.py)
 
-# kube-scheduler's default score plugins and weights (apis/config/v1/default_plugins.go).
-DEFAULT_WEIGHTS: Mapping[str, int] = {TAINTS: 3, AFFINITY: 2, FIT: 1, BALANCED: 1}
+# kube-scheduler's default score plugins and weights (apis/config/v1/default_plugins.go), and kubenode's
+# NodeResourceTopologyMatch (it scores only pods asking for resources that nodes publish per NUMA zone).
+DEFAULT_WEIGHTS: Mapping[str, int] = {TAINTS: 3, AFFINITY: 2, FIT: 1, BALANCED: 1, NUMA: 1}
 # Default score plugins kubenode has no inputs for (no images, topology spread or
 # inter-pod affinity): they may be disabled in a profile but not enabled.
 UNSUPPORTED_SCORE_PLUGINS = frozenset(

@@ -3,7 +3,9 @@
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
 `nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
 `listen`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`, `resyncInterval`,
-`manifestRescanInterval`.
+`manifestRescanInterval`, and the kubelet's `topologyManagerPolicy`, `topologyManagerScope`,
+`topologyManagerPolicyOptions` (with `sysfsRoot`, where the NUMA nodes and their distances are read; a
+fake tree works too).
 Unknown keys are an error naming the file and the key.
 """
 
@@ -88,6 +90,11 @@ class AgentConfig:
     eviction_monitoring_period: float = 10.0
     # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
     allow_privileged: bool = True
+    # The kubelet's Topology Manager (agent/cm/topologymanager): none keeps allocation unaligned, as before.
+    topology_manager_policy: str = "none"
+    topology_manager_scope: str = "container"
+    topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    sysfs_root: Path = Path("/sys")
 
     @property
     def joins_cluster(self) -> bool:
@@ -151,6 +158,51 @@ class AgentConfig:
             raw = getattr(self, key)
             parse_reserved(raw, source, _camel(key))
             setattr(self, key, dict(raw) if isinstance(raw, dict) else _pairs_text(raw))
+        self._validate_topology(source)
+
+    def _validate_topology(self, source: str) -> None:
+        """The kubelet's NewManager checks, this machine's NUMA nodes included (a policy other than none
+        on more nodes than max-allowable-numa-nodes is refused, as the kubelet refuses to start)."""
+        from agent.cm.topologymanager import (
+            POLICIES,
+            SCOPES,
+            TopologyManagerError,
+            new_manager,
+            parse_options_text,
+            parse_policy_options,
+        )
+        from agent.cm.topologymanager.options import PolicyOptionError
+
+        if self.topology_manager_policy not in POLICIES:
+            raise ValidationError(
+                source,
+                "topologyManagerPolicy",
+                f'unknown policy: "{self.topology_manager_policy}" (known: {", ".join(POLICIES)})',
+            )
+        if self.topology_manager_scope not in SCOPES:
+            raise ValidationError(
+                source,
+                "topologyManagerScope",
+                f'unknown scope: "{self.topology_manager_scope}" (known: {", ".join(SCOPES)})',
+            )
+        options = self.topology_manager_policy_options
+        try:
+            if not isinstance(options, dict):
+                options = parse_options_text(str(options or ""))
+            self.topology_manager_policy_options = {str(k): str(v) for k, v in options.items()}
+            parse_policy_options(self.topology_manager_policy_options)
+        except PolicyOptionError as exc:
+            raise ValidationError(source, "topologyManagerPolicyOptions", str(exc)) from None
+        self.sysfs_root = Path(self.sysfs_root or "/sys")
+        try:
+            new_manager(
+                self.topology_manager_policy,
+                self.topology_manager_scope,
+                self.topology_manager_policy_options,
+                sysfs_root=self.sysfs_root,
+            )
+        except TopologyManagerError as exc:
+            raise ValidationError(source, "topologyManagerPolicy", str(exc)) from None
 
 
 def describe_config_error(exc: ValidationError) -> str:
@@ -190,7 +242,7 @@ def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
     if name.startswith("eviction_") and isinstance(value, dict):
         return value  # thresholds as a mapping, as the kubelet's config file writes them
-    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig"):
+    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root"):
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None

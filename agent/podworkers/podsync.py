@@ -170,6 +170,8 @@ class PodSyncer(PodManager):
         self.cgroups.destroy(pod.uid)
         if self.devices is not None:
             self.devices.free_pod(pod.uid)
+        if self.topology is not None:
+            self.topology.remove_pod(pod.uid)
         if self.cpu_pool.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)

@@ -8,11 +8,13 @@ from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStra
 from apiserver.registry.pods import PodStrategy
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
 from apiserver.registry.services import ServiceStrategy
+from apiserver.registry.topology import NodeResourceTopologyStrategy
 from apiserver.resources import (
     CONFIGMAPS,
     EVENTS,
     LEASES,
     NAMESPACES,
+    NODE_RESOURCE_TOPOLOGIES,
     NODES,
     PODS,
     RUNTIMECLASSES,
@@ -33,6 +35,7 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "secrets": SecretStrategy(SECRETS, clock),
         "runtimeclasses": RuntimeClassStrategy(RUNTIMECLASSES, clock),
         "services": ServiceStrategy(SERVICES, clock),
+        "noderesourcetopologies": NodeResourceTopologyStrategy(NODE_RESOURCE_TOPOLOGIES, clock),
     }
 
 
