@@ -138,6 +138,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
 
     metrics = AgentMetrics(config.node_name, agent.pods)
     agent.observers.append(metrics.pod_synced)
+    agent.prober.count = metrics.probe_counted
     if devices is not None:
         devices.add_listener(metrics.device_event)
     server = None

@@ -5,7 +5,7 @@ and makes the client and the API pod source, which the agent gets as a second so
 to the manifest directory. `attach(agent, devices, metrics)` then adds, on top of that
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
-(agent/status/statusmanager.py, told of every sync), mirror pods for the static pods
+(agent/status/statusmanager.py, told of every sync), the prober's events, mirror pods for the static pods
 (agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
 (agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
 in reverse.
@@ -26,8 +26,8 @@ from agent.lifecycle.admission import host_allocatable
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient, KubeConfigError
 from kubenode.kubeclient import config as kubeconfig
-from kubenode.kubeclient.events import EventRecorder
-from kubenode.model import ValidationError
+from kubenode.kubeclient.events import EventRecorder, ObjectReference
+from kubenode.model import Pod, ValidationError
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent, DeviceManager
@@ -109,6 +109,7 @@ class ClusterMembership:
         self.source.on_mirrors = self.mirrors.mirrors_seen
         self.mirrors.on_mirrors_changed = self.status.resync
         agent.observers.append(self.status.pod_synced)
+        agent.prober.events = self._probe_event
         if devices is not None:
             devices.add_listener(self._device_changed)
             from agent.cm.topologymanager.publisher import TopologyPublisher
@@ -121,6 +122,13 @@ class ClusterMembership:
                 config.topology_manager_scope,
                 str(config.sysfs_root),
             )
+
+    def _probe_event(self, pod: Pod, container: str, kind: str, reason: str, message: str) -> None:
+        """The prober's events (Unhealthy, ProbeWarning, Killing) about one container, as the kubelet's."""
+        ref = ObjectReference(
+            "Pod", pod.name, pod.namespace, pod.uid, "v1", f"spec.containers{{{container}}}"
+        )
+        self.recorder.event(ref, kind, reason, message)
 
     def _device_changed(self, event: DeviceEvent) -> None:
         if event.kind != "allocated" and self.reporter is not None:

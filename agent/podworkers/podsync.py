@@ -7,7 +7,7 @@ the exclusive CPUs the CPU plugin returned in KUBENODE_CPUSET claimed in the CPU
 other pods' cpusets rewritten) -> the QoS tiers updated for a new pod -> the pod cgroup
 ensured with its cpuset -> the containers started or restarted by the process runtime.
 `sync_terminating_pod`: SIGTERM, the grace period, SIGKILL, the final phase.
-`sync_terminated_pod`: the pod cgroup removed, devices and CPUs freed, the record dropped
+`sync_terminated_pod`: the probes stopped, the pod cgroup removed, devices and CPUs freed, the record dropped
 unless a source still wants the pod.
 
 `PodSyncer` is NodeAgent's second part (after agent/pod/podmanager.py; agent/node.py owns the state).
@@ -28,6 +28,8 @@ from agent.pod.podmanager import PodManager
 from agent.pod.podrecord import PodRecord
 from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
 from agent.podworkers.workers import TERMINAL_PHASES
+from agent.prober.containers import unhealthy_containers
+from agent.prober.manager import ProbeManager
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from kubenode.model import Container, Pod
 from kubenode.model.resources import is_extended_resource_name
@@ -47,6 +49,7 @@ class PodSyncer(PodManager):
     cgroups: PodCgroups
     runtime: ProcessRuntime
     cpu_pool: CPUPool
+    prober: ProbeManager
     _qos_lock: threading.Lock
 
     def _record(self, pod: Pod) -> PodRecord:
@@ -102,12 +105,22 @@ class PodSyncer(PodManager):
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
             return SyncResult()
+        self._kill_unhealthy(pod, record)
         hint = self.runtime.sync_containers(
             pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled
         )
+        self.prober.add_pod(pod)
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         return SyncResult(requeue_after=hint)
+
+    def _kill_unhealthy(self, pod: Pod, record: PodRecord) -> None:
+        """The kubelet's computePodActions for probes: a container whose liveness or startup probe failed is
+        killed (Killing event, the probe's grace or the pod's); sync_containers then restarts it."""
+        for unhealthy in unhealthy_containers(self.prober, pod, record):
+            log.info("pod %s: %s", pod.key, unhealthy.message)
+            self.prober.event(pod, unhealthy.container, "Normal", "Killing", unhealthy.message)
+            self.runtime.kill_container(record, unhealthy.container, unhealthy.grace)
 
     def _pre_start_devices(self, pod_uid: str, container: str) -> None:
         """PreStartContainer for the container's devices where their plugin asks for it."""
@@ -175,6 +188,7 @@ class PodSyncer(PodManager):
         if self.cpu_pool.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
+        self.prober.remove_pod(pod.uid)
         with self._lock:
             wanted = pod.uid in self._desired
             if not wanted:
