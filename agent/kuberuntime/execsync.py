@@ -2,9 +2,10 @@
 
 The kubelet asks the runtime's ExecSync for exec probes (and `kubectl exec` uses the same
 placement). For a process "container" that means: the command runs as a container process
-would (`processes.spawn`'s placement): in the pod cgroup in every hierarchy before it execs (so
-it is limited and pinned like the pod), with the container's environment and working directory
-(`envvars.container_env`), in a session of its own. It carries no container identity stamp, so
+would: in the pod cgroup in every hierarchy before it execs (so it is limited and pinned like
+the pod; `processes.popen_in_cgroup` through /bin/sh, so the agent never forks itself), with
+the container's environment and working directory (`envvars.container_env`), in a session of
+its own. It carries no container identity stamp, so
 the runtime's reconcile never takes it for a copy of the container. At `timeout` the whole
 session is SIGKILLed and the result says it timed out. Output (stdout and stderr interleaved)
 is kept up to `max_output` bytes, as the kubelet keeps 10 KiB of a probe's output; the rest is read and
@@ -55,7 +56,7 @@ def exec_in_container(
     argv = [expand(part, env) for part in command]
     if container.working_dir and not os.path.isdir(container.working_dir):
         raise ProcessStartError(f"workingDir {container.working_dir!r} does not exist")
-    proc = popen_in_cgroup(argv, env, container.working_dir, procs_files, subprocess.PIPE)
+    proc = popen_in_cgroup(argv, env, container.working_dir, procs_files, subprocess.PIPE, through_shell=True)
     output, timed_out = _read_bounded(proc, timeout, max_output)
     if timed_out:
         kill_session(proc.pid)
