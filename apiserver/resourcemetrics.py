@@ -128,11 +128,12 @@ class ResourceMetrics:
         self._previous: dict[str, tuple[float, dict[tuple[str, Labels], Sample]]] = {}
         self._result: dict[str, NodeUsage] = {}
         self._result_at = 0.0
+        self._asked: set[str] = set()  # the nodes the last result was scraped from (failed ones included)
 
     async def current(self, endpoints: Mapping[str, str]) -> dict[str, NodeUsage]:
         """Usage by node name for the nodes in `endpoints` (node name -> host:port)."""
         async with self._lock:
-            if self._clock() - self._result_at < FRESH_S and set(endpoints) <= set(self._result):
+            if self._clock() - self._result_at < FRESH_S and set(endpoints) <= self._asked:
                 return {n: u for n, u in self._result.items() if n in endpoints}
             scraped = await self._scrape_all(endpoints)
             first_time = [n for n in scraped if n not in self._previous]
@@ -150,7 +151,7 @@ class ResourceMetrics:
                 self._previous[node] = (at, samples)
             for gone in set(self._previous) - set(endpoints):
                 del self._previous[gone]
-            self._result, self._result_at = result, self._clock()
+            self._result, self._result_at, self._asked = result, self._clock(), set(endpoints)
             return result
 
     async def _scrape_all(
