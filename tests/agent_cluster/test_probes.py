@@ -130,3 +130,21 @@ def test_a_probe_on_an_undeclared_port_name_errors_and_the_agent_serves_on(
     assert condition(pod_status(admin, "neighbour"), "Ready")["status"] == "True"
     for name in ("noport", "neighbour"):
         admin.delete(PODS, name, "default", grace_period_seconds=0)
+
+
+def test_an_agent_restart_probes_adopted_containers_again_and_a_deleted_pod_is_not_probed(
+    node: AgentProcess, admin: KubeClient
+) -> None:
+    body = pod_body("adopted", node.node)
+    body["spec"]["containers"][0]["readinessProbe"] = {"exec": {"command": ["true"]}, "periodSeconds": 1}
+    admin.create(PODS, body, "default")
+    wait_until(lambda: condition(pod_status(admin, "adopted"), "Ready").get("status") == "True", 20, "Ready")
+    node.kill()
+    node.start()
+    series = 'pod="adopted"'
+    wait_until(lambda: series in node.metrics(), 20, "the adopted container probed by the new agent")
+    status = pod_status(admin, "adopted")
+    assert status["containerStatuses"][0]["restartCount"] == 0  # adopted, not restarted
+    wait_until(lambda: condition(pod_status(admin, "adopted"), "Ready").get("status") == "True", 20, "Ready")
+    admin.delete(PODS, "adopted", "default")
+    wait_until(lambda: series not in node.metrics(), 30, "the deleted pod's probe series gone")
