@@ -122,8 +122,9 @@ class ProbeManager:
             self._count(worker, None)
 
     def probe_count(self) -> int:
+        """Probes still scheduled (a stopped one is kept, unscheduled, for its last result)."""
         with self._lock:
-            return len(self._workers)
+            return sum(not w.stopped for w in self._workers.values())
 
     # ----- what the status and the runtime ask ------------------------------------------------------
 
@@ -169,8 +170,8 @@ class ProbeManager:
             while self._heap and self._heap[0][0] <= now:
                 at, _, key = heapq.heappop(self._heap)
                 worker = self._workers.get(key)
-                if worker is None:
-                    continue  # removed meanwhile
+                if worker is None or worker.stopped:
+                    continue  # removed or stopped meanwhile
                 period = worker.spec.period
                 heapq.heappush(self._heap, (max(at + period, now), next(self._seq), key))
                 if not worker.in_flight:
@@ -191,14 +192,13 @@ class ProbeManager:
             verdict = worker.prepare(view, started, now)
             changed = worker.result != before
             if verdict == Verdict.STOP:
-                self._workers.pop(spec.key, None)
-                self._by_pod.get(spec.pod_uid, set()).discard(spec.key)
+                # Unscheduled but kept until remove_pod: its last result (not ready) stays the container's,
+                # where a missing worker would read as "no probe", that is ready.
+                worker.stopped = True
             elif verdict == Verdict.RUN:
                 worker.in_flight = True
         if changed and spec.kind != ProbeType.LIVENESS:
             self.on_change(spec.pod_uid)
-        if verdict == Verdict.STOP:
-            self._count(worker, None)
         if verdict != Verdict.RUN:
             return
         executor = self._executor

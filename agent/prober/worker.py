@@ -27,7 +27,7 @@ from kubenode.model import Pod
 class Verdict(enum.Enum):
     RUN = "run"  # run the probe now
     SKIP = "skip"  # nothing to do this tick
-    STOP = "stop"  # the worker is done: remove it
+    STOP = "stop"  # the worker is done: the manager stops scheduling it (its result stays)
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class ProbeWorker:
         self.last_result: bool | None = None
         self.result_run = 0
         self.in_flight = False
+        self.stopped = False  # the manager no longer schedules it
 
     def prepare(self, view: ContainerView | None, started: bool, now: float) -> Verdict:
         kind = self.spec.kind

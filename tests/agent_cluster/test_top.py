@@ -94,6 +94,9 @@ def test_kubectl_top_node_and_pod(node: AgentProcess, burner: str) -> None:
         kubectl(node, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/burner").stdout
     )
     assert raw["kind"] == "PodMetrics" and raw["containers"][0]["usage"]["cpu"].endswith("n")
+    table = kubectl(node, "get", "podmetrics.metrics.k8s.io", "burner")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.split()[:5] == ["NAME", "CPU", "MEMORY", "WINDOW", "burner"]
     missing = kubectl(node, "top", "pod", "no-such-pod")
     assert missing.returncode != 0
     assert 'podmetrics.metrics.k8s.io "default/no-such-pod" not found' in missing.stderr

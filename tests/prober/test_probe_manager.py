@@ -147,6 +147,7 @@ def test_liveness_failure_holds_until_the_container_is_replaced() -> None:
 
 
 def test_a_stopped_container_is_not_ready_and_never_means_the_worker_stops() -> None:
+    # (A deleting pod's readiness probe stops the same way: not ready until the pod is gone.)
     world = World({"readinessProbe": exec_probe()})
     world.tick()
     assert world.status() == (True, True)
@@ -154,7 +155,10 @@ def test_a_stopped_container_is_not_ready_and_never_means_the_worker_stops() -> 
     world.tick(1)
     assert world.status() == (False, False)
     assert world.manager.probe_count() == 0
-    assert world.counted[-1] == ("Readiness", None)  # its series dropped
+    world.tick(1)
+    assert world.status() == (False, False)  # a stopped probe keeps its last result
+    world.manager.remove_pod("uid-1")
+    assert world.counted[-1] == ("Readiness", None)  # its series dropped with the pod
 
 
 def test_an_undeclared_port_name_errors_with_its_name_and_changes_nothing() -> None:
@@ -177,3 +181,16 @@ def test_removed_pods_are_never_probed_again() -> None:
         world.tick(1)
     assert len([c for c in world.counted if c[1] is not None]) == probes
     assert world.manager.probe_count() == 0 and world.manager._heap == []
+
+
+def test_a_deleting_pod_is_not_ready_while_liveness_goes_on() -> None:
+    world = World({"readinessProbe": exec_probe(), "livenessProbe": exec_probe()})
+    world.tick()
+    assert world.status() == (True, True)
+    world.view = ContainerView("1:100", True, world.now, pod_deleting=True)
+    world.tick(1)
+    assert world.status() == (True, False)
+    liveness = len([c for c in world.counted if c[0] == "Liveness"])
+    world.tick(1)
+    assert world.status() == (True, False)
+    assert len([c for c in world.counted if c[0] == "Liveness"]) == liveness + 1
