@@ -375,7 +375,7 @@ class NodeAgent(PodSyncer):
             return container_view(self._desired.get(uid), self._records.get(uid), container)
 
     def _probe_exec(self, pod: Pod, container: str) -> ExecRunner:
-        return exec_runner(pod, container, self.cgroups.procs_files, self.host)
+        return exec_runner(pod, container, self.cgroups.procs_files, self.host, self.runtime.security)
 
     def _probe_unhealthy(self, uid: str) -> None:
         with self._lock:

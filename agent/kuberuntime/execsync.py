@@ -2,14 +2,14 @@
 
 The kubelet asks the runtime's ExecSync for exec probes (and `kubectl exec` uses the same
 placement). For a process "container" that means: the command runs as a container process
-would: in the pod cgroup in every hierarchy before it execs (so it is limited and pinned like
-the pod; `processes.popen_in_cgroup` through /bin/sh, so the agent never forks itself), with
-the container's environment and working directory (`envvars.container_env`), in a session of
-its own. It carries no container identity stamp, so
-the runtime's reconcile never takes it for a copy of the container. At `timeout` the whole
-session is SIGKILLed and the result says it timed out. Output (stdout and stderr interleaved)
-is kept up to `max_output` bytes, as the kubelet keeps 10 KiB of a probe's output; the rest is read and
-dropped, so a command that writes without end costs no memory.
+would (`processes.popen_in_cgroup`): in the pod cgroup in every hierarchy before it execs (so
+it is limited and pinned like the pod), with the container's securityContext applied (user,
+groups, capabilities, seccomp, no_new_privs: `securitycontext.process_security`), with the
+container's environment and working directory (`envvars.container_env`), in a session of its own.
+It carries no container identity stamp, so the runtime's reconcile never takes it for a copy of the
+container. At `timeout` the whole session is SIGKILLed and the result says it timed out. Output
+(stdout and stderr interleaved) is kept up to `max_output` bytes, as the kubelet keeps 10 KiB of a
+probe's output; the rest is read and dropped, so a command that writes without end costs no memory.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from agent.kuberuntime.envvars import HostInfo, container_env, expand
 from agent.kuberuntime.processes import IDENTITY_ENV, ProcessStartError, kill_session, popen_in_cgroup
+from agent.kuberuntime.securitycontext import ProcessSecurity
 from kubenode.model import Container, Pod
 
 MAX_OUTPUT_BYTES = 10 * 1024  # the kubelet's maxReadLength for probe output
@@ -44,6 +45,7 @@ def exec_in_container(
     *,
     timeout: float,
     device_env: Mapping[str, str] | None = None,
+    security: ProcessSecurity | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
 ) -> ExecResult:
     """Run `command` in the container's place and wait at most `timeout` seconds.
@@ -56,7 +58,7 @@ def exec_in_container(
     argv = [expand(part, env) for part in command]
     if container.working_dir and not os.path.isdir(container.working_dir):
         raise ProcessStartError(f"workingDir {container.working_dir!r} does not exist")
-    proc = popen_in_cgroup(argv, env, container.working_dir, procs_files, subprocess.PIPE, through_shell=True)
+    proc = popen_in_cgroup(argv, env, container.working_dir, procs_files, subprocess.PIPE, security=security)
     output, timed_out = _read_bounded(proc, timeout, max_output)
     if timed_out:
         kill_session(proc.pid)

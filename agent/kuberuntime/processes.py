@@ -211,23 +211,11 @@ def popen_in_cgroup(
     stdout: Any,
     *,
     security: ProcessSecurity | None = None,
-    through_shell: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start argv in a session of its own, placed in the pod cgroup (every hierarchy) and down to the
     container's privileges before it execs; stderr goes with stdout. Raises ProcessStartError saying why it
-    could not start.
-
-    By default the child joins the cgroup between fork and exec (preexec_fn). That makes Python fork the
-    whole agent under its lock, which is fine for a container start but costs milliseconds of the agent's
-    CPU each time; `through_shell` (for the frequent short commands of exec probes) lets it vfork /bin/sh
-    instead, which writes its own pid into the cgroup files and then execs argv in place, so argv still
-    never runs outside the pod cgroup. A command that cannot be run then exits 127 with the shell's
-    message, as `sh -c` would. With a `security` to apply the fork path is taken whatever `through_shell`
-    says: privileges can only be dropped in the child, and a dropped shell could not join the cgroup."""
+    could not start. Container starts (`spawn`) and commands run in a container (execsync.py) share it."""
     files = list(procs_files)
-    use_shell = through_shell and security is None
-    if use_shell:
-        argv = ["/bin/sh", "-c", _JOIN_THEN_EXEC, "exec", str(len(files)), *files, *argv]
     try:
         return subprocess.Popen(
             list(argv),
@@ -240,18 +228,12 @@ def popen_in_cgroup(
             close_fds=True,
             # The pid must be in the pod cgroup before exec, and the process must have given up what its
             # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
-            preexec_fn=None if use_shell else lambda: _prepare_child(files, security),
+            preexec_fn=lambda: _prepare_child(files, security),
         )
     except subprocess.SubprocessError as exc:
         raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
     except OSError as exc:
         raise ProcessStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
-
-
-# $1 is how many cgroup.procs files follow; the rest is the command. 126 if a cgroup refuses the pid.
-_JOIN_THEN_EXEC = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
-)
 
 
 def signal_session(pid: int, sig: signal.Signals) -> None:

@@ -2,7 +2,8 @@
 
 `container_view` reads a container record (agent/pod/podrecord.py) into the worker's `ContainerView`; the
 container ID is the restart count and pid, so a restart or an adoption by a restarted agent starts the
-probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a pod.
+probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a pod, with its
+securityContext.
 `unhealthy_containers` is what SyncPod asks before starting containers: each running container whose
 liveness or startup probe has failed, with the kubelet's Killing message and the grace period to use
 (the probe's terminationGracePeriodSeconds, else the pod's).
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo
 from agent.kuberuntime.execsync import ExecResult, exec_in_container
 from agent.kuberuntime.processes import ProcessStartError
+from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
 from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
 from agent.prober.handlers import ExecRunner, ProbeError
 from agent.prober.manager import ProbeManager
@@ -43,7 +45,11 @@ def container_view(pod: Pod | None, record: PodRecord | None, name: str) -> Cont
 
 
 def exec_runner(
-    pod: Pod, name: str, procs_files: Callable[[Pod], Sequence[str]], host: HostInfo
+    pod: Pod,
+    name: str,
+    procs_files: Callable[[Pod], Sequence[str]],
+    host: HostInfo,
+    policy: SecurityPolicy,
 ) -> ExecRunner:
     container = next((c for c in pod.all_containers if c.name == name), None)
 
@@ -51,7 +57,10 @@ def exec_runner(
         if container is None:
             raise ProbeError(f"container {name} is not in the pod's spec")
         try:
-            return exec_in_container(pod, container, command, procs_files(pod), host, timeout=timeout)
+            security = process_security(pod, container, policy)  # no more than the container may do
+            return exec_in_container(
+                pod, container, command, procs_files(pod), host, timeout=timeout, security=security
+            )
         except (ProcessStartError, ContainerConfigError) as exc:
             raise ProbeError(str(exc)) from None
 
