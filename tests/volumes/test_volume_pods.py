@@ -292,3 +292,33 @@ def test_volumes_nobody_owns_are_unmounted_and_removed_at_start(
     wait_until(lambda: not (state / "pods" / "0123-orphan").exists(), 10, "the orphan's volumes removed")
     assert not mounts_below(str(state))
     assert harness.agent.volumes.pod_uids_on_disk() == set()
+
+
+def test_a_deleted_pods_tmpfs_leaves_the_other_pods_namespaces_too(
+    make_harness: Callable[..., Harness], manifests: Path
+) -> None:
+    """A container's namespace is a private copy of the host's mounts, so it holds the other pods' volume
+    mounts of that moment; removing a deleted pod's directory detaches them there as well."""
+    harness = make_harness().start()
+    pod = """
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          containers:
+          - name: main
+            command: [sleep, "600"]
+            volumeMounts: [{{name: mem, mountPath: /kn-mem-test}}]
+          volumes:
+          - {{name: mem, emptyDir: {{medium: Memory}}}}
+        """
+    write_manifest(manifests, "first.yaml", pod.format(name="first"))
+    first = _uid(harness, "first")
+    harness.wait_phase("first", "Running", timeout=20)
+    write_manifest(manifests, "second.yaml", pod.format(name="second"))
+    second_pid = harness.main_pid("second")
+    assert first in Path(f"/proc/{second_pid}/mountinfo").read_text()
+    (manifests / "first.yaml").unlink()
+    wait_until(lambda: not (harness.config.state_dir / "pods" / first).exists(), 20, "the first pod's volumes")
+    assert first not in Path(f"/proc/{second_pid}/mountinfo").read_text()
