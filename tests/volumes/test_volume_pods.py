@@ -320,5 +320,7 @@ def test_a_deleted_pods_tmpfs_leaves_the_other_pods_namespaces_too(
     second_pid = harness.main_pid("second")
     assert first in Path(f"/proc/{second_pid}/mountinfo").read_text()
     (manifests / "first.yaml").unlink()
-    wait_until(lambda: not (harness.config.state_dir / "pods" / first).exists(), 20, "the first pod's volumes")
+    wait_until(
+        lambda: not (harness.config.state_dir / "pods" / first).exists(), 20, "the first pod's volumes"
+    )
     assert first not in Path(f"/proc/{second_pid}/mountinfo").read_text()
