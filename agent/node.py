@@ -56,7 +56,7 @@ from agent.podworkers.podsync import PodSyncer
 from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
-from agent.util.configobjects import NO_OBJECTS, ConfigObjects
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
 from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
@@ -340,6 +340,8 @@ class NodeAgent(PodSyncer):
             records = set(self._records)
         self._cleanup_orphans(stale_records | (pod_cgroups - known - wanted))
         # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
+        # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
+        self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})
         # Listed before the workers were asked, like the cgroups: a pod added meanwhile is never taken.
         for uid in self.volumes.cleanup_orphans(volume_dirs - known - wanted - records):
             log.info("removed the volumes of orphaned pod %s", uid)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubenode.model import Pod
+
 CONFIGMAPS = "configmaps"
 SECRETS = "secrets"
 KIND_WORD = {CONFIGMAPS: "configmap", SECRETS: "secret"}  # as the kubelet's errors name them
@@ -46,6 +48,22 @@ class ConfigObjects(Protocol):
     def get(self, resource: str, namespace: str, name: str) -> ConfigObject | None:
         """The object, None if it does not exist; ConfigLookupError if that cannot be known."""
 
+    def forget_except(self, wanted: set[tuple[str, str, str]]) -> None:
+        """Drop what no pod references any more (called by housekeeping)."""
+
+
+def pod_references(pod: Pod) -> set[tuple[str, str, str]]:
+    """(resource, namespace, name) of every ConfigMap and Secret the pod's volumes and env name."""
+    refs = set()
+    for volume in pod.volumes:
+        for source in volume.projections:
+            if source.kind in ("configMap", "secret"):
+                refs.add((CONFIGMAPS if source.kind == "configMap" else SECRETS, pod.namespace, source.name))
+    for container in pod.all_containers:
+        refs.update((source.resource, pod.namespace, source.name) for source in container.env_from)
+        refs.update((var.key_ref[0], pod.namespace, var.key_ref[1]) for var in container.env if var.key_ref)
+    return refs
+
 
 def not_found(resource: str, name: str) -> str:
     """The kubelet's text for a missing object: `configmap "app" not found`."""
@@ -57,6 +75,9 @@ class _NoObjects:
         raise ConfigLookupError(
             f"{KIND_WORD[resource]} {namespace}/{name}: the agent has no API server to read it from"
         )
+
+    def forget_except(self, wanted: set[tuple[str, str, str]]) -> None:
+        pass
 
 
 NO_OBJECTS: ConfigObjects = _NoObjects()

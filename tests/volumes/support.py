@@ -28,6 +28,9 @@ class FakeObjects:
     def secret(self, name: str, data: Mapping[str, str | bytes]) -> None:
         self.put(SECRETS, name, data)
 
+    def forget_except(self, wanted: set[tuple[str, str, str]]) -> None:
+        pass
+
     def get(self, resource: str, namespace: str, name: str) -> ConfigObject | None:
         with self._lock:
             self.reads.append((resource, namespace, name))

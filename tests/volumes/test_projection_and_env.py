@@ -220,3 +220,42 @@ def test_the_model_refuses_what_kube_refuses(spec: dict[str, Any], field: str, p
 def test_an_unsupported_volume_type_is_kept_for_the_volume_manager_to_refuse() -> None:
     pod = _pod({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]})
     assert pod.volumes[0].kind == "persistentVolumeClaim"
+
+
+def test_the_cache_forgets_what_no_pod_references() -> None:
+    from agent.util.configobjects import pod_references
+
+    pod = _pod(
+        {
+            "volumes": [
+                {
+                    "name": "c",
+                    "projected": {"sources": [{"secret": {"name": "s"}}, {"configMap": {"name": "c"}}]},
+                }
+            ],
+            "container": {
+                "envFrom": [{"configMapRef": {"name": "e"}}],
+                "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "k", "key": "x"}}}],
+            },
+        }
+    )
+    refs = pod_references(pod)
+    assert refs == {
+        ("secrets", "default", "s"),
+        ("configmaps", "default", "c"),
+        ("configmaps", "default", "e"),
+        ("secrets", "default", "k"),
+    }
+    fetched: list[str] = []
+
+    def fetch(resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        fetched.append(name)
+        return None
+
+    cache = CachedConfigObjects(fetch, ttl=60.0)
+    cache.get("configmaps", "default", "c")
+    cache.get("configmaps", "default", "old")
+    cache.forget_except(refs)
+    cache.get("configmaps", "default", "c")
+    cache.get("configmaps", "default", "old")
+    assert fetched == ["c", "old", "old"]
