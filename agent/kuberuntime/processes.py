@@ -239,7 +239,7 @@ def spawn(
         except subprocess.SubprocessError as exc:
             reason = _child_error(error_read, error_write)
             if reason:
-                raise ProcessStartError(f"cannot mount the container's volumes: {reason}") from None
+                raise ProcessStartError(reason) from None  # it names the mountPath or the workingDir
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
         except OSError as exc:
             _child_error(error_read, error_write)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
@@ -238,19 +238,15 @@ def enter_container_namespace(plan: NamespacePlan) -> None:
         os.chdir(done.root)
         mountutil.mount(done.root, "/", None, mountutil.MS_MOVE)
         os.chroot(".")
-    os.chdir(plan.working_dir or "/")
+    try:
+        os.chdir(plan.working_dir or "/")
+    except OSError as exc:
+        raise MountPlanError(f"workingDir {plan.working_dir!r}: {exc.strerror}") from None
 
 
 def report_and_raise(plan: NamespacePlan, exc: BaseException) -> None:
     """Send the reason of a failed setup to the agent (through the plan's pipe), then fail the child."""
     if plan.error_fd >= 0:
-        text = str(exc) if isinstance(exc, MountPlanError) else f"{type(exc).__name__}: {exc}"
+        text = str(exc) if isinstance(exc, MountPlanError) else f"setting up the container's mounts: {exc}"
         os.write(plan.error_fd, text.encode(errors="replace")[:4000])
     raise exc
-
-
-def check_plan(mounts: Sequence[BindMount]) -> None:
-    """Checks that need no namespace: every source still exists (a volume removed meanwhile)."""
-    for mount in mounts:
-        if not os.path.lexists(mount.source):
-            raise MountPlanError(f"volume source {mount.source} is gone")

@@ -52,7 +52,7 @@ echo "cwd=$(pwd)"
 echo ready
 while true; do
   cat {base}/cfg/greeting > {base}/scratch/seen.tmp && mv {base}/scratch/seen.tmp {base}/scratch/seen
-  cat {base}/one.conf > {base}/scratch/sub
+  cat {base}/one.conf > {base}/scratch/sub.tmp && mv {base}/scratch/sub.tmp {base}/scratch/sub
   sleep 0.1
 done
 """
