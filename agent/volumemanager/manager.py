@@ -71,6 +71,9 @@ class MountedVolume:
     read_only: bool = False
     # emptyDir and hostPath: a subPath that does not exist is made (a directory), as the kubelet does.
     makes_subpaths: bool = False
+    # emptyDir: the pod's own directory in the state dir, so a mount point under its mountPath may be made
+    # in it (a hostPath is the host's: a mount point below it is made in a shadow instead).
+    pod_owned: bool = False
 
 
 class VolumeSetupError(Exception):
@@ -137,7 +140,7 @@ class VolumeManager:
             else:
                 path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)  # the kubelet's emptyDir mode
-            return MountedVolume(volume.name, str(path), makes_subpaths=True)
+            return MountedVolume(volume.name, str(path), makes_subpaths=True, pod_owned=True)
         payload = volume_payload(pod, volume, self.objects, self.host)  # before mounting: fail early
         if volume.kind in MEMORY_BACKED_KINDS:
             self._tmpfs(path, None)

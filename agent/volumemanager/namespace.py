@@ -117,14 +117,10 @@ def container_mounts(container: Container, volumes: Mapping[str, MountedVolume])
                 target,
                 read_only=mount.read_only or volume.read_only,
                 is_dir=is_dir,
-                owned=volume.makes_subpaths and not volume.read_only and _is_state_path(volume),
+                owned=volume.pod_owned and not volume.read_only,
             )
         )
     return tuple(sorted(plan, key=lambda m: (m.target.count("/"), m.target)))
-
-
-def _is_state_path(volume: MountedVolume) -> bool:
-    return "/volumes/kubernetes.io~" in volume.path
 
 
 # ----- the child, between fork and exec ---------------------------------------------------------------
@@ -171,16 +167,25 @@ def _shadow(directory: str, on: str, read_only: bool = False) -> None:
 class _Progress:
     """What the child has made so far: the new root (a shadow of `/`), the directories that are its own
     (shadow tmpfs roots and directories made in them: new entries may go there, but not into the host
-    directories bound back below them) and the pod's writable volumes bound in (anything may go there)."""
+    directories bound back below them), and each volume bound so far with whether it is the pod's own
+    (an emptyDir: mount points may be made anywhere inside it, unless a deeper bind is not the pod's)."""
 
     staging: str
     read_only_root: bool = False
     root: str = ""
     fresh: set[str] = dataclass_field(default_factory=set)
-    trees: list[str] = dataclass_field(default_factory=list)
+    bound: dict[str, bool] = dataclass_field(default_factory=dict)
 
     def may_create_in(self, directory: str) -> bool:
-        return directory in self.fresh or any(_inside(directory, tree) for tree in self.trees)
+        if directory in self.fresh:
+            return True
+        covering = [target for target in self.bound if _inside(directory, target)]
+        return bool(covering) and self.bound[max(covering, key=len)]
+
+    def bind_done(self, mount: BindMount) -> None:
+        # What was made below this mountPath is hidden by the bind now.
+        self.fresh = {d for d in self.fresh if not _inside(d, mount.target)}
+        self.bound[mount.target] = mount.owned and mount.is_dir and not mount.read_only
 
 
 def _make_target(mount: BindMount, done: _Progress) -> None:
@@ -232,8 +237,7 @@ def enter_container_namespace(plan: NamespacePlan) -> None:
     for mount in plan.mounts:
         _make_target(mount, done)
         _bind(mount, done.root)
-        if mount.owned and mount.is_dir and not mount.read_only:
-            done.trees.append(mount.target)
+        done.bind_done(mount)
     if done.root:
         os.chdir(done.root)
         mountutil.mount(done.root, "/", None, mountutil.MS_MOVE)

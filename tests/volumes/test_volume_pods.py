@@ -324,3 +324,47 @@ def test_a_deleted_pods_tmpfs_leaves_the_other_pods_namespaces_too(
         lambda: not (harness.config.state_dir / "pods" / first).exists(), 20, "the first pod's volumes"
     )
     assert first not in Path(f"/proc/{second_pid}/mountinfo").read_text()
+
+
+def test_nested_mount_points_go_into_the_pods_volume_or_a_shadow_never_the_host(
+    make_harness: Callable[..., Harness], manifests: Path, tmp_path: Path, objects: FakeObjects
+) -> None:
+    """A mountPath below an emptyDir's is made in the emptyDir (the pod's own directory); below a hostPath's
+    it is made in a shadow of the hostPath's directory, so the host's directory gets nothing."""
+    objects.configmap("app", {"k": "v"})
+    host_dir = tmp_path / "shared"
+    host_dir.mkdir()
+    (host_dir / "existing").write_text("kept")
+    base = f"/kn-nest-{uuid.uuid4().hex[:8]}"
+    harness = make_harness(objects=objects).start()
+    script = f"cat {base}/cfg/k {base}/host/inner/k {base}/host/existing; echo; echo done"
+    write_manifest(
+        manifests,
+        "nest.yaml",
+        f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: nest}}
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: main
+            command: [sh, -c, {json.dumps(script)}]
+            volumeMounts:
+            - {{name: scratch, mountPath: {base}}}
+            - {{name: cfg, mountPath: {base}/cfg}}
+            - {{name: host, mountPath: {base}/host}}
+            - {{name: cfg, mountPath: {base}/host/inner}}
+          volumes:
+          - {{name: scratch, emptyDir: {{}}}}
+          - {{name: cfg, configMap: {{name: app}}}}
+          - {{name: host, hostPath: {{path: {host_dir}, type: Directory}}}}
+        """,
+    )
+    uid = _uid(harness, "nest")
+    harness.wait_phase("nest", "Succeeded", timeout=20)
+    assert "vvkept" in _log(harness, "nest")
+    assert sorted(os.listdir(host_dir)) == ["existing"]
+    scratch = harness.config.state_dir / "pods" / uid / "volumes/kubernetes.io~empty-dir/scratch"
+    assert sorted(os.listdir(scratch)) == ["cfg", "host"]  # the mount points, in the pod's own volume
+    assert not os.path.lexists(base)
