@@ -337,7 +337,7 @@ def test_nested_mount_points_go_into_the_pods_volume_or_a_shadow_never_the_host(
     (host_dir / "existing").write_text("kept")
     base = f"/kn-nest-{uuid.uuid4().hex[:8]}"
     harness = make_harness(objects=objects).start()
-    script = f"cat {base}/cfg/k {base}/host/inner/k {base}/host/existing; echo; echo done"
+    script = f"cat {base}/cfg/k {base}/host/inner/k {base}/host/existing; echo; echo done; sleep 600"
     write_manifest(
         manifests,
         "nest.yaml",
@@ -346,7 +346,7 @@ def test_nested_mount_points_go_into_the_pods_volume_or_a_shadow_never_the_host(
         kind: Pod
         metadata: {{name: nest}}
         spec:
-          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
           containers:
           - name: main
             command: [sh, -c, {json.dumps(script)}]
@@ -362,7 +362,8 @@ def test_nested_mount_points_go_into_the_pods_volume_or_a_shadow_never_the_host(
         """,
     )
     uid = _uid(harness, "nest")
-    harness.wait_phase("nest", "Succeeded", timeout=20)
+    # Looked at while the pod runs: a finished pod's volumes are torn down.
+    wait_until(lambda: "done" in _log(harness, "nest"), 20, "the pod's output")
     assert "vvkept" in _log(harness, "nest")
     assert sorted(os.listdir(host_dir)) == ["existing"]
     scratch = harness.config.state_dir / "pods" / uid / "volumes/kubernetes.io~empty-dir/scratch"
