@@ -369,3 +369,52 @@ def test_nested_mount_points_go_into_the_pods_volume_or_a_shadow_never_the_host(
     scratch = harness.config.state_dir / "pods" / uid / "volumes/kubernetes.io~empty-dir/scratch"
     assert sorted(os.listdir(scratch)) == ["cfg", "host"]  # the mount points, in the pod's own volume
     assert not os.path.lexists(base)
+
+
+def test_a_restarted_agent_adopts_a_running_pods_volumes(
+    make_harness: Callable[..., Harness], manifests: Path, tmp_path: Path, objects: FakeObjects
+) -> None:
+    """The agent stops with its pod running (as after a SIGKILL: nothing is torn down); the next one adopts
+    the process and its volumes as they are: the same tmpfs, once, with what the pod wrote in it."""
+    objects.configmap("app", {"k": "v"})
+    state = tmp_path / "state"
+    first = make_harness(state, objects=objects).start()
+    write_manifest(
+        manifests,
+        "kept.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: kept}
+        spec:
+          terminationGracePeriodSeconds: 1
+          containers:
+          - name: main
+            command: [sh, -c, "echo written > /kn-kept/mem/file; sleep 600"]
+            volumeMounts:
+            - {name: mem, mountPath: /kn-kept/mem}
+            - {name: cfg, mountPath: /kn-kept/cfg}
+          volumes:
+          - {name: mem, emptyDir: {medium: Memory, sizeLimit: 1Mi}}
+          - {name: cfg, configMap: {name: app}}
+        """,
+    )
+    uid = _uid(first, "kept")
+    pid = first.main_pid("kept")
+    mem = state / "pods" / uid / "volumes/kubernetes.io~empty-dir/mem"
+    wait_until(lambda: (mem / "file").exists(), 10, "the pod's write")
+    first.agent.stop(terminate_pods=False)
+    first.started = False
+
+    second = make_harness(state, objects=objects, resync_interval=0.3).start()
+    assert second.main_pid("kept") == pid
+    # A sync of the adopted pod sets its volumes up again (seen by an edit reaching its ConfigMap volume).
+    objects.configmap("app", {"k": "v2"})
+    cfg = state / "pods" / uid / "volumes/kubernetes.io~configmap/cfg/k"
+    wait_until(lambda: cfg.read_text() == "v2", 15, "a sync of the adopted pod")
+    assert second.main_pid("kept") == pid
+    assert (mem / "file").read_text() == "written\n"
+    assert mounts_below(str(state)).count(str(mem)) == 1
+    (manifests / "kept.yaml").unlink()
+    wait_until(lambda: not (state / "pods" / uid).exists(), 20, "the pod's volumes removed")
+    assert not mounts_below(str(state))
