@@ -82,6 +82,10 @@ PODS = ResourceInfo(
         SubresourceInfo("binding", "Binding", ("create",)),
         SubresourceInfo("eviction", "Eviction", ("create",), group="policy", version="v1"),
         SubresourceInfo("log", "Pod", ("get",)),  # proxied to the node (handlers/podlogs.py)
+        # Streams proxied to the node (handlers/podconnect.py); a WebSocket GET is authorized as create.
+        SubresourceInfo("exec", "PodExecOptions", ("create",)),
+        SubresourceInfo("attach", "PodAttachOptions", ("create",)),
+        SubresourceInfo("portforward", "PodPortForwardOptions", ("create",)),
         SubresourceInfo("status", "Pod", STATUS_VERBS),
     ),
 )

@@ -22,11 +22,13 @@ cannot be known, so it is reported as unknown.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+import termios
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -108,6 +110,24 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.close(fd)
 
 
+def in_pod_cgroup(procs_files: Sequence[str], *, controlling_tty: bool = False) -> Callable[[], None]:
+    """The preexec_fn that puts a child into its pod cgroup before it runs anything; with
+    `controlling_tty`, its stdin (a pty slave, in its new session) also becomes its controlling terminal."""
+    files = list(procs_files)
+
+    def prepare() -> None:
+        join_cgroup(files)
+        if controlling_tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return prepare
+
+
+def check_working_dir(working_dir: str) -> None:
+    if working_dir and not os.path.isdir(working_dir):
+        raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
+
+
 @dataclass(frozen=True)
 class Identity:
     pod_uid: str
@@ -179,10 +199,8 @@ def spawn(
     procs_files: Sequence[str],
     identity: Identity | None = None,
 ) -> SpawnedProcess:
-    if working_dir and not os.path.isdir(working_dir):
-        raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
+    check_working_dir(working_dir)
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-    files = list(procs_files)
     # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
     stamped = {IDENTITY_ENV: str(identity)} if identity is not None else {}
     stamped.update((k, v) for k, v in env.items() if k != IDENTITY_ENV)
@@ -201,7 +219,7 @@ def spawn(
                 start_new_session=True,
                 close_fds=True,
                 # The pid must be in the pod cgroup before exec; preexec_fn is the only hook there.
-                preexec_fn=lambda: join_cgroup(files),
+                preexec_fn=in_pod_cgroup(procs_files),
             )
         except subprocess.SubprocessError as exc:
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None

@@ -105,6 +105,9 @@ SCHEDULER_RULES = (
     rule("create", resources=("bindings", "pods/binding")),
     rule("patch update", resources=("pods/status",)),
     rule("get list watch", resources=("namespaces",)),
+    # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
+    rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
@@ -118,6 +121,9 @@ NODE_RULES = (
     rule("update patch", resources=("pods/status",)),
     rule("create", resources=("pods/eviction",)),
     rule("get list watch", resources=("namespaces",)),
+    # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
+    rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
 )
 NODE_LEASE_VERBS = frozenset({"get", "create", "update", "patch", "delete"})
 
