@@ -17,6 +17,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agent.apis.config import AgentConfig, parse_listen
 from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.execstream import ExecSpec, exec_spec
@@ -24,6 +26,7 @@ from agent.node import NodeAgent
 from agent.pod.podrecord import RUNNING
 from agent.server.auth import Authorizer, subject_access_review
 from agent.server.containerlogs import ContainerLogs
+from agent.server.portforward import PortCheck
 from agent.server.server import SecureServer, server_tls
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,59 @@ def exec_resolver(agent: NodeAgent) -> Any:
     return resolve
 
 
+def listening_ports(pids: set[int]) -> set[int]:
+    """The TCP ports the given processes listen on."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return set()
+    return {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN and c.pid in pids and c.laddr}
+
+
+def declared_ports(raw: Any) -> set[int]:
+    """containerPort of every container's `ports` in a pod document."""
+    spec = raw.get("spec") or {} if isinstance(raw, dict) else {}
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    return {
+        int(p["containerPort"])
+        for c in containers
+        for p in c.get("ports") or []
+        if isinstance(p, dict) and str(p.get("containerPort", "")).isdigit()
+    }
+
+
+def port_check(agent: NodeAgent, name: str, uid: str, declared: set[int]) -> PortCheck:
+    def refusal(port: int) -> str | None:
+        if port in declared or port in listening_ports(agent.cgroups.pids(uid)):
+            return None
+        return (
+            f"error forwarding port {port} to pod {name}: the pod declares no such port"
+            " and none of its processes listens on it"
+        )
+
+    async def check(port: int) -> str | None:
+        return await asyncio.get_running_loop().run_in_executor(None, refusal, port)
+
+    return check
+
+
+def pod_resolver(agent: NodeAgent) -> Any:
+    def find(namespace: str, name: str) -> PortCheck | tuple[int, str]:
+        for view in agent.pods():
+            pod = view.pod
+            if pod is None or pod.namespace != namespace or pod.name != name:
+                continue
+            if view.record.phase != "Running":
+                return 400, f'pod "{name}" is not running (phase {view.record.phase}): cannot forward ports'
+            return port_check(agent, name, pod.uid, declared_ports(pod.raw))
+        return 404, f'pod "{name}" in namespace "{namespace}" not found on node {agent.config.node_name}'
+
+    async def resolve(namespace: str, name: str) -> PortCheck | tuple[int, str]:
+        return await asyncio.get_running_loop().run_in_executor(None, find, namespace, name)
+
+    return resolve
+
+
 def build_secure_server(
     config: AgentConfig, agent: NodeAgent, client: Any, node_ip: str
 ) -> SecureServer | None:
@@ -90,4 +146,5 @@ def build_secure_server(
         pods=agent.status_json,
         container_logs=ContainerLogs(agent.status_json).route,
         resolve_exec=exec_resolver(agent),
+        resolve_pod=pod_resolver(agent),
     )

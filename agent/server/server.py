@@ -5,6 +5,7 @@
     401, a caller the API server's SubjectAccessReview denies 403 -> the route:
       /containerLogs/<ns>/<pod>/<container>   container logs (containerlogs.py)
       /exec/<ns>/<pod>/<container>            a command over a WebSocket (remotecommand.py)
+      /portForward/<ns>/<pod>                 SPDY port-forward in a WebSocket tunnel (portforward.py)
       /pods, /healthz                         as on the status endpoint
 
 It runs an aiohttp application on its own thread and loop, like the status endpoint (httpapi.py), which
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from agent.server.auth import Authorizer, attributes, forbidden, identity_of
 from agent.server.httpapi import StreamRequest, StreamRoute
+from agent.server.portforward import ResolvePod, portforward_handler
 from agent.server.remotecommand import Resolve, exec_handler
 
 log = logging.getLogger(__name__)
@@ -54,12 +56,14 @@ class SecureServer:
         pods: Callable[[], dict[str, Any]],
         container_logs: StreamRoute,
         resolve_exec: Resolve,
+        resolve_pod: ResolvePod,
     ) -> None:
         self._node = node
         self._authorizer = authorizer
         self._pods = pods
         self._logs = container_logs
         self._resolve = resolve_exec
+        self._resolve_pod = resolve_pod
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="secure-http")
         self._loop = asyncio.new_event_loop()
         app = web.Application(middlewares=[self._guard])
@@ -67,6 +71,7 @@ class SecureServer:
         app.router.add_get("/pods", self._pods_route)
         app.router.add_get("/containerLogs/{tail:.+}", self._logs_route)
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec_route)
+        app.router.add_route("*", "/portForward/{namespace}/{pod}", self._portforward_route)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, host, port, ssl_context=tls)
@@ -114,6 +119,9 @@ class SecureServer:
 
     async def _exec_route(self, request: web.Request) -> web.StreamResponse:
         return await exec_handler(request, self._resolve)
+
+    async def _portforward_route(self, request: web.Request) -> web.StreamResponse:
+        return await portforward_handler(request, self._resolve_pod)
 
     async def _logs_route(self, request: web.Request) -> web.StreamResponse:
         query: Mapping[str, list[str]] = {k: request.query.getall(k) for k in request.query}

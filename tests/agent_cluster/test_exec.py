@@ -6,9 +6,13 @@ with its kubelet client certificate; the agent authorizes each caller with a Sub
 
 from __future__ import annotations
 
+import http.client
 import os
+import re
+import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -163,3 +167,88 @@ def _node_client_context(api: ApiServerProcess, user: str, base: ssl.SSLContext)
     context = ssl.create_default_context(cafile=str(api.ca_file))
     context.load_cert_chain(str(where / "tls.crt"), str(where / "tls.key"))
     return context
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PortForward:
+    """`kubectl port-forward` in the background; `local` is the port it listens on."""
+
+    def __init__(self, kubeconfig: Path, pod: str, remote: int) -> None:
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.process = subprocess.Popen(
+            [str(kubectl_path()), "port-forward", f"pod/{pod}", f":{remote}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        first = self.process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNN -> remote"
+        match = re.search(r"127\.0\.0\.1:(\d+) ->", first)
+        assert match, (first, self.stop())
+        self.local = int(match.group(1))
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.terminate()
+        _, err = self.process.communicate(timeout=30)
+        return err
+
+
+def test_kubectl_port_forward_reaches_the_pods_server_and_only_its_ports(
+    api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess]
+) -> None:
+    agent = make_agent(settings=NODE_IP).start()
+    port, undeclared = _free_port(), _free_port()
+    name = f"web-{uuid.uuid4().hex[:6]}"
+    body = pod_body(name, agent.node, grace=1)
+    body["spec"]["containers"][0].update(
+        command=[
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            "/etc",
+        ],
+        ports=[{"containerPort": port}],
+    )
+    admin.create(PODS, body, "default")
+    try:
+
+        def serving() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(serving, 60, f"{name}'s HTTP server")
+        forward = PortForward(api.kubeconfig, name, port)
+        try:
+            for _ in range(3):  # each request is a new forwarded connection (a new pair of streams)
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{forward.local}/hostname", timeout=30
+                ) as answer:
+                    assert answer.status == 200
+                    assert answer.read() == Path("/etc/hostname").read_bytes()
+        finally:
+            forward.stop()
+        # A port the pod neither declares nor listens on: refused with one line naming it; kubectl says so.
+        forward = PortForward(api.kubeconfig, name, undeclared)
+        try:
+            with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+                urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/", timeout=30)
+        finally:
+            err = forward.stop()
+        assert f"error forwarding port {undeclared} to pod {name}" in err, err
+        # The endpoint keeps serving: a new forward to the real port works.
+        forward = PortForward(api.kubeconfig, name, port)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/hostname", timeout=30) as answer:
+                assert answer.status == 200
+        finally:
+            forward.stop()
+    finally:
+        admin.delete(PODS, name, "default")
