@@ -58,6 +58,12 @@ def exec_spec(
     return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files))
 
 
+def _set_size(master: int, width: int, height: int) -> None:
+    if 0 < width < 65536 and 0 < height < 65536:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
 class ExecSession:
     """One running exec: read `stdout`/`stderr` (None when not asked for), write stdin, wait, kill."""
 
@@ -67,12 +73,17 @@ class ExecSession:
         self.pid = proc.pid
 
     @classmethod
-    async def start(cls, spec: ExecSpec, *, stdin: bool, tty: bool) -> ExecSession:
+    async def start(
+        cls, spec: ExecSpec, *, stdin: bool, tty: bool, size: tuple[int, int] | None = None
+    ) -> ExecSession:
+        """Start the command; with `tty`, `size` (width, height) is the terminal's from its first moment."""
         check_working_dir(spec.working_dir)
         master = slave = None
         if tty:
             master, slave = os.openpty()
             os.set_blocking(master, False)
+            if size is not None:
+                _set_size(master, *size)
         pipe = asyncio.subprocess.PIPE
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -155,9 +166,8 @@ class ExecSession:
             self._proc.stdin.close()
 
     def resize(self, width: int, height: int) -> None:
-        if self._master is not None and width > 0 and height > 0:
-            with contextlib.suppress(OSError):
-                fcntl.ioctl(self._master, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+        if self._master is not None:
+            _set_size(self._master, width, height)
 
     async def wait(self) -> int:
         code = await self._proc.wait()

@@ -4,7 +4,8 @@
 systemd unit's KillMode=process relies on) and, in the child between fork and exec,
 writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy using only
 os.open/os.write; the command is therefore never executed outside its limits or cpuset.
-Output goes to the container's log file (appended).
+Output goes to the container's log file (appended). A container with `stdin: true` reads a FIFO in the
+state dir instead of /dev/null, which `kubectl attach` writes.
 
 Every container process is stamped at spawn with an identity, the first entry of its
 environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`. It is what the agent
@@ -198,7 +199,11 @@ def spawn(
     log_path: Path,
     procs_files: Sequence[str],
     identity: Identity | None = None,
+    *,
+    stdin_path: Path | None = None,
 ) -> SpawnedProcess:
+    """Start a container process; with `stdin_path`, its stdin is that FIFO (made if missing), held open for
+    reading and writing so the process never sees the end of input while no one attaches."""
     check_working_dir(working_dir)
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
     # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
@@ -207,13 +212,22 @@ def spawn(
     # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
     os.fchmod(fd, 0o640)
-    with open(fd, "ab", buffering=0) as log:
+    stdin: int = subprocess.DEVNULL
+    if stdin_path is not None:
+        stdin_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not stdin_path.is_fifo():
+            stdin_path.unlink(missing_ok=True)
+            os.mkfifo(stdin_path, 0o600)
+        stdin = os.open(stdin_path, os.O_RDWR | os.O_CLOEXEC)
+    with open(fd, "ab", buffering=0) as log, contextlib.ExitStack() as cleanup:
+        if stdin_path is not None:
+            cleanup.callback(os.close, stdin)
         try:
             popen = subprocess.Popen(
                 list(argv),
                 env=stamped,
                 cwd=working_dir or "/",
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -27,6 +27,7 @@ is left.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -85,6 +86,7 @@ class ProcessRuntime:
         cgroup_pids: Callable[[str], set[int]] | None = None,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
+        self.stdin_dir = Path(state_dir) / "stdin"
         # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
         # manager's PreStartContainer; it raises ContainerConfigError to hold the container back.
         self._pre_start = pre_start
@@ -246,7 +248,9 @@ class ProcessRuntime:
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
         try:
-            proc = spawn(argv, env, c.working_dir, log_path, procs_files, Identity.new(pod.uid, c.name))
+            stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
+            identity = Identity.new(pod.uid, c.name)
+            proc = spawn(argv, env, c.working_dir, log_path, procs_files, identity, stdin_path=stdin)
         except ProcessStartError as exc:
             mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
@@ -265,6 +269,10 @@ class ProcessRuntime:
         if len(directory.encode()) > NAME_MAX:
             directory = pod.uid  # a 253-character name would not fit in one path component
         return self.logs_dir / directory / container / f"{restart}.log"
+
+    def stdin_path(self, uid: str, container: str) -> Path:
+        """The FIFO a `stdin: true` container reads, which `kubectl attach` writes (it outlives the agent)."""
+        return self.stdin_dir / uid / container
 
     # ----- killing -----------------------------------------------------------------------------
 
@@ -310,6 +318,16 @@ class ProcessRuntime:
     def forget(self, uid: str) -> None:
         self.processes.forget_pod(uid)
         self.backoff.forget_prefix(f"{uid}/")
+        shutil.rmtree(self.stdin_dir / uid, ignore_errors=True)
+
+
+def wants_stdin(pod: Pod, container: str) -> bool:
+    """The container's `stdin: true` (read from the pod document: the model does not carry it)."""
+    spec = pod.raw.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if isinstance(c, dict) and c.get("name") == container:
+            return c.get("stdin") is True
+    return False
 
 
 def pod_phase(pod: Pod, record: PodRecord) -> str:

@@ -18,7 +18,6 @@ then the WebSocket closes. If the client goes first, the process and its session
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,7 @@ log = logging.getLogger(__name__)
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_MESSAGE = 4 * 2**20
+FIRST_SIZE_WAIT_S = 1.0
 
 # (namespace, pod, container, command) -> what to run, or (HTTP code, why not).
 Resolve = Callable[[str, str, str, list[str]], Awaitable[ExecSpec | tuple[int, str]]]
@@ -82,13 +82,17 @@ async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResp
         return refuse(*resolved)
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=MAX_MESSAGE, autoping=True)
     await ws.prepare(request)
+    early: list[bytes] = []
+    size = await _first_size(ws, early) if tty else None
     try:
-        session = await ExecSession.start(resolved, stdin=stdin, tty=tty)
+        session = await ExecSession.start(resolved, stdin=stdin, tty=tty, size=size)
     except ProcessStartError as exc:
         await ws.send_bytes(status(None, f"cannot exec in container {info['container']}: {exc}"))
         await ws.close()
         return ws
     try:
+        for data in early:
+            await _handle(session, data)
         await _serve(
             ws, session, want_stdout=tty or _flag(query, "stdout"), want_stderr=_flag(query, "stderr")
         )
@@ -96,6 +100,47 @@ async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResp
         session.kill()
         session.close()
     return ws
+
+
+def _size(data: bytes) -> tuple[int, int] | None:
+    """A resize message's (width, height); None for one that does not parse."""
+    try:
+        size = json.loads(data)
+        return int(size.get("Width", 0)), int(size.get("Height", 0))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+async def _first_size(ws: web.WebSocketResponse, early: list[bytes]) -> tuple[int, int] | None:
+    """With a tty, kubectl sends the terminal's size first: wait for it (FIRST_SIZE_WAIT_S at most) so
+    the command starts with the right size; what else arrives meanwhile is kept for the session."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FIRST_SIZE_WAIT_S
+    while (left := deadline - loop.time()) > 0:
+        try:
+            message = await ws.receive(timeout=left)
+        except TimeoutError:
+            return None
+        if message.type != WSMsgType.BINARY:
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return None
+            continue
+        if message.data[:1] == bytes([RESIZE]):
+            return _size(message.data[1:])
+        early.append(message.data)
+    return None
+
+
+async def _handle(session: ExecSession, message: bytes) -> None:
+    channel, data = message[0], message[1:]
+    if channel == STDIN:
+        await session.write_stdin(data)
+    elif channel == RESIZE:
+        size = _size(data)
+        if size is not None:
+            session.resize(*size)
+    elif channel == CLOSE and data[:1] == bytes([STDIN]):
+        session.close_stdin()
 
 
 async def _serve(
@@ -108,17 +153,8 @@ async def _serve(
 
     async def receive() -> None:
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
-                continue
-            channel, data = message.data[0], message.data[1:]
-            if channel == STDIN:
-                await session.write_stdin(data)
-            elif channel == RESIZE:
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    size = json.loads(data)
-                    session.resize(int(size.get("Width", 0)), int(size.get("Height", 0)))
-            elif channel == CLOSE and data[:1] == bytes([STDIN]):
-                session.close_stdin()
+            if message.type == WSMsgType.BINARY and message.data:
+                await _handle(session, message.data)
 
     outputs: asyncio.Future[Any] = asyncio.gather(
         pump(session.read_stdout, STDOUT, want_stdout), pump(session.read_stderr, STDERR, want_stderr)

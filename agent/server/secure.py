@@ -3,7 +3,8 @@
     the node's addresses (nodeIp or the default route's, the hostname, the secure listen host) -> the
     serving certificate (agent/certificate/servingcert.py) -> the client CA: the cluster CA from the
     agent's kubeconfig (or service account) -> SecureServer (server.py) with SubjectAccessReviews through
-    the agent's API client, container logs, and exec resolved against the agent's pods.
+    the agent's API client, container logs, and exec, attach and port-forward resolved against the agent's
+pods (podtargets.py).
 
 Returns None, with one logged line saying why, when no certificate can be had: the agent still runs its
 pods and reports its node, but the API server cannot reach its logs or exec.
@@ -11,22 +12,16 @@ pods and reports its node, but the API server cannot reach its logs or exec.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from agent.apis.config import AgentConfig, parse_listen
-from agent.kuberuntime.envvars import ContainerConfigError
-from agent.kuberuntime.execstream import ExecSpec, exec_spec
 from agent.node import NodeAgent
-from agent.pod.podrecord import RUNNING
 from agent.server.auth import Authorizer, subject_access_review
 from agent.server.containerlogs import ContainerLogs
-from agent.server.portforward import PortCheck
+from agent.server.podtargets import PodTargets
 from agent.server.server import SecureServer, server_tls
 
 log = logging.getLogger(__name__)
@@ -37,87 +32,6 @@ def secure_address(config: AgentConfig) -> tuple[str, int]:
         return parse_listen(config.secure_listen, key="secureListen")
     host = parse_listen(config.listen)[0] if config.listen else "127.0.0.1"
     return host, 0
-
-
-def exec_resolver(agent: NodeAgent) -> Any:
-    def find(namespace: str, name: str, container: str, command: list[str]) -> ExecSpec | tuple[int, str]:
-        for view in agent.pods():
-            pod = view.pod
-            if pod is None or pod.namespace != namespace or pod.name != name:
-                continue
-            record = view.record.containers.get(container)
-            if not any(c.name == container for c in pod.all_containers):
-                return 404, f'container "{container}" in pod "{name}" not found'
-            if record is None or record.state != RUNNING:
-                state = record.state if record is not None else "not started"
-                return 400, f'container "{container}" in pod "{name}" is not running ({state})'
-            try:
-                return exec_spec(pod, container, command, agent.cgroups.procs_files(pod), agent.host)
-            except ContainerConfigError as exc:
-                return 400, str(exc)
-        return 404, f'pod "{name}" in namespace "{namespace}" not found on node {agent.config.node_name}'
-
-    async def resolve(
-        namespace: str, name: str, container: str, command: list[str]
-    ) -> ExecSpec | tuple[int, str]:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, find, namespace, name, container, command
-        )
-
-    return resolve
-
-
-def listening_ports(pids: set[int]) -> set[int]:
-    """The TCP ports the given processes listen on."""
-    try:
-        connections = psutil.net_connections(kind="tcp")
-    except (psutil.Error, OSError):
-        return set()
-    return {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN and c.pid in pids and c.laddr}
-
-
-def declared_ports(raw: Any) -> set[int]:
-    """containerPort of every container's `ports` in a pod document."""
-    spec = raw.get("spec") or {} if isinstance(raw, dict) else {}
-    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-    return {
-        int(p["containerPort"])
-        for c in containers
-        for p in c.get("ports") or []
-        if isinstance(p, dict) and str(p.get("containerPort", "")).isdigit()
-    }
-
-
-def port_check(agent: NodeAgent, name: str, uid: str, declared: set[int]) -> PortCheck:
-    def refusal(port: int) -> str | None:
-        if port in declared or port in listening_ports(agent.cgroups.pids(uid)):
-            return None
-        return (
-            f"error forwarding port {port} to pod {name}: the pod declares no such port"
-            " and none of its processes listens on it"
-        )
-
-    async def check(port: int) -> str | None:
-        return await asyncio.get_running_loop().run_in_executor(None, refusal, port)
-
-    return check
-
-
-def pod_resolver(agent: NodeAgent) -> Any:
-    def find(namespace: str, name: str) -> PortCheck | tuple[int, str]:
-        for view in agent.pods():
-            pod = view.pod
-            if pod is None or pod.namespace != namespace or pod.name != name:
-                continue
-            if view.record.phase != "Running":
-                return 400, f'pod "{name}" is not running (phase {view.record.phase}): cannot forward ports'
-            return port_check(agent, name, pod.uid, declared_ports(pod.raw))
-        return 404, f'pod "{name}" in namespace "{namespace}" not found on node {agent.config.node_name}'
-
-    async def resolve(namespace: str, name: str) -> PortCheck | tuple[int, str]:
-        return await asyncio.get_running_loop().run_in_executor(None, find, namespace, name)
-
-    return resolve
 
 
 def build_secure_server(
@@ -137,6 +51,7 @@ def build_secure_server(
     except (ServingCertError, KubeError, OSError, ValueError) as exc:
         log.warning("the authenticated daemon endpoint (logs, exec) is not served: %s", exc)
         return None
+    targets = PodTargets(agent)
     return SecureServer(
         host,
         port,
@@ -145,6 +60,7 @@ def build_secure_server(
         Authorizer(subject_access_review(client, config.node_name)),
         pods=agent.status_json,
         container_logs=ContainerLogs(agent.status_json).route,
-        resolve_exec=exec_resolver(agent),
-        resolve_pod=pod_resolver(agent),
+        resolve_exec=targets.exec,
+        resolve_pod=targets.port_forward,
+        resolve_attach=targets.attach,
     )

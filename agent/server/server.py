@@ -5,6 +5,7 @@
     401, a caller the API server's SubjectAccessReview denies 403 -> the route:
       /containerLogs/<ns>/<pod>/<container>   container logs (containerlogs.py)
       /exec/<ns>/<pod>/<container>            a command over a WebSocket (remotecommand.py)
+      /attach/<ns>/<pod>/<container>          the container's output and stdin (attach.py)
       /portForward/<ns>/<pod>                 SPDY port-forward in a WebSocket tunnel (portforward.py)
       /pods, /healthz                         as on the status endpoint
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.server.attach import ResolveAttach, attach_handler
 from agent.server.auth import Authorizer, attributes, forbidden, identity_of
 from agent.server.httpapi import StreamRequest, StreamRoute
 from agent.server.portforward import ResolvePod, portforward_handler
@@ -57,6 +59,7 @@ class SecureServer:
         container_logs: StreamRoute,
         resolve_exec: Resolve,
         resolve_pod: ResolvePod,
+        resolve_attach: ResolveAttach,
     ) -> None:
         self._node = node
         self._authorizer = authorizer
@@ -64,6 +67,7 @@ class SecureServer:
         self._logs = container_logs
         self._resolve = resolve_exec
         self._resolve_pod = resolve_pod
+        self._resolve_attach = resolve_attach
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="secure-http")
         self._loop = asyncio.new_event_loop()
         app = web.Application(middlewares=[self._guard])
@@ -71,6 +75,7 @@ class SecureServer:
         app.router.add_get("/pods", self._pods_route)
         app.router.add_get("/containerLogs/{tail:.+}", self._logs_route)
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec_route)
+        app.router.add_route("*", "/attach/{namespace}/{pod}/{container}", self._attach_route)
         app.router.add_route("*", "/portForward/{namespace}/{pod}", self._portforward_route)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         self._loop.run_until_complete(self._runner.setup())
@@ -119,6 +124,9 @@ class SecureServer:
 
     async def _exec_route(self, request: web.Request) -> web.StreamResponse:
         return await exec_handler(request, self._resolve)
+
+    async def _attach_route(self, request: web.Request) -> web.StreamResponse:
+        return await attach_handler(request, self._resolve_attach)
 
     async def _portforward_route(self, request: web.Request) -> web.StreamResponse:
         return await portforward_handler(request, self._resolve_pod)

@@ -55,6 +55,17 @@ def _check_running(target: Target, name: str, subresource: str) -> None:
         )
 
 
+def _check_stdin(target: Target, request: web.Request) -> None:
+    """attach -i needs a container started with `stdin: true` (checked here too, so kubectl's SPDY fallback
+    after the agent's refusal still shows this reason)."""
+    if request.query.get("stdin", "").lower() not in ("1", "true"):
+        return
+    spec = target.pod.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if c.get("name") == target.container and c.get("stdin") is not True:
+            raise bad_request(f"attach: container {target.container} was not started with stdin: true")
+
+
 def _is_websocket(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
@@ -64,6 +75,8 @@ async def connect(request: web.Request, ctx: ApiContext, info: RequestInfo) -> w
     container = None if subresource == "portforward" else request.query.get("container", "")
     target = locate(ctx, info, container, what=f"{subresource} through")
     _check_running(target, info.name, subresource)
+    if subresource == "attach":
+        _check_stdin(target, request)
     if not _is_websocket(request):
         upgrade = request.headers.get("Upgrade") or "none"
         raise bad_request(

@@ -6,19 +6,13 @@ with its kubelet client certificate; the agent authorizes each caller with a Sub
 
 from __future__ import annotations
 
-import http.client
 import os
-import re
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,20 +20,8 @@ from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import NODES, PODS, KubeClient
 from kubenode.nodeproxyauth import node_daemon_endpoint
-from tests.agent_cluster.support import pod_body, wait_until
+from tests.agent_cluster.streams import NODE_IP, kubectl, start_pod
 from tests.apiserver.kubectl_support import kubectl_path
-
-NODE_IP = {"nodeIp": "127.0.0.1"}  # the agent's endpoints listen on loopback; the Node must say so
-
-
-def kubectl(
-    kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 60
-) -> tuple[int, str, str]:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    done = subprocess.run(
-        [str(kubectl_path()), *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout
-    )
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture
@@ -47,18 +29,8 @@ def running(
     api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess]
 ) -> Iterator[tuple[AgentProcess, str]]:
     agent = make_agent(settings=NODE_IP).start()
-    name = f"exec-{uuid.uuid4().hex[:6]}"
-    body = pod_body(name, agent.node, "echo started; exec sleep 600", grace=1)
-    container = body["spec"]["containers"][0]
-    container["env"] = [{"name": "GREETING", "value": "hello from the pod"}]
-    container["workingDir"] = "/tmp"
-    admin.create(PODS, body, "default")
-
-    def is_running() -> bool:
-        statuses = admin.get(PODS, name, "default").get("status", {}).get("containerStatuses") or []
-        return bool(statuses and "running" in statuses[0].get("state", {}))
-
-    wait_until(is_running, 60, f"{name} running")
+    env = [{"name": "GREETING", "value": "hello from the pod"}]
+    name = start_pod(admin, agent, "echo started; exec sleep 600", env=env, workingDir="/tmp")
     yield agent, name
     admin.delete(PODS, name, "default")
 
@@ -167,88 +139,3 @@ def _node_client_context(api: ApiServerProcess, user: str, base: ssl.SSLContext)
     context = ssl.create_default_context(cafile=str(api.ca_file))
     context.load_cert_chain(str(where / "tls.crt"), str(where / "tls.key"))
     return context
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class PortForward:
-    """`kubectl port-forward` in the background; `local` is the port it listens on."""
-
-    def __init__(self, kubeconfig: Path, pod: str, remote: int) -> None:
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.process = subprocess.Popen(
-            [str(kubectl_path()), "port-forward", f"pod/{pod}", f":{remote}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
-        assert self.process.stdout is not None
-        first = self.process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNN -> remote"
-        match = re.search(r"127\.0\.0\.1:(\d+) ->", first)
-        assert match, (first, self.stop())
-        self.local = int(match.group(1))
-
-    def stop(self) -> str:
-        if self.process.poll() is None:
-            self.process.terminate()
-        _, err = self.process.communicate(timeout=30)
-        return err
-
-
-def test_kubectl_port_forward_reaches_the_pods_server_and_only_its_ports(
-    api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess]
-) -> None:
-    agent = make_agent(settings=NODE_IP).start()
-    port, undeclared = _free_port(), _free_port()
-    name = f"web-{uuid.uuid4().hex[:6]}"
-    body = pod_body(name, agent.node, grace=1)
-    body["spec"]["containers"][0].update(
-        command=[
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            "/etc",
-        ],
-        ports=[{"containerPort": port}],
-    )
-    admin.create(PODS, body, "default")
-    try:
-
-        def serving() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_until(serving, 60, f"{name}'s HTTP server")
-        forward = PortForward(api.kubeconfig, name, port)
-        try:
-            for _ in range(3):  # each request is a new forwarded connection (a new pair of streams)
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{forward.local}/hostname", timeout=30
-                ) as answer:
-                    assert answer.status == 200
-                    assert answer.read() == Path("/etc/hostname").read_bytes()
-        finally:
-            forward.stop()
-        # A port the pod neither declares nor listens on: refused with one line naming it; kubectl says so.
-        forward = PortForward(api.kubeconfig, name, undeclared)
-        try:
-            with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
-                urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/", timeout=30)
-        finally:
-            err = forward.stop()
-        assert f"error forwarding port {undeclared} to pod {name}" in err, err
-        # The endpoint keeps serving: a new forward to the real port works.
-        forward = PortForward(api.kubeconfig, name, port)
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/hostname", timeout=30) as answer:
-                assert answer.status == 200
-        finally:
-            forward.stop()
-    finally:
-        admin.delete(PODS, name, "default")
