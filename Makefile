@@ -62,6 +62,7 @@ bench: $(STAMP)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_cluster_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/exec_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_e2e_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/extender_bench.py
