@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig, parse_listen
 from agent.cm.devicemanager import DeviceManager, PodInfo
@@ -23,8 +23,10 @@ from agent.config.sources import ManifestSource, PodSource
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
-from agent.server.server import SecureServer
 from kubenode import __version__, sdnotify
+
+if TYPE_CHECKING:
+    from agent.server.server import SecureServer  # aiohttp: imported only when joining a cluster
 
 log = logging.getLogger(__name__)
 
