@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def running(
 def test_kubectl_exec_runs_in_the_container_with_its_env_cgroup_and_exit_code(
     api: ApiServerProcess, running: tuple[AgentProcess, str]
 ) -> None:
-    _, pod = running
+    agent, pod = running
     rc, out, err = kubectl(
         api.kubeconfig, "exec", pod, "--", "sh", "-c", 'echo "$GREETING in $(pwd)"; echo oops >&2'
     )
@@ -49,8 +50,12 @@ def test_kubectl_exec_runs_in_the_container_with_its_env_cgroup_and_exit_code(
     # Inside the pod cgroup: the same cgroups as the container's process, and a cpuset from it.
     rc, out, err = kubectl(api.kubeconfig, "exec", pod, "--", "cat", "/proc/self/cgroup", "/proc/self/status")
     assert rc == 0, err
-    assert "kn-cluster-" in out, out
-    assert "Cpus_allowed_list:" in out, out
+    cpuset_line = next(line for line in out.splitlines() if ":cpuset:" in line)
+    pod_cgroup = cpuset_line.split(":", 2)[2]
+    assert pod_cgroup.startswith(agent.root + "/"), (agent.root, out)
+    allowed = next(line for line in out.splitlines() if line.startswith("Cpus_allowed_list:"))
+    cpus = Path(f"/sys/fs/cgroup/cpuset{pod_cgroup}/cpuset.cpus").read_text().strip()
+    assert allowed.split(":", 1)[1].strip() == cpus, (allowed, cpus)
     # stdin reaches the command; its end closes the command's input.
     rc, out, err = kubectl(api.kubeconfig, "exec", "-i", pod, "--", "tr", "a-z", "A-Z", stdin="shout\n")
     assert (rc, out) == (0, "SHOUT\n"), err
