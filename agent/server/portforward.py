@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
+from agent.server.remotecommand import refuse
 from agent.server.spdy import (
     PING,
     RST_REFUSED_STREAM,
@@ -184,10 +185,10 @@ async def portforward_handler(request: web.Request, resolve: ResolvePod) -> web.
     info = request.match_info
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
     if request.headers.get("Upgrade", "").lower() != "websocket" or PROTOCOL not in offered:
-        return web.Response(status=400, text=f"portForward: needs a WebSocket upgrade offering {PROTOCOL}\n")
+        return refuse(400, f"portForward: needs a WebSocket upgrade offering {PROTOCOL}")
     resolved = await resolve(info["namespace"], info["pod"])
     if isinstance(resolved, tuple):
-        return web.Response(status=resolved[0], text=resolved[1].rstrip("\n") + "\n")
+        return refuse(*resolved)
     ws = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=4 * 2**20, autoping=True)
     await ws.prepare(request)
     await _Session(ws, resolved, info["pod"]).run()

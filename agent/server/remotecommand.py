@@ -61,8 +61,16 @@ def status(code: int | None, message: str = "") -> bytes:
     return bytes([ERROR]) + json.dumps(body).encode()
 
 
+# A refused upgrade's reason also goes in this header: a WebSocket client (the API server's aiohttp) is given
+# the status and headers of a failed handshake, not its body.
+REFUSAL_HEADER = "X-Kubenode-Refusal"
+
+
 def refuse(code: int, text: str) -> web.Response:
-    return web.Response(status=code, text=text.rstrip("\n") + "\n", content_type="text/plain")
+    line = " ".join(text.split())
+    return web.Response(
+        status=code, text=line + "\n", content_type="text/plain", headers={REFUSAL_HEADER: line}
+    )
 
 
 async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResponse:

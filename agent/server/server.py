@@ -32,7 +32,7 @@ from agent.server.attach import ResolveAttach, attach_handler
 from agent.server.auth import Authorizer, attributes, forbidden, identity_of
 from agent.server.httpapi import StreamRequest, StreamRoute
 from agent.server.portforward import ResolvePod, portforward_handler
-from agent.server.remotecommand import Resolve, exec_handler
+from agent.server.remotecommand import Resolve, exec_handler, refuse
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,12 @@ class SecureServer:
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
         who = identity_of(ssl_object.getpeercert() if ssl_object is not None else None)
         if who is None:
-            return web.Response(status=401, text="Unauthorized: no client certificate from the cluster CA\n")
+            return refuse(401, "Unauthorized: no client certificate from the cluster CA")
         what = attributes(request.method, request.path)
         loop = asyncio.get_running_loop()
         allowed, reason = await loop.run_in_executor(self._executor, self._authorizer.decide, who, what)
         if not allowed:
-            return web.Response(status=403, text=forbidden(who, what, self._node, reason) + "\n")
+            return refuse(403, forbidden(who, what, self._node, reason))
         return await handler(request)
 
     async def _healthz(self, request: web.Request) -> web.StreamResponse:

@@ -29,6 +29,9 @@ from apiserver.handlers.nodeproxy import CONNECT_TIMEOUT_S, Target, agent_error,
 from apiserver.request import RequestInfo
 from apiserver.status import bad_request
 
+REFUSAL_HEADER = (
+    "X-Kubenode-Refusal"  # the agent's reason for a refused upgrade (agent/server/remotecommand.py)
+)
 AGENT_PATHS = {"exec": "exec", "attach": "attach", "portforward": "portForward"}
 # WebSocket messages are bounded by the client's buffer (client-go reads 32 KiB); leave room for framing.
 MAX_MESSAGE = 4 * 2**20
@@ -102,7 +105,9 @@ async def connect(request: web.Request, ctx: ApiContext, info: RequestInfo) -> w
                 heartbeat=None,
             )
         except aiohttp.WSServerHandshakeError as exc:
-            raise agent_error(exc.status, exc.message) from None
+            sent = exc.headers.get(REFUSAL_HEADER) if exc.headers is not None else None
+            reason = sent or f"the node refused the upgrade ({exc.message})"
+            raise agent_error(exc.status, reason) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise upstream_error(url, exc) from None
         async with upstream:

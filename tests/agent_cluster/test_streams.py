@@ -130,6 +130,8 @@ def test_a_malformed_stream_ends_that_stream_only(
         # exec messages on unknown channels, a text message and a bad resize are ignored; the command
         # still runs and reports its exit code.
         assert b'"NonZeroExitCode"' in answers["exec"], answers
+        # A channel protocol the agent does not speak: its refusal reaches the client as a Status.
+        assert "v5.channel.k8s.io" in answers["v3"].decode(), answers
         rc, out, err = kubectl(api.kubeconfig, "exec", name, "--", "echo", "still serving")
         assert (rc, out) == (0, "still serving\n"), err
     finally:
@@ -158,4 +160,15 @@ async def _malformed(api: ApiServerProcess, pod: str) -> dict[str, bytes]:
                 if message.type == aiohttp.WSMsgType.BINARY and message.data[:1] == b"\x03":
                     errors += message.data[1:]
             answers["exec"] = errors
+        upgrade = {
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Protocol": "v3.channel.k8s.io",
+        }
+        url = api.url + f"/api/v1/namespaces/default/pods/{pod}/exec?command=true&stdout=true"
+        async with session.get(url, headers=upgrade, ssl=context) as response:
+            assert response.status == 400, response.status
+            answers["v3"] = (await response.json())["message"].encode()
     return answers
