@@ -1,5 +1,5 @@
 """The agent's status endpoint as `kubenode up` and `kubenode trace` read it: its address from the Node
-(status.addresses and the status-port annotation: kubenode/nodeproxyauth.py) and its
+(status.addresses and the status-port annotation: kubenode/nodeendpoints.py) and its
 `/pods` JSON (the pods with their cgroup, cpuset, limits read from the cgroup files, and devices)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import urllib.request
 from typing import Any
 
 from kubenode.kubeclient import NODES, KubeClient
-from kubenode.nodeproxyauth import node_status_endpoint
+from kubenode.nodeendpoints import node_status_endpoint
 
 
 def endpoint_of(client: KubeClient, node_name: str) -> str | None:

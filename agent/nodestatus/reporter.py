@@ -39,7 +39,7 @@ from kubenode.kubeclient.informer import Backoff
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model.quantity import format_amount
 from kubenode.model.resources import CPU, MEMORY, PODS
-from kubenode.nodeproxyauth import STATUS_PORT_ANNOTATION
+from kubenode.nodeendpoints import STATUS_PORT_ANNOTATION
 
 log = logging.getLogger(__name__)
 

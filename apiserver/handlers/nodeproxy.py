@@ -23,7 +23,7 @@ from apiserver.handlers.common import ApiContext
 from apiserver.handlers.writes import load
 from apiserver.request import RequestInfo
 from apiserver.status import APIError, bad_request, not_found
-from kubenode.nodeproxyauth import node_daemon_endpoint
+from kubenode.nodeendpoints import node_daemon_endpoint
 
 DIALER_KEY = "node_dialer"  # ctx.extras: the NodeDialer made at start
 CONNECT_TIMEOUT_S = 10.0

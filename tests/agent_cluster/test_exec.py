@@ -20,7 +20,7 @@ import pytest
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import NODES, PODS, KubeClient
-from kubenode.nodeproxyauth import node_daemon_endpoint
+from kubenode.nodeendpoints import node_daemon_endpoint
 from tests.agent_cluster.streams import NODE_IP, kubectl, start_pod
 from tests.apiserver.kubectl_support import kubectl_path
 

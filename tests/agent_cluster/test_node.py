@@ -20,7 +20,7 @@ from harness.apiserver import ApiServerProcess
 from harness.manifests import write_manifest
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
-from kubenode.nodeproxyauth import STATUS_PORT_ANNOTATION
+from kubenode.nodeendpoints import STATUS_PORT_ANNOTATION
 from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, pod_status, wait_until
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"

@@ -20,7 +20,7 @@ import yaml
 from cli.up.apply import LAST_APPLIED, last_applied
 from kubenode.cpuset import parse_cpuset
 from kubenode.kubeclient import NODES, PODS
-from kubenode.nodeproxyauth import node_daemon_endpoint
+from kubenode.nodeendpoints import node_daemon_endpoint
 from tests.agent.support import MOUNT, wait_until
 from tests.up.support import REPO, UpProcess, kubenode_env
 
