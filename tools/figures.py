@@ -24,6 +24,7 @@ SCRIPTS = {
     "apiserver_bench": "API server",
     "cdihook_bench": "CDI cpuset hook",
     "hostile_bench": "under hostile input (issue 14)",
+    "topology_bench": "Topology Manager admission (issue 28)",
     "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
 }
 

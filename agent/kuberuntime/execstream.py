@@ -1,8 +1,10 @@
 """A command run in a running container, with its streams: what `kubectl exec` reaches (the CRI's Exec).
 
-    exec_spec(pod, container, command) -> the container's env (envvars.container_env) and workingDir, the
-    pod cgroup's procs files -> ExecSession.start: the process forked in its own session, placed in the pod
-    cgroup before it runs anything (processes.in_pod_cgroup), so it is limited and pinned like the pod ->
+    exec_spec(pod, container, command) -> the container's env (envvars.container_env), workingDir and
+    securityContext (securitycontext.process_security), the pod cgroup's procs files -> ExecSession.start:
+    the process forked in its own session, placed in the pod cgroup and down to the container's user and
+    privileges before it runs anything (processes.in_pod_cgroup), so it is limited, pinned and confined
+    like the container ->
     stdin/stdout/stderr as pipes, or with `tty` one pseudo-terminal that is its controlling terminal
     (resize sets its window size) -> `wait()` gives the exit code (128+signal for a signal) -> `kill()`
     ends the session and every process it started, when the client goes first.
@@ -33,6 +35,7 @@ from agent.kuberuntime.processes import (
     in_pod_cgroup,
     kill_session,
 )
+from agent.kuberuntime.securitycontext import ProcessSecurity, SecurityPolicy, process_security
 from kubenode.model import Pod
 
 READ_CHUNK = 32 * 1024
@@ -44,18 +47,27 @@ class ExecSpec:
     env: dict[str, str]
     working_dir: str
     procs_files: tuple[str, ...]
+    security: ProcessSecurity | None = None
 
 
 def exec_spec(
-    pod: Pod, container_name: str, command: Sequence[str], procs_files: Sequence[str], host: HostInfo
+    pod: Pod,
+    container_name: str,
+    command: Sequence[str],
+    procs_files: Sequence[str],
+    host: HostInfo,
+    policy: SecurityPolicy | None = None,
 ) -> ExecSpec:
-    """What running `command` in the container means; raises KeyError for an unknown container and
-    envvars.ContainerConfigError when its env cannot be resolved."""
+    """What running `command` in the container means: its env, workingDir and, with the node's `policy`, its
+    securityContext (user, groups, capabilities, seccomp), as the CRI's exec runs as the container does.
+    Raises KeyError for an unknown container and envvars.ContainerConfigError when its env or security
+    context cannot be resolved."""
     container = next((c for c in pod.all_containers if c.name == container_name), None)
     if container is None:
         raise KeyError(container_name)
     env = {k: v for k, v in container_env(pod, container, host).items() if k != IDENTITY_ENV}
-    return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files))
+    security = process_security(pod, container, policy) if policy is not None else None
+    return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files), security)
 
 
 def _set_size(master: int, width: int, height: int) -> None:
@@ -95,7 +107,7 @@ class ExecSession:
                 stderr=slave if tty else pipe,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=in_pod_cgroup(spec.procs_files, controlling_tty=tty),
+                preexec_fn=in_pod_cgroup(spec.procs_files, spec.security, controlling_tty=tty),
             )
         except subprocess.SubprocessError as exc:
             cls._close(master)

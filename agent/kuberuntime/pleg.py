@@ -53,9 +53,9 @@ def mark_exited(c: ContainerRecord, code: int, reason: str, message: str, clock_
     c.create_time = None
 
 
-def relist_containers(table: ProcessTable, record: PodRecord, clock: Callable[[], float]) -> bool:
-    """Poll the pod's running containers; record each exit. Returns whether any container stopped."""
-    changed = False
+def relist_containers(table: ProcessTable, record: PodRecord, clock: Callable[[], float]) -> list[str]:
+    """Poll the pod's running containers; record each exit. Returns the containers that stopped."""
+    stopped = []
     for c in record.containers.values():
         if c.state != RUNNING:
             continue
@@ -68,5 +68,5 @@ def relist_containers(table: ProcessTable, record: PodRecord, clock: Callable[[]
         if proc is None or isinstance(proc, AdoptedProcess):
             reason = "ContainerStatusUnknown" if code == UNKNOWN_EXIT_CODE else reason
         mark_exited(c, code, reason, "", clock())
-        changed = True
-    return changed
+        stopped.append(c.name)
+    return stopped

@@ -32,9 +32,12 @@ import termios
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
+
+if TYPE_CHECKING:
+    from agent.kuberuntime.securitycontext import ProcessSecurity
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
@@ -111,15 +114,20 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.close(fd)
 
 
-def in_pod_cgroup(procs_files: Sequence[str], *, controlling_tty: bool = False) -> Callable[[], None]:
-    """The preexec_fn that puts a child into its pod cgroup before it runs anything; with
-    `controlling_tty`, its stdin (a pty slave, in its new session) also becomes its controlling terminal."""
+def in_pod_cgroup(
+    procs_files: Sequence[str], security: ProcessSecurity | None = None, *, controlling_tty: bool = False
+) -> Callable[[], None]:
+    """The preexec_fn of a container process (and of a command exec'd in one): in the child between fork and
+    exec, into the pod cgroup; with `controlling_tty`, its stdin (a pty slave, in its new session) becomes its
+    controlling terminal; then down to the container's privileges (`security`), before it runs anything."""
     files = list(procs_files)
 
     def prepare() -> None:
         join_cgroup(files)
         if controlling_tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if security is not None:
+            security.apply_in_child()
 
     return prepare
 
@@ -199,6 +207,7 @@ def spawn(
     log_path: Path,
     procs_files: Sequence[str],
     identity: Identity | None = None,
+    security: ProcessSecurity | None = None,
     *,
     stdin_path: Path | None = None,
 ) -> SpawnedProcess:
@@ -232,8 +241,9 @@ def spawn(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
-                # The pid must be in the pod cgroup before exec; preexec_fn is the only hook there.
-                preexec_fn=in_pod_cgroup(procs_files),
+                # The pid must be in the pod cgroup before exec, and the process must have given up what its
+                # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
+                preexec_fn=in_pod_cgroup(procs_files, security),
             )
         except subprocess.SubprocessError as exc:
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from agent.cm.cgroups.api import CgroupError
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
@@ -45,6 +46,7 @@ from agent.kuberuntime.processes import (
     signal_process,
     spawn,
 )
+from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
 from agent.pod.podrecord import (
     RUNNING,
     TERMINATED,
@@ -84,6 +86,8 @@ class ProcessRuntime:
         clock: Callable[[], float] = time.monotonic,
         pre_start: Callable[[str, str], None] | None = None,
         cgroup_pids: Callable[[str], set[int]] | None = None,
+        security: SecurityPolicy | None = None,
+        cgroup_oom_kills: Callable[[str], int] | None = None,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
         self.stdin_dir = Path(state_dir) / "stdin"
@@ -92,7 +96,13 @@ class ProcessRuntime:
         self._pre_start = pre_start
         # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
         self._cgroup_pids = cgroup_pids
+        # The pod cgroup's OOM kill count, and its value when each container started: a container that
+        # ends by SIGKILL after the count rose is reported OOMKilled (the kubelet reads it from its runtime).
+        self._cgroup_oom_kills = cgroup_oom_kills
+        self._oom_baseline: dict[tuple[str, str], int] = {}
         self.store = store
+        # What privileged containers and Localhost seccomp profiles may use (the node's securityContext side).
+        self.security = security or SecurityPolicy(seccomp_root=Path(state_dir) / "seccomp")
         self.host = host
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
@@ -119,10 +129,30 @@ class ProcessRuntime:
 
     def relist(self, record: PodRecord) -> bool:
         """Poll the pod's processes (reaping exited children); returns whether any container stopped."""
-        changed = relist_containers(self.processes, record, self._clock)
-        if changed:
+        stopped = relist_containers(self.processes, record, self._clock)
+        for name in stopped:
+            self._explain_sigkill(record, record.containers[name])
+        if stopped:
             self.store.save(record)
-        return changed
+        return bool(stopped)
+
+    def _oom_count(self, uid: str) -> int | None:
+        if self._cgroup_oom_kills is None:
+            return None
+        try:
+            return self._cgroup_oom_kills(uid)
+        except (OSError, CgroupError, ValueError):
+            return None  # no pod cgroup (yet, or any more): nothing to compare
+
+    def _explain_sigkill(self, record: PodRecord, c: ContainerRecord) -> None:
+        """A container ended by SIGKILL while the pod cgroup's OOM kill count rose since it started was
+        killed by the kernel's OOM killer: kube reports it as terminated, reason OOMKilled, exit code 137."""
+        baseline = self._oom_baseline.pop((record.uid, c.name), None)
+        if c.exit_code != 128 + signal.SIGKILL or c.reason != "Error" or baseline is None:
+            return
+        now = self._oom_count(record.uid)
+        if now is not None and now > baseline:
+            c.reason = "OOMKilled"
 
     def has_exited(self, uid: str) -> bool:
         """Whether a process of the pod has exited since the last relist (cheap; for the agent's PLEG)."""
@@ -240,6 +270,7 @@ class ProcessRuntime:
         try:
             env = container_env(pod, c, self.host, device_env)
             argv = container_argv(c, env)
+            security = process_security(pod, c, self.security)
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -250,13 +281,18 @@ class ProcessRuntime:
         try:
             stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
             identity = Identity.new(pod.uid, c.name)
-            proc = spawn(argv, env, c.working_dir, log_path, procs_files, identity, stdin_path=stdin)
+            proc = spawn(
+                argv, env, c.working_dir, log_path, procs_files, identity, security, stdin_path=stdin
+            )
         except ProcessStartError as exc:
             mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
             hints.append(0.0)  # the restart decision (and its backoff) is made on the next sync
             return
         self.processes.put(pod.uid, c.name, proc)
+        oom_count = self._oom_count(pod.uid)
+        if oom_count is not None:
+            self._oom_baseline[(pod.uid, c.name)] = oom_count
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = proc.pid, proc.create_time
         rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
@@ -264,11 +300,18 @@ class ProcessRuntime:
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
+        return self.pod_logs_dir(pod.namespace, pod.name, pod.uid) / container / f"{restart}.log"
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
         """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
-        directory = f"{pod.namespace}_{pod.name}_{pod.uid}"
+        directory = f"{namespace}_{name}_{uid}"
         if len(directory.encode()) > NAME_MAX:
-            directory = pod.uid  # a 253-character name would not fit in one path component
-        return self.logs_dir / directory / container / f"{restart}.log"
+            directory = uid  # a 253-character name would not fit in one path component
+        return self.logs_dir / directory
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
+        shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
 
     def stdin_path(self, uid: str, container: str) -> Path:
         """The FIFO a `stdin: true` container reads, which `kubectl attach` writes (it outlives the agent)."""
@@ -317,6 +360,8 @@ class ProcessRuntime:
 
     def forget(self, uid: str) -> None:
         self.processes.forget_pod(uid)
+        for key in [k for k in self._oom_baseline if k[0] == uid]:
+            del self._oom_baseline[key]
         self.backoff.forget_prefix(f"{uid}/")
         shutil.rmtree(self.stdin_dir / uid, ignore_errors=True)
 

@@ -34,7 +34,25 @@ def host_allocatable(max_pods: int = DEFAULT_MAX_PODS) -> dict[str, int]:
     return {CPU: cpus * 1000, MEMORY: int(psutil.virtual_memory().total), PODS: max_pods}
 
 
+def forbidden_sysctl(pod: Pod) -> Rejection | None:
+    """The kubelet's sysctl admit handler, for process pods: they share the host's namespaces, so any sysctl,
+    namespaced or not, would change the node; such a pod is refused rather than the host changed."""
+    spec = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
+    context = (spec or {}).get("securityContext") if isinstance(spec, dict) else None
+    for sysctl in (context or {}).get("sysctls") or [] if isinstance(context, dict) else []:
+        name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl
+        return Rejection(
+            "SysctlForbidden",
+            f"forbidden sysctl: {name!r} cannot be set for a pod that shares the host's namespaces "
+            "(a process pod): it would change the node",
+        )
+    return None
+
+
 def admit(pod: Pod, active: Iterable[Pod], allocatable: Mapping[str, int]) -> Rejection | None:
+    refused = forbidden_sysctl(pod)
+    if refused is not None:
+        return refused
     active = list(active)
     if len(active) + 1 > allocatable.get(PODS, DEFAULT_MAX_PODS):
         return Rejection(

@@ -5,8 +5,10 @@ and makes the client and the API pod source, which the agent gets as a second so
 to the manifest directory. `attach(agent, devices, metrics)` then adds, on top of that
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
-(agent/status/statusmanager.py, told of every sync), and mirror pods for the static pods
-(agent/pod/mirrorpods.py). `start()` starts them after the agent; `stop()` stops them in reverse.
+(agent/status/statusmanager.py, told of every sync), mirror pods for the static pods
+(agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
+(agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
+in reverse.
 
 Everything here imports `kubenode.kubeclient`; the daemon imports this module only when the
 agent joins a cluster, so a standalone agent never loads the client.
@@ -30,6 +32,7 @@ from kubenode.model import ValidationError
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent, DeviceManager
+    from agent.cm.topologymanager.publisher import TopologyPublisher
     from agent.node import NodeAgent
     from agent.nodestatus.reporter import NodeStatusReporter
     from agent.pod.mirrorpods import MirrorPods
@@ -50,6 +53,7 @@ class ClusterMembership:
     lease: LeaseRenewer | None = None
     status: StatusManager | None = None
     mirrors: MirrorPods | None = None
+    topology: TopologyPublisher | None = None
     _started: list[str] = field(default_factory=list)
 
     @classmethod
@@ -95,8 +99,10 @@ class ClusterMembership:
             port=port,
             status_port=status_port,
             recorder=self.recorder,
+            pressure=agent.evictions.pressure,
         )
         reporter = self.reporter
+        agent.evictions.on_change = reporter.poke  # a pressure condition reaches the Node at once
         self.lease = node_lease(self.client, config, lambda: reporter.node_uid)
         self.mirrors = MirrorPods(self.client, agent, config.node_name, lambda: reporter.node_uid)
         self.status = StatusManager(
@@ -115,6 +121,16 @@ class ClusterMembership:
         agent.observers.append(self.status.pod_synced)
         if devices is not None:
             devices.add_listener(self._device_changed)
+            from agent.cm.topologymanager.publisher import TopologyPublisher
+
+            self.topology = TopologyPublisher(
+                self.client,
+                config.node_name,
+                devices,
+                config.topology_manager_policy,
+                config.topology_manager_scope,
+                str(config.sysfs_root),
+            )
 
     def _device_changed(self, event: DeviceEvent) -> None:
         if event.kind != "allocated" and self.reporter is not None:
@@ -128,6 +144,7 @@ class ClusterMembership:
             ("lease", self.lease),
             ("status", self.status),
             ("mirrors", self.mirrors),
+            ("topology", self.topology),
         ):
             if part is not None:
                 part.start()
@@ -140,6 +157,7 @@ class ClusterMembership:
             "lease": self.lease,
             "status": self.status,
             "mirrors": self.mirrors,
+            "topology": self.topology,
         }
         for name in reversed(self._started):
             part = parts[name]

@@ -170,6 +170,8 @@ class PodSyncer(PodManager):
         self.cgroups.destroy(pod.uid)
         if self.devices is not None:
             self.devices.free_pod(pod.uid)
+        if self.topology is not None:
+            self.topology.remove_pod(pod.uid)
         if self.cpu_pool.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
@@ -182,6 +184,7 @@ class PodSyncer(PodManager):
             self.store.save(self._record(pod))
         else:
             self.store.delete(pod.uid)
+            self.runtime.remove_logs(pod.namespace, pod.name, pod.uid)
         self._update_qos(self.active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now

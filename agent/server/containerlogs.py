@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.logs.reader import Follower, snapshot
 from agent.server.httpapi import StreamRequest
 
 log = logging.getLogger(__name__)
@@ -94,18 +95,16 @@ class ContainerLogs:
     ) -> AsyncIterator[bytes]:
         limit = options["limitBytes"]
         sent = 0
+        # Across the log's rotations (agent/logs): the rotated files, then the live one.
+        data, offset = snapshot(path, options["tailLines"])
         try:
-            data = path.read_bytes()
             written = path.stat().st_mtime
         except OSError:
-            data, written = b"", time.time()
-        offset = len(data)
+            written = time.time()
         since = options["sinceSeconds"]
         if since is not None and written < time.time() - since:
             data = b""
         lines = data.splitlines(keepends=True)
-        if options["tailLines"] is not None:
-            lines = lines[-options["tailLines"] :] if options["tailLines"] > 0 else []
         for line in lines:
             chunk = (_stamp(written) if options["timestamps"] else b"") + line
             if limit is not None:
@@ -118,15 +117,10 @@ class ContainerLogs:
         loop = asyncio.get_running_loop()
         pending = b""
         checked = time.monotonic()
+        follower = Follower(path, offset)
         while not request.disconnected() and (limit is None or sent < limit):
-            try:
-                with path.open("rb") as file:
-                    file.seek(offset)
-                    new = file.read(CHUNK)
-            except OSError:
-                new = b""
+            new = follower.read(CHUNK)
             if new:
-                offset += len(new)
                 pending += new
                 *complete, pending = pending.split(b"\n")
                 now = time.time()

@@ -75,7 +75,8 @@ class PodTargets:
             return found
         pod = found.pod
         try:
-            return exec_spec(pod, container, command, self._agent.cgroups.procs_files(pod), self._agent.host)
+            files = self._agent.cgroups.procs_files(pod)
+            return exec_spec(pod, container, command, files, self._agent.host, self._agent.runtime.security)
         except ContainerConfigError as exc:
             return 400, str(exc)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kubenode import yamlload
 from kubenode.kubeclient import PODS, AlreadyExists, KubeClient
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -41,7 +42,7 @@ def read_manifests(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
         if path.suffix not in MANIFEST_SUFFIXES or path.name.startswith("."):
             continue
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
+            documents = yamlload.load_all(path.read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ManifestError(f"{path}: {exc}") from None
         for document in documents:

@@ -29,6 +29,8 @@ class EnvVar:
     value: str = ""
     field_path: str | None = None  # valueFrom.fieldRef.fieldPath, e.g. metadata.name
     resource_field: tuple[str, str, str] | None = None  # (containerName, resource, divisor)
+    # valueFrom.configMapKeyRef / secretKeyRef: ("configmaps" | "secrets", name, key, optional)
+    key_ref: tuple[str, str, str, bool] | None = None
 
 
 @dataclass(frozen=True)

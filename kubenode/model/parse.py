@@ -131,6 +131,7 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
         value_from = item.child("valueFrom", "V1EnvVarSource")
         field_path = None
         resource_field = None
+        key_ref = None
         if value_from.has("fieldRef"):
             field_path = value_from.child("fieldRef", "V1ObjectFieldSelector").string("fieldPath") or None
         elif value_from.has("resourceFieldRef"):
@@ -140,11 +141,23 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
                 ref.string("resource"),
                 str(ref.data.get("divisor", "1")),
             )
+        elif value_from.has("configMapKeyRef") or value_from.has("secretKeyRef"):
+            kind, model = (
+                ("configMapKeyRef", "V1ConfigMapKeySelector")
+                if value_from.has("configMapKeyRef")
+                else ("secretKeyRef", "V1SecretKeySelector")
+            )
+            ref = value_from.child(kind, model)
+            if not ref.string("key"):
+                raise ref.error("key", "Required value")
+            resource = "configmaps" if kind == "configMapKeyRef" else "secrets"
+            key_ref = (resource, ref.string("name"), ref.string("key"), ref.data.get("optional") is True)
         elif value_from.data:
             raise value_from.error(
-                next(iter(value_from.data)), "only fieldRef and resourceFieldRef are supported"
+                next(iter(value_from.data)),
+                "only fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are supported",
             )
-        result.append(EnvVar(name, item.string("value"), field_path, resource_field))
+        result.append(EnvVar(name, item.string("value"), field_path, resource_field, key_ref))
     return tuple(result)
 
 

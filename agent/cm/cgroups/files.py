@@ -36,6 +36,16 @@ def read_file(directory: str, file: str) -> str:
         return handle.read().strip()
 
 
+def read_flat_key(directory: str, file: str, key: str) -> int:
+    """The value of `key` in a flat-keyed file (`name value` lines: memory.events, memory.oom_control); 0 if
+    the kernel does not report it."""
+    for line in read_file(directory, file).splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
 def write_file(directory: str, file: str, value: str) -> None:
     """Write an existing interface file; never creates one (a missing file is an error, as in the kernel)."""
     with kernel_errors(directory, file):

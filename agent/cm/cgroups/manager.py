@@ -193,6 +193,12 @@ class PodCgroupManager:
     def cpu_usage_ns(self, uid: str) -> int:
         return self.backend.cpu_usage_ns(self._only(uid))
 
+    def memory_working_set(self, uid: str) -> int:
+        return self.backend.memory_working_set(self._only(uid))
+
+    def oom_kills(self, uid: str) -> int:
+        return self.backend.oom_kills(self._only(uid))
+
     def stop_and_remove_root(self) -> None:
         for qos in (QOSClass.BURSTABLE, QOSClass.BEST_EFFORT, QOSClass.GUARANTEED):
             self.backend.remove_if_empty(self._tiers[qos])

@@ -23,6 +23,7 @@ from agent.cm.cgroups.backend import Dirs, cgroup_path
 from agent.cm.cgroups.files import (
     kernel_errors,
     read_file,
+    read_flat_key,
     remove_tree,
     subdirectories,
     tree_pids,
@@ -242,3 +243,11 @@ class V1Hierarchies:
     def cpu_usage_ns(self, dirs: Dirs) -> int:
         with kernel_errors(cgroup_path(dirs), "cpuacct.usage"):
             return int(self._node("cpuacct", dirs).controller.usage or 0)
+
+    def memory_working_set(self, dirs: Dirs) -> int:
+        path = self._path("memory", dirs)
+        usage = int(read_file(path, "memory.usage_in_bytes"))
+        return max(0, usage - read_flat_key(path, "memory.stat", "total_inactive_file"))
+
+    def oom_kills(self, dirs: Dirs) -> int:
+        return read_flat_key(self._path("memory", dirs), "memory.oom_control", "oom_kill")

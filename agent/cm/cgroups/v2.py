@@ -22,6 +22,7 @@ from agent.cm.cgroups.backend import Dirs, cgroup_path
 from agent.cm.cgroups.files import (
     kernel_errors,
     read_file,
+    read_flat_key,
     remove_tree,
     subdirectories,
     tree_pids,
@@ -161,6 +162,15 @@ class V2Hierarchies:
         limits["pids_limit"] = limits["pids.max"]
         limits["cpuset"] = limits["cpuset.cpus.effective"]
         return limits
+
+    def memory_working_set(self, dirs: Dirs) -> int:
+        path = self._path(dirs)
+        usage = int(read_file(path, "memory.current"))
+        return max(0, usage - read_flat_key(path, "memory.stat", "inactive_file"))
+
+    def oom_kills(self, dirs: Dirs) -> int:
+        # memory.events counts this cgroup and its descendants (memory.events.local would not).
+        return read_flat_key(self._path(dirs), "memory.events", "oom_kill")
 
     def cpu_usage_ns(self, dirs: Dirs) -> int:
         for line in read_file(self._path(dirs), "cpu.stat").splitlines():
