@@ -144,3 +144,16 @@ def _node_client_context(api: ApiServerProcess, user: str, base: ssl.SSLContext)
     context = ssl.create_default_context(cafile=str(api.ca_file))
     context.load_cert_chain(str(where / "tls.crt"), str(where / "tls.key"))
     return context
+
+
+def test_kubectl_exec_runs_as_the_containers_user(
+    api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess]
+) -> None:
+    agent = make_agent(settings=NODE_IP).start()
+    context = {"runAsUser": 1234, "runAsGroup": 2345}
+    name = start_pod(admin, agent, "exec sleep 600", "user", securityContext=context)
+    try:
+        rc, out, err = kubectl(api.kubeconfig, "exec", name, "--", "sh", "-c", "id -u; id -g")
+        assert (rc, out) == (0, "1234\n2345\n"), err
+    finally:
+        admin.delete(PODS, name, "default")
