@@ -86,6 +86,10 @@ def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path
     assert rc == 0 and "Running" in out, err
     want = f"hello from CPUs {(cgroup / 'cpuset.cpus').read_text().strip()}"
     wait_until(lambda: want in up.kubectl("logs", "all-cpus")[1], 10, f"{want!r} in kubectl logs")
+    # kubectl exec under `kubenode up`: the command sees the pod's exclusive CPUs; its exit code comes back.
+    rc, out, err = up.kubectl("exec", "all-cpus", "--", "grep", "Cpus_allowed_list", "/proc/self/status")
+    assert rc == 0 and out.split()[-1] == (cgroup / "cpuset.cpus").read_text().strip(), (out, err)
+    assert up.kubectl("exec", "all-cpus", "--", "sh", "-c", "exit 3")[0] == 3
 
     rc, out, err = up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")
     assert rc == 0, err
