@@ -56,6 +56,8 @@ from agent.podworkers.podsync import PodSyncer
 from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
+from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
 
@@ -89,6 +91,7 @@ class NodeAgent(PodSyncer):
         devices: DeviceManager | None = None,
         clock: Callable[[], float] = time.monotonic,
         allocatable: Mapping[str, int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
     ) -> None:
         self.config = config
         self.cgroups = cgroups
@@ -114,7 +117,10 @@ class NodeAgent(PodSyncer):
             cgroup_pids=cgroups.pids,
             cgroup_oom_kills=cgroups.oom_kills,
             security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
+            objects=objects,
         )
+        self.volumes = VolumeManager(config.state_dir, self.host, objects)
+        self.pod_event: Callable[[Pod, str, str, str], None] | None = None
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
         self.evictions = EvictionManager(
             self,
@@ -309,6 +315,7 @@ class NodeAgent(PodSyncer):
         # Listed before the workers are asked what they know (as the kubelet's HandlePodCleanups does):
         # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.
         pod_cgroups = set(self.cgroups.list_pods())
+        volume_dirs = self.volumes.pod_uids_on_disk()
         with self._lock:
             admitted = [
                 p for uid, p in self._desired.items() if uid not in self._rejected and uid not in self._held
@@ -330,7 +337,14 @@ class NodeAgent(PodSyncer):
             known = set(self.workers.known_uids())
             wanted = set(self._desired)
             stale_records = {uid for uid in self._records if uid not in wanted and uid not in known}
+            records = set(self._records)
         self._cleanup_orphans(stale_records | (pod_cgroups - known - wanted))
+        # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
+        # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
+        self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})
+        # Listed before the workers were asked, like the cgroups: a pod added meanwhile is never taken.
+        for uid in self.volumes.cleanup_orphans(volume_dirs - known - wanted - records):
+            log.info("removed the volumes of orphaned pod %s", uid)
         now = self._clock()
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
@@ -346,6 +360,7 @@ class NodeAgent(PodSyncer):
             try:
                 self.runtime.kill_pod(uid, record, self.cgroups, lambda: ORPHAN_GRACE_S)
                 self.cgroups.destroy(uid)
+                self.volumes.unmount_pod(uid)
             except (CgroupError, RuntimeError) as exc:
                 log.warning("cleaning up orphaned pod %s: %s", uid, exc)
                 continue

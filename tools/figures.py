@@ -18,6 +18,7 @@ from typing import Any
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
+    "volume_bench": "node agent, volumes",
     "agent_cluster_bench": "node agent, joined to a cluster",
     "scheduler_bench": "scheduler",
     "scheduler_e2e_bench": "scheduler against the API server",

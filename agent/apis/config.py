@@ -101,6 +101,9 @@ class AgentConfig:
     topology_manager_scope: str = "container"
     topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
     sysfs_root: Path = Path("/sys")
+    # How long a ConfigMap or Secret read from the API server is used before it is read again (the TTL of
+    # the kubelet's cache-based managers; one minute, their default). Tests shorten it.
+    config_map_and_secret_ttl: float = 60.0
 
     @property
     def joins_cluster(self) -> bool:

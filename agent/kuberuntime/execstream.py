@@ -4,7 +4,8 @@
     securityContext (securitycontext.process_security), the pod cgroup's procs files -> ExecSession.start:
     the process forked in its own session, placed in the pod cgroup and down to the container's user and
     privileges before it runs anything (processes.in_pod_cgroup), so it is limited, pinned and confined
-    like the container ->
+    like the container; a container with volumes runs in its own mount namespace, which the command joins
+    (and its workingDir there) ->
     stdin/stdout/stderr as pipes, or with `tty` one pseudo-terminal that is its controlling terminal
     (resize sets its window size) -> `wait()` gives the exit code (128+signal for a signal) -> `kill()`
     ends the session and every process it started, when the client goes first.
@@ -48,6 +49,17 @@ class ExecSpec:
     working_dir: str
     procs_files: tuple[str, ...]
     security: ProcessSecurity | None = None
+    mounts_of: int | None = None  # the container process whose mount namespace (its volumes) to join
+
+
+def private_mounts(pid: int | None) -> int | None:
+    """`pid` if that process runs in a mount namespace of its own (a container with volumes), else None."""
+    if pid is None:
+        return None
+    try:
+        return pid if os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt") else None
+    except OSError:
+        return None
 
 
 def exec_spec(
@@ -57,6 +69,7 @@ def exec_spec(
     procs_files: Sequence[str],
     host: HostInfo,
     policy: SecurityPolicy | None = None,
+    container_pid: int | None = None,
 ) -> ExecSpec:
     """What running `command` in the container means: its env, workingDir and, with the node's `policy`, its
     securityContext (user, groups, capabilities, seccomp), as the CRI's exec runs as the container does.
@@ -67,7 +80,8 @@ def exec_spec(
         raise KeyError(container_name)
     env = {k: v for k, v in container_env(pod, container, host).items() if k != IDENTITY_ENV}
     security = process_security(pod, container, policy) if policy is not None else None
-    return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files), security)
+    mounts = private_mounts(container_pid)
+    return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files), security, mounts)
 
 
 def _set_size(master: int, width: int, height: int) -> None:
@@ -89,7 +103,8 @@ class ExecSession:
         cls, spec: ExecSpec, *, stdin: bool, tty: bool, size: tuple[int, int] | None = None
     ) -> ExecSession:
         """Start the command; with `tty`, `size` (width, height) is the terminal's from its first moment."""
-        check_working_dir(spec.working_dir)
+        if spec.mounts_of is None:
+            check_working_dir(spec.working_dir)  # else it is checked inside the container's namespace
         master = slave = None
         if tty:
             master, slave = os.openpty()
@@ -101,13 +116,19 @@ class ExecSession:
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
                 env=spec.env,
-                cwd=spec.working_dir or "/",
+                cwd=(spec.working_dir or "/") if spec.mounts_of is None else "/",
                 stdin=slave if tty else (pipe if stdin else subprocess.DEVNULL),
                 stdout=slave if tty else pipe,
                 stderr=slave if tty else pipe,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=in_pod_cgroup(spec.procs_files, spec.security, controlling_tty=tty),
+                preexec_fn=in_pod_cgroup(
+                    spec.procs_files,
+                    spec.security,
+                    controlling_tty=tty,
+                    join_mounts_of=spec.mounts_of,
+                    working_dir=spec.working_dir,
+                ),
             )
         except subprocess.SubprocessError as exc:
             cls._close(master)

@@ -23,7 +23,10 @@ cannot be known, so it is reported as unknown.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import dataclasses
 import fcntl
+import functools
 import os
 import secrets
 import signal
@@ -38,6 +41,7 @@ import psutil
 
 if TYPE_CHECKING:
     from agent.kuberuntime.securitycontext import ProcessSecurity
+from agent.volumemanager.namespace import NamespacePlan, enter_container_namespace, report_and_raise
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
@@ -115,21 +119,43 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
 
 
 def in_pod_cgroup(
-    procs_files: Sequence[str], security: ProcessSecurity | None = None, *, controlling_tty: bool = False
+    procs_files: Sequence[str],
+    security: ProcessSecurity | None = None,
+    *,
+    controlling_tty: bool = False,
+    join_mounts_of: int | None = None,
+    working_dir: str = "",
 ) -> Callable[[], None]:
-    """The preexec_fn of a container process (and of a command exec'd in one): in the child between fork and
-    exec, into the pod cgroup; with `controlling_tty`, its stdin (a pty slave, in its new session) becomes its
-    controlling terminal; then down to the container's privileges (`security`), before it runs anything."""
+    """The preexec_fn of a command exec'd in a container: into the pod cgroup; with `join_mounts_of`, into
+    that container process's mount namespace (where its volumes are) and its `working_dir` there; with
+    `controlling_tty`, its stdin (a pty slave, in its new session) becomes its controlling terminal; then
+    down to the container's privileges (`security`), before it runs anything."""
     files = list(procs_files)
 
     def prepare() -> None:
         join_cgroup(files)
+        if join_mounts_of is not None:
+            fd = os.open(f"/proc/{join_mounts_of}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if _libc().setns(fd, _CLONE_NEWNS) != 0:
+                    raise OSError(ctypes.get_errno(), "setns")
+            finally:
+                os.close(fd)
+            os.chdir(working_dir or "/")
         if controlling_tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         if security is not None:
             security.apply_in_child()
 
     return prepare
+
+
+_CLONE_NEWNS = 0x00020000
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def check_working_dir(working_dir: str) -> None:
@@ -200,6 +226,23 @@ def kill_session(pid: int) -> None:
     signal_process(pid, signal.SIGKILL)
 
 
+def _prepare_child(
+    procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
+) -> None:
+    """In the child between fork and exec: into the pod cgroup first (so nothing runs outside its limits),
+    then the container's own mount namespace with its volumes (agent/volumemanager/namespace.py, which
+    needs root), then down to the container's privileges (its securityContext; a read-only root is
+    remounted inside the namespace the volumes are in, so the volumes stay writable)."""
+    join_cgroup(procs_files)
+    if namespace is not None:
+        try:
+            enter_container_namespace(namespace)
+        except BaseException as exc:
+            report_and_raise(namespace, exc)
+    if security is not None:
+        security.apply_in_child()
+
+
 def spawn(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -208,19 +251,30 @@ def spawn(
     procs_files: Sequence[str],
     identity: Identity | None = None,
     security: ProcessSecurity | None = None,
+    namespace: NamespacePlan | None = None,
     *,
     stdin_path: Path | None = None,
 ) -> SpawnedProcess:
-    """Start a container process; with `stdin_path`, its stdin is that FIFO (made if missing), held open for
-    reading and writing so the process never sees the end of input while no one attaches."""
-    check_working_dir(working_dir)
+    """Start the container process; with a `namespace` plan it runs in its own mount namespace, where
+    the workingDir is entered after the mounts (it may be a mountPath, or exist only there); with
+    `stdin_path`, its stdin is that FIFO (made if missing), held open for reading and writing so the
+    process never sees the end of input while no one attaches."""
+    if namespace is None:
+        check_working_dir(working_dir)
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    files = list(procs_files)
     # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
     stamped = {IDENTITY_ENV: str(identity)} if identity is not None else {}
     stamped.update((k, v) for k, v in env.items() if k != IDENTITY_ENV)
     # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
     os.fchmod(fd, 0o640)
+    error_read, error_write = os.pipe2(os.O_CLOEXEC) if namespace is not None else (-1, -1)
+    if namespace is not None:
+        read_only_root = security is not None and security.read_only_root
+        namespace = dataclasses.replace(
+            namespace, working_dir=working_dir, error_fd=error_write, read_only_root=read_only_root
+        )
     stdin: int = subprocess.DEVNULL
     if stdin_path is not None:
         stdin_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -235,7 +289,7 @@ def spawn(
             popen = subprocess.Popen(
                 list(argv),
                 env=stamped,
-                cwd=working_dir or "/",
+                cwd=working_dir if working_dir and namespace is None else "/",
                 stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -243,13 +297,32 @@ def spawn(
                 close_fds=True,
                 # The pid must be in the pod cgroup before exec, and the process must have given up what its
                 # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
-                preexec_fn=in_pod_cgroup(procs_files, security),
+                preexec_fn=lambda: _prepare_child(files, security, namespace),
             )
         except subprocess.SubprocessError as exc:
+            reason = _child_error(error_read, error_write)
+            if reason:
+                raise ProcessStartError(reason) from None  # it names the mountPath or the workingDir
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
         except OSError as exc:
+            _child_error(error_read, error_write)
             raise ProcessStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    _child_error(error_read, error_write)
     return SpawnedProcess(popen)
+
+
+def _child_error(read_fd: int, write_fd: int) -> str:
+    """What the child wrote before failing (empty if nothing, or if there is no pipe); closes the pipe."""
+    if read_fd < 0:
+        return ""
+    os.close(write_fd)
+    try:
+        chunks = []
+        while chunk := os.read(read_fd, 4096):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(read_fd)
 
 
 def signal_process(pid: int, sig: signal.Signals) -> None:

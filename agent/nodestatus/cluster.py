@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 from agent.apis.config import AgentConfig
 from agent.config.apisource import ApiPodSource
 from agent.lifecycle.admission import host_allocatable
+from agent.util.configobjects import CachedConfigObjects, api_fetcher
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient, KubeConfigError
 from kubenode.kubeclient import config as kubeconfig
 from kubenode.kubeclient.events import EventRecorder
-from kubenode.model import ValidationError
+from kubenode.model import Pod, ValidationError
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent, DeviceManager
@@ -49,6 +50,7 @@ class ClusterMembership:
     client: KubeClient
     source: ApiPodSource
     recorder: EventRecorder
+    objects: CachedConfigObjects
     reporter: NodeStatusReporter | None = None
     lease: LeaseRenewer | None = None
     status: StatusManager | None = None
@@ -69,7 +71,10 @@ class ClusterMembership:
         )
         source = ApiPodSource(client, config.node_name, backoff_max=config.api_backoff_max)
         recorder = EventRecorder(client, "kubelet", config.node_name)
-        return cls(config, client, source, recorder)
+        # The ConfigMaps and Secrets of the pods' volumes and env, read one by one (the Node authorizer
+        # lets a node read only those its pods reference).
+        objects = CachedConfigObjects(api_fetcher(client), config.config_map_and_secret_ttl)
+        return cls(config, client, source, recorder, objects)
 
     def attach(
         self,
@@ -119,6 +124,7 @@ class ClusterMembership:
         self.source.on_mirrors = self.mirrors.mirrors_seen
         self.mirrors.on_mirrors_changed = self.status.resync
         agent.observers.append(self.status.pod_synced)
+        agent.pod_event = self._pod_event
         if devices is not None:
             devices.add_listener(self._device_changed)
             from agent.cm.topologymanager.publisher import TopologyPublisher
@@ -131,6 +137,13 @@ class ClusterMembership:
                 config.topology_manager_scope,
                 str(config.sysfs_root),
             )
+
+    def _pod_event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
+        from kubenode.kubeclient.events import ObjectReference
+
+        self.recorder.event(
+            ObjectReference("Pod", pod.name, pod.namespace, pod.uid, "v1"), kind, reason, message
+        )
 
     def _device_changed(self, event: DeviceEvent) -> None:
         if event.kind != "allocated" and self.reporter is not None:

@@ -76,7 +76,8 @@ class PodTargets:
         pod = found.pod
         try:
             files = self._agent.cgroups.procs_files(pod)
-            return exec_spec(pod, container, command, files, self._agent.host, self._agent.runtime.security)
+            policy = self._agent.runtime.security
+            return exec_spec(pod, container, command, files, self._agent.host, policy, found.record.pid)
         except ContainerConfigError as exc:
             return 400, str(exc)
 

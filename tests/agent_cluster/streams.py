@@ -42,7 +42,10 @@ def start_pod(
     until its container runs; returns its name."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     policy = container.pop("restart_policy", "Always")
+    volumes = container.pop("pod_volumes", None)
     body = pod_body(name, agent.node, script, grace=1, restart_policy=policy)
+    if volumes:
+        body["spec"]["volumes"] = volumes
     body["spec"]["containers"][0].update(container, **({"command": argv} if argv else {}))
     admin.create(PODS, body, "default")
     wait_until(lambda: container_running(admin, name), 60, f"{name} running")

@@ -12,6 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -155,5 +156,27 @@ def test_kubectl_exec_runs_as_the_containers_user(
     try:
         rc, out, err = kubectl(api.kubeconfig, "exec", name, "--", "sh", "-c", "id -u; id -g")
         assert (rc, out) == (0, "1234\n2345\n"), err
+    finally:
+        admin.delete(PODS, name, "default")
+
+
+def test_kubectl_exec_sees_the_containers_volumes(
+    api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess]
+) -> None:
+    agent = make_agent(settings=NODE_IP).start()
+    mount = f"/mnt/kn-exec-{uuid.uuid4().hex[:6]}"  # exists only in the container's mount namespace
+    name = start_pod(
+        admin,
+        agent,
+        f"echo from the volume > {mount}/note; exec sleep 600",
+        "vol",
+        volumeMounts=[{"name": "scratch", "mountPath": mount}],
+        workingDir=mount,
+        pod_volumes=[{"name": "scratch", "emptyDir": {}}],
+    )
+    try:
+        rc, out, err = kubectl(api.kubeconfig, "exec", name, "--", "sh", "-c", "pwd; cat note")
+        assert (rc, out) == (0, f"{mount}\nfrom the volume\n"), err
+        assert not Path(mount).exists()
     finally:
         admin.delete(PODS, name, "default")
