@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig, parse_listen
 from agent.cm.devicemanager import DeviceManager, PodInfo
@@ -25,6 +25,9 @@ from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
+
+if TYPE_CHECKING:
+    from agent.server.server import SecureServer  # aiohttp: imported only when joining a cluster
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ class RunningAgent:
     # Set when the agent joins a cluster (agent/nodestatus/cluster.py); typed loosely so the client stays
     # unimported.
     cluster: Any = None
+    secure: SecureServer | None = None  # the authenticated daemon endpoint, when joined
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
@@ -57,8 +61,13 @@ class RunningAgent:
         if self.server is not None:
             self.server.start()
             self._started.append("server")
+        if self.secure is not None:
+            self.secure.start()
+            self._started.append("secure")
 
     def stop(self, *, terminate_pods: bool = False) -> None:
+        if "secure" in self._started and self.secure is not None:
+            self.secure.stop()
         if "server" in self._started and self.server is not None:
             self.server.stop()
         if "agent" in self._started:
@@ -155,7 +164,6 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
-        from agent.server.containerlogs import PREFIX, container_logs
         from agent.server.stats import StatsProvider
 
         stats = StatsProvider(agent.pods, agent.cgroups, config.node_name)
@@ -169,12 +177,24 @@ def build_agent(config: AgentConfig) -> RunningAgent:
                 "/metrics/resource": stats.resource_metrics_route,
                 "/stats/summary": stats.summary_route,
             },
-            stream_routes={PREFIX: container_logs(config, agent.status_json).route},
         )
+    secure = None
     if cluster is not None:
-        # The Node names the status port (daemonEndpoints); bound above, so a port 0 is known by now.
-        cluster.attach(agent, devices, metrics, port=int(server.address.rsplit(":", 1)[1]) if server else 0)
-    return RunningAgent(config, agent, devices, server, cluster)
+        from agent.nodestatus.reporter import host_ip
+        from agent.server.secure import build_secure_server
+        from agent.server.stats import StatsProvider
+
+        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name)
+        reads = {"/stats/summary": stats.summary_route, "/metrics/resource": stats.resource_metrics_route}
+        secure = build_secure_server(config, agent, cluster.client, config.node_ip or host_ip(), reads)
+        # The Node names the secure port (daemonEndpoints) and the status port (an annotation); both are
+        # bound above, so a port 0 is known by now.
+        cluster.attach(agent, devices, metrics, port=_port(secure), status_port=_port(server))
+    return RunningAgent(config, agent, devices, server, cluster, secure)
+
+
+def _port(server: StatusServer | SecureServer | None) -> int:
+    return int(server.address.rsplit(":", 1)[1]) if server is not None else 0
 
 
 def run_agent(config: AgentConfig) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import fcntl
+import functools
 import gc
 import logging
 import os
@@ -225,11 +226,14 @@ async def serve(options: Options) -> None:
         authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
     ctx.validators.append(_pod_security(pod_security, store))
-    # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
-    from apiserver.handlers.podlogs import SIGNER_KEY
-    from kubenode.nodeproxyauth import Signer
+    # pods/log, exec, attach and portforward reach the agents over TLS with this server's kubelet client
+    # certificate; nodes get their serving certificates from kubelet-serving CSRs signed by the same CA.
+    from apiserver.auth.certificates import SIGNER_KEY
+    from apiserver.auth.pki import ensure_kubelet_client_cert, sign_kubelet_serving
+    from apiserver.handlers.nodeproxy import DIALER_KEY, NodeDialer
 
-    ctx.extras[SIGNER_KEY] = Signer((data_dir / "pki" / "ca.key").read_bytes())
+    ctx.extras[DIALER_KEY] = NodeDialer(ensure_kubelet_client_cert(data_dir))
+    ctx.extras[SIGNER_KEY] = functools.partial(sign_kubelet_serving, data_dir)
     runner: web.AppRunner | None = None
     try:
         await _ensure_namespaces(ctx)

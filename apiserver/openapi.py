@@ -118,7 +118,7 @@ def _resource_operations(r: ResourceInfo) -> list[tuple[str, str, Operation]]:
                     )
                     sub_op.operation_id += suffix
                     ops.append((sub_path, method, sub_op))
-        elif "create" in sub.verbs:
+        elif "create" in sub.verbs and not sub.connect:  # connect streams carry no typed body
             body_cls = kind_class(sub.group, sub.kind)
             created = Operation("post", f"create{gv_id}{scope}{r.kind}{suffix}", sub.group or r.group,
                                 sub.version or r.version, sub.kind, item, WRITE_QUERY, body=body_cls,

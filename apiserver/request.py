@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+CONNECT_SUBRESOURCES = ("exec", "attach", "portforward")
 _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -64,6 +65,10 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
         verb = "deletecollection"
     else:
         verb = _VERB_BY_METHOD.get(method, method.lower())
+    if resource == "pods" and subresource in CONNECT_SUBRESOURCES:
+        # A WebSocket upgrade is a GET, but it runs a command: authorized as create, as kube-apiserver 1.35+
+        # does (AuthorizePodWebsocketUpgradeCreatePermission), and as the SPDY POST always was.
+        verb = "create"
     if not name and verb in ("list", "watch", "deletecollection"):
         name = _name_from_field_selector(query.get("fieldSelector"))
     return RequestInfo(True, path, verb, group, version, namespace, resource, subresource, name)

@@ -19,6 +19,7 @@ class SubresourceInfo:
     verbs: tuple[str, ...]
     group: str = ""  # only where it differs from the parent (eviction: policy/v1)
     version: str = ""
+    connect: bool = False  # a stream proxied to the node (exec, attach, portforward): no body, no schema
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ PODS = ResourceInfo(
         SubresourceInfo("binding", "Binding", ("create",)),
         SubresourceInfo("eviction", "Eviction", ("create",), group="policy", version="v1"),
         SubresourceInfo("log", "Pod", ("get",)),  # proxied to the node (handlers/podlogs.py)
+        # Streams proxied to the node (handlers/podconnect.py); a WebSocket GET is authorized as create.
+        SubresourceInfo("exec", "PodExecOptions", ("create",), connect=True),
+        SubresourceInfo("attach", "PodAttachOptions", ("create",), connect=True),
+        SubresourceInfo("portforward", "PodPortForwardOptions", ("create",), connect=True),
         SubresourceInfo("status", "Pod", STATUS_VERBS),
     ),
 )

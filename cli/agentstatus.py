@@ -1,5 +1,5 @@
 """The agent's status endpoint as `kubenode up` and `kubenode trace` read it: its address from the Node
-(status.addresses and daemonEndpoints.kubeletEndpoint.Port, as the API server finds a kubelet) and its
+(status.addresses and the status-port annotation: kubenode/nodeendpoints.py) and its
 `/pods` JSON (the pods with their cgroup, cpuset, limits read from the cgroup files, and devices)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import urllib.request
 from typing import Any
 
 from kubenode.kubeclient import NODES, KubeClient
-from kubenode.nodeproxyauth import node_daemon_endpoint
+from kubenode.nodeendpoints import node_status_endpoint
 
 
 def endpoint_of(client: KubeClient, node_name: str) -> str | None:
-    return node_daemon_endpoint(client.get(NODES, node_name))
+    return node_status_endpoint(client.get(NODES, node_name))
 
 
 def agent_pods(address: str, timeout: float = 5.0) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
 `nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
-`listen`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`, `resyncInterval`,
+`listen`, `secureListen`, `nodeIp`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`,
+`resyncInterval`,
 `manifestRescanInterval`, and the kubelet's `topologyManagerPolicy`, `topologyManagerScope`,
 `topologyManagerPolicyOptions` (with `sysfsRoot`, where the NUMA nodes and their distances are read; a
 fake tree works too).
@@ -50,6 +51,11 @@ class AgentConfig:
     cgroup_driver: str = "cgroupfs"
     device_plugin_dir: Path | None = DEFAULT_DEVICE_PLUGIN_DIR  # None: no device manager
     listen: str = DEFAULT_LISTEN  # "" disables the status endpoint
+    # The authenticated HTTPS daemon endpoint (the kubelet's --port) served when joining a cluster: logs,
+    # exec, attach, port-forward for the API server. "" = the host of `listen` (or 127.0.0.1), any port.
+    secure_listen: str = ""
+    # The node's InternalIP (the kubelet's --node-ip; key nodeIp); "" = the default route's source address.
+    node_ip: str = ""
     pod_pids_limit: int = -1
     max_pods: int = 110
     # Seconds after start during which a pod needing an extended resource no plugin has registered yet
@@ -116,6 +122,8 @@ class AgentConfig:
             raise ValidationError(source, "cgroupRoot", f"must be an absolute path, got {self.cgroup_root!r}")
         if self.listen:
             parse_listen(self.listen, source)
+        if self.secure_listen:
+            parse_listen(self.secure_listen, source, "secureListen")
         if not isinstance(self.allow_privileged, bool):
             raise ValidationError(
                 source, "allowPrivileged", f"must be true or false, got {self.allow_privileged!r}"
@@ -272,8 +280,8 @@ def _pairs_text(text: Any) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in str(text).split(","))}
 
 
-def parse_listen(listen: str, source: str = "") -> tuple[str, int]:
+def parse_listen(listen: str, source: str = "", key: str = "listen") -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValidationError(source, "listen", f"must be HOST:PORT, got {listen!r}")
+        raise ValidationError(source, key, f"must be HOST:PORT, got {listen!r}")
     return host or "127.0.0.1", int(port)

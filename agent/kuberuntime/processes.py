@@ -4,7 +4,8 @@
 systemd unit's KillMode=process relies on) and, in the child between fork and exec,
 writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy using only
 os.open/os.write; the command is therefore never executed outside its limits or cpuset.
-Output goes to the container's log file (appended).
+Output goes to the container's log file (appended). A container with `stdin: true` reads a FIFO in the
+state dir instead of /dev/null, which `kubectl attach` writes.
 
 Every container process is stamped at spawn with an identity, the first entry of its
 environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`. It is what the agent
@@ -22,12 +23,16 @@ cannot be known, so it is reported as unknown.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import fcntl
+import functools
 import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+import termios
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -111,6 +116,51 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.write(fd, pid)
         finally:
             os.close(fd)
+
+
+def in_pod_cgroup(
+    procs_files: Sequence[str],
+    security: ProcessSecurity | None = None,
+    *,
+    controlling_tty: bool = False,
+    join_mounts_of: int | None = None,
+    working_dir: str = "",
+) -> Callable[[], None]:
+    """The preexec_fn of a command exec'd in a container: into the pod cgroup; with `join_mounts_of`, into
+    that container process's mount namespace (where its volumes are) and its `working_dir` there; with
+    `controlling_tty`, its stdin (a pty slave, in its new session) becomes its controlling terminal; then
+    down to the container's privileges (`security`), before it runs anything."""
+    files = list(procs_files)
+
+    def prepare() -> None:
+        join_cgroup(files)
+        if join_mounts_of is not None:
+            fd = os.open(f"/proc/{join_mounts_of}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if _libc().setns(fd, _CLONE_NEWNS) != 0:
+                    raise OSError(ctypes.get_errno(), "setns")
+            finally:
+                os.close(fd)
+            os.chdir(working_dir or "/")
+        if controlling_tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if security is not None:
+            security.apply_in_child()
+
+    return prepare
+
+
+_CLONE_NEWNS = 0x00020000
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def check_working_dir(working_dir: str) -> None:
+    if working_dir and not os.path.isdir(working_dir):
+        raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
 
 
 @dataclass(frozen=True)
@@ -200,11 +250,15 @@ def spawn(
     identity: Identity | None = None,
     security: ProcessSecurity | None = None,
     namespace: NamespacePlan | None = None,
+    *,
+    stdin_path: Path | None = None,
 ) -> SpawnedProcess:
     """Start the container process; with a `namespace` plan it runs in its own mount namespace, where
-    the workingDir is entered after the mounts (it may be a mountPath, or exist only there)."""
-    if namespace is None and working_dir and not os.path.isdir(working_dir):
-        raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
+    the workingDir is entered after the mounts (it may be a mountPath, or exist only there); with
+    `stdin_path`, its stdin is that FIFO (made if missing), held open for reading and writing so the
+    process never sees the end of input while no one attaches."""
+    if namespace is None:
+        check_working_dir(working_dir)
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
     files = list(procs_files)
     # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
@@ -219,13 +273,22 @@ def spawn(
         namespace = dataclasses.replace(
             namespace, working_dir=working_dir, error_fd=error_write, read_only_root=read_only_root
         )
-    with open(fd, "ab", buffering=0) as log:
+    stdin: int = subprocess.DEVNULL
+    if stdin_path is not None:
+        stdin_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not stdin_path.is_fifo():
+            stdin_path.unlink(missing_ok=True)
+            os.mkfifo(stdin_path, 0o600)
+        stdin = os.open(stdin_path, os.O_RDWR | os.O_CLOEXEC)
+    with open(fd, "ab", buffering=0) as log, contextlib.ExitStack() as cleanup:
+        if stdin_path is not None:
+            cleanup.callback(os.close, stdin)
         try:
             popen = subprocess.Popen(
                 list(argv),
                 env=stamped,
                 cwd=working_dir if working_dir and namespace is None else "/",
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

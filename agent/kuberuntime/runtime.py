@@ -105,6 +105,7 @@ class ProcessRuntime:
         objects: ConfigObjects = NO_OBJECTS,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
+        self.stdin_dir = Path(state_dir) / "stdin"
         self.pods_dir = Path(state_dir) / "pods"
         self.objects = objects  # ConfigMaps and Secrets for env (set when the agent joins a cluster)
         # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
@@ -300,8 +301,12 @@ class ProcessRuntime:
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
         try:
+            stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
             identity = Identity.new(pod.uid, c.name)
-            proc = spawn(argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace)
+            proc = spawn(
+                argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace,
+                stdin_path=stdin,
+            )  # fmt: skip
         except ProcessStartError as exc:
             mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
@@ -345,6 +350,10 @@ class ProcessRuntime:
     def remove_logs(self, namespace: str, name: str, uid: str) -> None:
         """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
         shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
+
+    def stdin_path(self, uid: str, container: str) -> Path:
+        """The FIFO a `stdin: true` container reads, which `kubectl attach` writes (it outlives the agent)."""
+        return self.stdin_dir / uid / container
 
     # ----- killing -----------------------------------------------------------------------------
 
@@ -415,6 +424,16 @@ class ProcessRuntime:
         for key in [k for k in self._oom_baseline if k[0] == uid]:
             del self._oom_baseline[key]
         self.backoff.forget_prefix(f"{uid}/")
+        shutil.rmtree(self.stdin_dir / uid, ignore_errors=True)
+
+
+def wants_stdin(pod: Pod, container: str) -> bool:
+    """The container's `stdin: true` (read from the pod document: the model does not carry it)."""
+    spec = pod.raw.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if isinstance(c, dict) and c.get("name") == container:
+            return c.get("stdin") is True
+    return False
 
 
 def pod_phase(pod: Pod, record: PodRecord) -> str:

@@ -16,6 +16,7 @@ agent joins a cluster, so a standalone agent never loads the client.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -76,7 +77,13 @@ class ClusterMembership:
         return cls(config, client, source, recorder, objects)
 
     def attach(
-        self, agent: NodeAgent, devices: DeviceManager | None, metrics: AgentMetrics | None, *, port: int = 0
+        self,
+        agent: NodeAgent,
+        devices: DeviceManager | None,
+        metrics: AgentMetrics | None,
+        *,
+        port: int = 0,
+        status_port: int = 0,
     ) -> None:
         from agent.nodestatus.nodelease import node_lease
         from agent.nodestatus.reporter import NodeStatusReporter, host_facts
@@ -85,6 +92,8 @@ class ClusterMembership:
 
         config = self.config
         facts = host_facts()
+        if config.node_ip:
+            facts = dataclasses.replace(facts, ip=config.node_ip)
         self.reporter = NodeStatusReporter(
             self.client,
             config,
@@ -93,6 +102,7 @@ class ClusterMembership:
             device_allocatable=devices.allocatable if devices is not None else dict,
             facts=facts,
             port=port,
+            status_port=status_port,
             recorder=self.recorder,
             pressure=agent.evictions.pressure,
         )

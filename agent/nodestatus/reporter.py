@@ -39,6 +39,7 @@ from kubenode.kubeclient.informer import Backoff
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model.quantity import format_amount
 from kubenode.model.resources import CPU, MEMORY, PODS
+from kubenode.nodeendpoints import STATUS_PORT_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class NodeStatusReporter(BackgroundLoop):
         device_allocatable: Callable[[], Mapping[str, int]] = dict,
         facts: HostFacts | None = None,
         port: int = 0,
+        status_port: int = 0,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
         recorder: EventRecorder | None = None,
@@ -168,7 +170,8 @@ class NodeStatusReporter(BackgroundLoop):
         self.facts = facts or host_facts()
         self.recorder = recorder
         self._announced = False  # the Starting event is recorded once, before the first registration
-        self.port = port
+        self.port = port  # the authenticated daemon endpoint's, published as daemonEndpoints
+        self.status_port = status_port  # the plain status endpoint's, published as STATUS_PORT_ANNOTATION
         self._base = dict(base_capacity)
         self._base.setdefault(EPHEMERAL_STORAGE, shutil.disk_usage(_existing(config.state_dir)).total)
         self._reserved = reserved(config)
@@ -251,10 +254,17 @@ class NodeStatusReporter(BackgroundLoop):
         return {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": self.config.node_name, "labels": node_labels(self.config, self.facts)},
+            "metadata": {
+                "name": self.config.node_name,
+                "labels": node_labels(self.config, self.facts),
+                "annotations": self._annotations(),
+            },
             "spec": spec,
             "status": self._stamped(status),
         }
+
+    def _annotations(self) -> dict[str, str]:
+        return {STATUS_PORT_ANNOTATION: str(self.status_port)} if self.status_port else {}
 
     # ----- writing -----------------------------------------------------------------------------
 
@@ -272,7 +282,8 @@ class NodeStatusReporter(BackgroundLoop):
             log.info("registered node %s", self.config.node_name)
         except AlreadyExists:
             labels = node_labels(self.config, self.facts)
-            node = self.client.patch(NODES, self.config.node_name, {"metadata": {"labels": labels}})
+            patch = {"metadata": {"labels": labels, "annotations": self._annotations()}}
+            node = self.client.patch(NODES, self.config.node_name, patch)
             log.info("node %s exists; taking it over", self.config.node_name)
             self.update(force=True)  # its status is a previous run's (or the node controller's Unknown)
         self.node_uid = str((node.get("metadata") or {}).get("uid") or "")

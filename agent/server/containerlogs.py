@@ -1,6 +1,6 @@
 """`/containerLogs/<namespace>/<pod>/<container>`: container logs for the API server, as the kubelet does.
 
-    request -> the API server's token (kubenode/nodeproxyauth.py; 401 without one, 403 for a bad one)
+    request (authenticated and authorized by the secure endpoint, agent/server/server.py)
             -> the pod and container from the agent's status (404 if unknown)
             -> the log file: `<restartCount>.log`, or with `previous` the one before (400 if none)
             -> tailLines, sinceSeconds, timestamps, limitBytes applied; with `follow` new output is
@@ -22,10 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.apis.config import AgentConfig
 from agent.logs.reader import Follower, snapshot
 from agent.server.httpapi import StreamRequest
-from kubenode.nodeproxyauth import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +39,10 @@ def _stamp(when: float) -> bytes:
 
 
 class ContainerLogs:
-    def __init__(self, pods: Callable[[], Mapping[str, Any]], verifier: Verifier | None) -> None:
+    def __init__(self, pods: Callable[[], Mapping[str, Any]]) -> None:
         self._pods = pods  # the agent's status_json
-        self._verifier = verifier
 
     async def route(self, request: StreamRequest) -> Answer:
-        if self._verifier is None:
-            return 403, "text/plain", b"container logs are served to the API server only (join a cluster)\n"
-        problem = self._verifier.problem(request.headers.get("authorization"), request.path)
-        if problem is not None:
-            code = 401 if problem == "no bearer token" else 403
-            return code, "text/plain", f"{problem}\n".encode()
         parts = request.path.removeprefix(PREFIX).split("/")
         if len(parts) != 3 or not all(parts):
             return 400, "text/plain", b"expected /containerLogs/<namespace>/<pod>/<container>\n"
@@ -179,21 +170,3 @@ def _options(query: Mapping[str, list[str]]) -> dict[str, Any]:
         "sinceSeconds": _number(query, "sinceSeconds"),
         "limitBytes": _number(query, "limitBytes"),
     }
-
-
-def container_logs(config: AgentConfig, pods: Callable[[], Mapping[str, Any]]) -> ContainerLogs:
-    """The route for this agent: verifying with the API server's CA from its own kubeconfig (or service
-    account) when it joins a cluster; refusing every caller otherwise (no API server to trust)."""
-    if not config.joins_cluster:
-        return ContainerLogs(pods, None)
-    from kubenode.kubeclient import KubeError, load_incluster, load_kubeconfig
-
-    try:
-        client_config = load_incluster() if config.in_cluster else load_kubeconfig(config.kubeconfig or "")
-        if not client_config.ca_file:
-            raise ValueError("it names no certificate-authority")
-        verifier = Verifier(Path(client_config.ca_file).read_bytes(), config.node_name)
-    except (KubeError, OSError, ValueError) as exc:
-        log.warning("container logs are not served: cannot read the API server's CA: %s", exc)
-        return ContainerLogs(pods, None)
-    return ContainerLogs(pods, verifier)

@@ -125,6 +125,9 @@ NODE_RULES = (
     rule("get list watch", resources=("namespaces",)),
     rule("get list watch", groups=("node.k8s.io",), resources=("runtimeclasses",)),
     rule("get list watch", resources=("services",)),
+    # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
+    rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
 )
 GRAPH_RESOURCES = (
     "secrets",

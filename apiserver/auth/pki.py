@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.auth.files import write_private
@@ -161,3 +162,96 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+# kube-apiserver's --kubelet-client-certificate (kubeadm's apiserver-kubelet-client.crt): the identity the
+# API server shows an agent's daemon endpoint when it proxies logs, exec, attach and port-forward.
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+KUBELET_CLIENT_GROUP = "system:masters"
+
+
+@dataclass(frozen=True)
+class ClientCert:
+    ca_path: Path
+    cert_path: Path
+    key_path: Path
+
+
+def ensure_kubelet_client_cert(data_dir: Path) -> ClientCert:
+    """`<data_dir>/pki/apiserver-kubelet-client.{crt,key}`, signed by the CA, made once and renewed
+    within RENEW_BEFORE of its end."""
+    pki = data_dir / "pki"
+    pki.mkdir(parents=True, exist_ok=True, mode=0o700)
+    result = ClientCert(
+        pki / "ca.crt", pki / "apiserver-kubelet-client.crt", pki / "apiserver-kubelet-client.key"
+    )
+    ca_cert, ca_key = _ensure_ca(pki)
+    if result.cert_path.exists() and result.key_path.exists():
+        cert = x509.load_pem_x509_certificate(result.cert_path.read_bytes())
+        if cert.not_valid_after_utc - dt.datetime.now(dt.UTC) >= RENEW_BEFORE:
+            return result
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, KUBELET_CLIENT_GROUP),
+            x509.NameAttribute(NameOID.COMMON_NAME, KUBELET_CLIENT_USER),
+        ]
+    )
+    cert = _issue(
+        ca_cert, ca_key, subject, key.public_key(), ExtendedKeyUsageOID.CLIENT_AUTH, [], SERVING_DAYS
+    )
+    write_private(result.key_path, _key_pem(key))
+    write_private(result.cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return result
+
+
+def _issue(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    subject: x509.Name,
+    public_key: CertificatePublicKeyTypes,
+    usage: x509.ObjectIdentifier,
+    sans: Sequence[x509.GeneralName],
+    days: int,
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def sign_kubelet_serving(
+    data_dir: Path, csr: x509.CertificateSigningRequest, days: int = SERVING_DAYS
+) -> bytes:
+    """The kubernetes.io/kubelet-serving signer: a server certificate (PEM) for the CSR's subject and its
+    DNS/IP names only, from the cluster CA. The caller has checked who asked and what for."""
+    san: list[x509.GeneralName] = []
+    try:
+        wanted = csr.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        san = [*map(x509.DNSName, wanted.get_values_for_type(x509.DNSName))]
+        san += [x509.IPAddress(ip) for ip in wanted.get_values_for_type(x509.IPAddress)]
+    except x509.ExtensionNotFound:
+        pass
+    public_key = csr.public_key()
+    if not isinstance(public_key, ec.EllipticCurvePublicKey | rsa.RSAPublicKey):
+        raise ValueError("the CSR's key must be an EC or RSA key")
+    ca_cert, ca_key = _ensure_ca(data_dir / "pki")
+    cert = _issue(ca_cert, ca_key, csr.subject, public_key, ExtendedKeyUsageOID.SERVER_AUTH, san, days)
+    return cert.public_bytes(serialization.Encoding.PEM)

@@ -1,4 +1,5 @@
-"""SelfSubject{Access,Rules}Review and SelfSubjectReview: what `kubectl auth can-i [--list]` and `whoami` ask.
+"""SelfSubject{Access,Rules}Review and SelfSubjectReview: what `kubectl auth can-i [--list]` and `whoami` ask;
+SubjectAccessReview: what an agent asks before it serves its daemon endpoint (logs, exec, port-forward).
 
 Both are create-only, never stored: the answer comes from the caller's own UserInfo (set by the request
 middleware) and the server's authorizer, as kube-apiserver's authorization/authentication registries do.
@@ -22,6 +23,8 @@ from apiserver.status import api_error
 ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 RULES_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 SELF_REVIEW_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+# What an agent asks to authorize a request to its daemon endpoint (the kubelet's webhook authorizer).
+SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 def attributes_to_info(spec: dict[str, Any]) -> RequestInfo:
@@ -43,7 +46,7 @@ def attributes_to_info(spec: dict[str, Any]) -> RequestInfo:
     return RequestInfo(False, str(other.get("path", "")), str(other.get("verb", "")), "", "", "", "", "", "")
 
 
-def _reply(body: dict[str, Any], code: int = 201) -> web.Response:
+def reply(body: dict[str, Any], code: int = 201) -> web.Response:
     return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
 
 
@@ -54,7 +57,7 @@ def _check_dry_run(request: web.Request) -> None:
     dry_run_requested(request, "create")
 
 
-async def _body(request: web.Request) -> dict[str, Any] | None:
+async def body_of(request: web.Request) -> dict[str, Any] | None:
     _check_dry_run(request)
     raw = await request.read()
     try:
@@ -71,34 +74,52 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
         from apiserver.handlers.app import AUTHORIZER
 
         user: UserInfo | None = request.get("user")
-        body = await _body(request)
+        body = await body_of(request)
         spec = (body or {}).get("spec")
         if user is None or not isinstance(spec, dict):
-            return _reply(api_error(400, "BadRequest", "a SelfSubjectAccessReview needs a spec"), 400)
+            return reply(api_error(400, "BadRequest", "a SelfSubjectAccessReview needs a spec"), 400)
         authorizer = request.app.get(AUTHORIZER)
         decision = authorizer.authorize(user, attributes_to_info(spec)) if authorizer is not None else None
         # kube's RBAC gives no reason for a rule that simply does not match, so kubectl prints a bare "no".
         status: dict[str, Any] = {"allowed": decision is None or decision.allowed}
-        return _reply({"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+        return reply({"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                        "metadata": {"creationTimestamp": None}, "spec": spec, "status": status})  # fmt: skip
+
+    async def subject_access_review(request: web.Request) -> web.Response:
+        from apiserver.handlers.app import AUTHORIZER
+
+        body = await body_of(request)
+        spec = (body or {}).get("spec")
+        if not isinstance(spec, dict) or not spec.get("user"):
+            return reply(api_error(400, "BadRequest", "a SubjectAccessReview needs spec.user"), 400)
+        subject = UserInfo(
+            str(spec["user"]), str(spec.get("uid", "")), tuple(map(str, spec.get("groups") or []))
+        )
+        authorizer = request.app.get(AUTHORIZER)
+        decision = authorizer.authorize(subject, attributes_to_info(spec)) if authorizer is not None else None
+        status: dict[str, Any] = {"allowed": decision is None or decision.allowed}
+        if decision is not None and not decision.allowed:
+            status["reason"] = decision.message
+        return reply({"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                      "metadata": {"creationTimestamp": None}, "spec": spec, "status": status})  # fmt: skip
 
     async def self_review(request: web.Request) -> web.Response:
         user: UserInfo | None = request.get("user")
         _check_dry_run(request)
         if user is None:
-            return _reply(api_error(401, "Unauthorized", "Unauthorized"), 401)
+            return reply(api_error(401, "Unauthorized", "Unauthorized"), 401)
         info = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
-        return _reply({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+        return reply({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                        "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})  # fmt: skip
 
     async def rules_review(request: web.Request) -> web.Response:
         from apiserver.handlers.app import AUTHORIZER
 
         user: UserInfo | None = request.get("user")
-        body = await _body(request)
+        body = await body_of(request)
         spec = (body or {}).get("spec")
         if user is None or not isinstance(spec, dict):
-            return _reply(api_error(400, "BadRequest", "a SelfSubjectRulesReview needs a spec"), 400)
+            return reply(api_error(400, "BadRequest", "a SelfSubjectRulesReview needs a spec"), 400)
         rules = rules_for(request.app.get(AUTHORIZER), user, str(spec.get("namespace", "")))
         status = {
             "resourceRules": [
@@ -111,9 +132,10 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
             ],
             "incomplete": False,
         }
-        return _reply({"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
+        return reply({"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
                        "metadata": {"creationTimestamp": None}, "spec": spec, "status": status})  # fmt: skip
 
     app.router.add_post(ACCESS_REVIEW_PATH, access_review)
     app.router.add_post(RULES_REVIEW_PATH, rules_review)
     app.router.add_post(SELF_REVIEW_PATH, self_review)
+    app.router.add_post(SUBJECT_ACCESS_REVIEW_PATH, subject_access_review)

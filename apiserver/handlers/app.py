@@ -141,7 +141,13 @@ def build_app(ctx: ApiContext, authenticator: Any = None, authorizer: Any = None
     for path, ready in (("/healthz", False), ("/livez", False), ("/readyz", True)):
         app.router.add_get(path, _health(ready))
         app.router.add_get(path + "/{check:.*}", _health(ready))
-    for name in ("apiserver.discovery", "apiserver.openapi", "apiserver.metrics", "apiserver.auth.reviews"):
+    for name in (
+        "apiserver.discovery",
+        "apiserver.openapi",
+        "apiserver.metrics",
+        "apiserver.auth.reviews",
+        "apiserver.auth.certificates",
+    ):
         module = optional_module(name)
         if module is not None:
             module.add_routes(app, (*SERVED, *METRICS_API) if name == "apiserver.discovery" else SERVED)

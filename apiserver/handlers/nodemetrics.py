@@ -18,14 +18,14 @@ import aiohttp
 from aiohttp import web
 
 from apiserver.handlers.common import CONTEXT, ApiContext, json_object, table_requested
-from apiserver.handlers.podlogs import CONNECT_TIMEOUT_S, SIGNER_KEY
+from apiserver.handlers.nodeproxy import CONNECT_TIMEOUT_S, DIALER_KEY, NodeDialer
 from apiserver.handlers.writes import load
 from apiserver.resourcemetrics import SCRAPE_TIMEOUT_S, NodeUsage, ResourceMetrics, Usage
 from apiserver.resources import ResourceInfo
 from apiserver.selectors import parse_label_selector
 from apiserver.status import APIError, method_not_allowed, not_found
 from apiserver.storage.cache import Filter
-from kubenode.nodeproxyauth import Signer, node_daemon_endpoint
+from kubenode.nodeendpoints import node_daemon_endpoint
 
 GROUP, VERSION = "metrics.k8s.io", "v1beta1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
@@ -120,15 +120,19 @@ def _table(kind: str, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _metrics(ctx: ApiContext) -> ResourceMetrics:
     metrics: ResourceMetrics | None = ctx.extras.get(METRICS_KEY)
     if metrics is None:
-        signer: Signer | None = ctx.extras.get(SIGNER_KEY)
+        dialer: NodeDialer | None = ctx.extras.get(DIALER_KEY)
 
         async def scrape(node: str, address: str) -> str:
-            headers = {"Authorization": f"Bearer {signer.token(node, RESOURCE_PATH)}"} if signer else {}
+            # The node's authenticated endpoint, over the same mutual TLS as pods/log (nodeproxy.py).
+            if dialer is None:
+                raise RuntimeError("this server has no client certificate to reach nodes with")
             timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
-            url = f"http://{address}{RESOURCE_PATH}"
+            url = f"https://{address}{RESOURCE_PATH}"
             async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(url, headers=headers) as response,
+                aiohttp.ClientSession(
+                    timeout=timeout, connector=aiohttp.TCPConnector(ssl=dialer.ssl)
+                ) as session,
+                session.get(url) as response,
             ):
                 if response.status != 200:
                     raise RuntimeError(f"GET {RESOURCE_PATH}: HTTP {response.status}")

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.handlers import deletes, podlogs, subresources, watch
+from apiserver.handlers import deletes, podconnect, podlogs, subresources, watch
 from apiserver.handlers.common import (
     CONTEXT,
     OPTIONS_KIND,
@@ -35,7 +35,7 @@ from apiserver.handlers.common import (
 from apiserver.handlers.writes import admit, latest_or_404, load, store_update
 from apiserver.patch import APPLY_PATCH, apply_patch
 from apiserver.registry import Strategy
-from apiserver.request import RequestInfo
+from apiserver.request import CONNECT_SUBRESOURCES, RequestInfo
 from apiserver.resources import lookup
 from apiserver.status import (
     APIError,
@@ -82,6 +82,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
             return await subresources.eviction(request, ctx, strategy, info, user)
         if sub.name == "log":
             return await podlogs.pod_log(request, ctx, info)
+        if sub.name in CONNECT_SUBRESOURCES:
+            return await podconnect.connect(request, ctx, info)
     verb = info.verb
     if verb == "get":
         return get(request, ctx, strategy, namespace, info.name)

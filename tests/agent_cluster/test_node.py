@@ -20,6 +20,7 @@ from harness.apiserver import ApiServerProcess
 from harness.manifests import write_manifest
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
+from kubenode.nodeendpoints import STATUS_PORT_ANNOTATION
 from tests.agent_cluster.support import (
     events_for,
     gone,
@@ -101,7 +102,10 @@ def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProces
         "v1."
     )
     assert info["bootID"] and info["machineID"] is not None
-    assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] == int(node.status_address.rsplit(":", 1)[1])
+    # daemonEndpoints names the authenticated HTTPS endpoint; the plain status port is an annotation.
+    assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
+    annotations = _node(admin, node)["metadata"].get("annotations") or {}
+    assert annotations[STATUS_PORT_ANNOTATION] == node.status_address.rsplit(":", 1)[1]
     assert any(a["type"] == "InternalIP" for a in st["addresses"])
     for reason in ("Starting", "NodeReady"):  # in namespace default: a Node is cluster-scoped
         (event,) = wait_until(

@@ -1,0 +1,169 @@
+"""What the streaming routes reach in the agent's pods: resolved on an executor thread (the agent's lock),
+each answering the target or (HTTP code, one line) for the route to refuse with.
+
+    exec:        the running container -> its ExecSpec (env, workingDir, pod cgroup)
+    attach:      the running container -> its log file, stdin FIFO, and whether it still runs
+    portForward: the running pod -> the check of a port: declared (containerPort) or listened on by a
+                 process in the pod cgroup
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+from agent.kuberuntime.envvars import ContainerConfigError
+from agent.kuberuntime.execstream import ExecSpec, exec_spec
+from agent.kuberuntime.runtime import wants_stdin
+from agent.node import NodeAgent, PodView
+from agent.pod.podrecord import RUNNING, ContainerRecord
+from agent.server.attach import AttachTarget, ResolveAttach
+from agent.server.portforward import PortCheck, ResolvePod
+from agent.server.remotecommand import Resolve
+from kubenode.model import Pod
+
+T = TypeVar("T")
+Refusal = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class Running:
+    pod: Pod
+    record: ContainerRecord
+
+
+class PodTargets:
+    def __init__(self, agent: NodeAgent) -> None:
+        self._agent = agent
+
+    @staticmethod
+    async def _off_loop(call: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(None, call, *args)
+
+    def _view(self, namespace: str, name: str) -> PodView | Refusal:
+        for view in self._agent.pods():
+            if view.pod is not None and view.pod.namespace == namespace and view.pod.name == name:
+                return view
+        return (
+            404,
+            f'pod "{name}" in namespace "{namespace}" not found on node {self._agent.config.node_name}',
+        )
+
+    def _running(self, namespace: str, name: str, container: str) -> Running | Refusal:
+        view = self._view(namespace, name)
+        if isinstance(view, tuple):
+            return view
+        assert view.pod is not None
+        if not any(c.name == container for c in view.pod.all_containers):
+            return 404, f'container "{container}" in pod "{name}" not found'
+        record = view.record.containers.get(container)
+        if record is None or record.state != RUNNING:
+            state = record.reason or record.state if record is not None else "not started"
+            return 400, f'container "{container}" in pod "{name}" is not running ({state})'
+        return Running(view.pod, record)
+
+    # ----- exec ------------------------------------------------------------------------------------
+
+    def _exec(self, namespace: str, name: str, container: str, command: list[str]) -> ExecSpec | Refusal:
+        found = self._running(namespace, name, container)
+        if isinstance(found, tuple):
+            return found
+        pod = found.pod
+        try:
+            files = self._agent.cgroups.procs_files(pod)
+            policy = self._agent.runtime.security
+            return exec_spec(pod, container, command, files, self._agent.host, policy, found.record.pid)
+        except ContainerConfigError as exc:
+            return 400, str(exc)
+
+    @property
+    def exec(self) -> Resolve:
+        async def resolve(
+            namespace: str, name: str, container: str, command: list[str]
+        ) -> ExecSpec | Refusal:
+            return await self._off_loop(self._exec, namespace, name, container, command)
+
+        return resolve
+
+    # ----- attach ----------------------------------------------------------------------------------
+
+    def _still_running(self, uid: str, container: str, log_path: str) -> bool:
+        for view in self._agent.pods():
+            if view.record.uid == uid:
+                rec = view.record.containers.get(container)
+                return rec is not None and rec.state == RUNNING and rec.log_path == log_path
+        return False
+
+    def _attach(self, namespace: str, name: str, container: str) -> AttachTarget | Refusal:
+        found = self._running(namespace, name, container)
+        if isinstance(found, tuple):
+            return found
+        pod = found.pod
+        uid, log_path = pod.uid, found.record.log_path
+        stdin = self._agent.runtime.stdin_path(uid, container) if wants_stdin(pod, container) else None
+        return AttachTarget(Path(log_path), stdin, lambda: self._still_running(uid, container, log_path))
+
+    @property
+    def attach(self) -> ResolveAttach:
+        async def resolve(namespace: str, name: str, container: str) -> AttachTarget | Refusal:
+            return await self._off_loop(self._attach, namespace, name, container)
+
+        return resolve
+
+    # ----- port-forward ----------------------------------------------------------------------------
+
+    def _refusal(self, name: str, uid: str, declared: set[int], port: int) -> str | None:
+        if port in declared or port in listening_ports(self._agent.cgroups.pids(uid)):
+            return None
+        return (
+            f"error forwarding port {port} to pod {name}: the pod declares no such port"
+            " and none of its processes listens on it"
+        )
+
+    def _forward(self, namespace: str, name: str) -> PortCheck | Refusal:
+        view = self._view(namespace, name)
+        if isinstance(view, tuple):
+            return view
+        pod = view.pod
+        assert pod is not None
+        if view.record.phase != "Running":
+            return 400, f'pod "{name}" is not running (phase {view.record.phase}): cannot forward ports'
+        uid, declared = pod.uid, declared_ports(pod.raw)
+
+        async def check(port: int) -> str | None:
+            return await self._off_loop(self._refusal, name, uid, declared, port)
+
+        return check
+
+    @property
+    def port_forward(self) -> ResolvePod:
+        async def resolve(namespace: str, name: str) -> PortCheck | Refusal:
+            return await self._off_loop(self._forward, namespace, name)
+
+        return resolve
+
+
+def declared_ports(raw: Any) -> set[int]:
+    """containerPort of every container's `ports` in a pod document."""
+    spec = raw.get("spec") or {} if isinstance(raw, dict) else {}
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    return {
+        int(p["containerPort"])
+        for c in containers
+        for p in c.get("ports") or []
+        if isinstance(p, dict) and str(p.get("containerPort", "")).isdigit()
+    }
+
+
+def listening_ports(pids: set[int]) -> set[int]:
+    """The TCP ports the given processes listen on."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return set()
+    return {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN and c.pid in pids and c.laddr}
