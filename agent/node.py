@@ -390,7 +390,15 @@ class NodeAgent(PodSyncer):
             return container_view(self._desired.get(uid), self._records.get(uid), container)
 
     def _probe_exec(self, pod: Pod, container: str) -> ExecRunner:
-        return exec_runner(pod, container, self.cgroups.procs_files, self.host, self.runtime.security)
+        def container_pid() -> int | None:
+            with self._lock:
+                record = self._records.get(pod.uid)
+                c = record.containers.get(container) if record is not None else None
+                return c.pid if c is not None else None
+
+        return exec_runner(
+            pod, container, self.cgroups.procs_files, self.host, self.runtime.security, container_pid
+        )
 
     def _probe_unhealthy(self, uid: str) -> None:
         with self._lock:
@@ -439,7 +447,7 @@ class NodeAgent(PodSyncer):
 
     def status_json(self) -> dict[str, Any]:
         items = [
-            pod_json(view, self.limits_of(view.record.uid) if view.record.cgroup else {})
+            pod_json(view, self.limits_of(view.record.uid) if view.record.cgroup else {}, self.prober.status)
             for view in self.pods()
         ]
         if self.topology is not None:  # what the Topology Manager saw and chose, for `kubenode trace`
@@ -468,7 +476,7 @@ class NodeAgent(PodSyncer):
         return False
 
 
-def _container_status(c: Any) -> dict[str, Any]:
+def _container_status(c: Any, ready: bool) -> dict[str, Any]:
     if c.state == RUNNING:
         state: dict[str, Any] = {"running": {"startedAt": c.started_at}}
     elif c.state == TERMINATED:
@@ -486,7 +494,7 @@ def _container_status(c: Any) -> dict[str, Any]:
     status: dict[str, Any] = {
         "name": c.name,
         "state": state,
-        "ready": c.state == RUNNING,
+        "ready": ready,
         "restartCount": c.restart_count,
         "image": "",
     }
@@ -499,8 +507,16 @@ def _container_status(c: Any) -> dict[str, Any]:
     return status
 
 
-def pod_json(view: PodView, limits: Mapping[str, str]) -> dict[str, Any]:
+def pod_json(
+    view: PodView, limits: Mapping[str, str], probes: Callable[[str, str, bool], tuple[bool, bool]]
+) -> dict[str, Any]:
+    """The agent's own view of a pod (`/pods`, `kubenode agent status`); `probes` says which running
+    containers are ready (the prober's readiness, as in the API status)."""
     r = view.record
+
+    def status_of(c: Any) -> dict[str, Any]:
+        return _container_status(c, probes(r.uid, c.name, c.state == RUNNING)[1])
+
     # The pod's worker adds to these dicts while a sync runs: iterate (and serialise) copies, each
     # taken in one step, or this raises "dictionary changed size during iteration".
     containers = list(r.containers.values())
@@ -509,8 +525,8 @@ def pod_json(view: PodView, limits: Mapping[str, str]) -> dict[str, Any]:
         "qosClass": r.qos,
         "hostIP": "127.0.0.1",
         "podIP": "127.0.0.1",
-        "initContainerStatuses": [_container_status(c) for c in containers if c.init],
-        "containerStatuses": [_container_status(c) for c in containers if not c.init],
+        "initContainerStatuses": [status_of(c) for c in containers if c.init],
+        "containerStatuses": [status_of(c) for c in containers if not c.init],
     }
     for key, value in (("reason", r.reason), ("message", r.message), ("startTime", r.start_time)):
         if value:

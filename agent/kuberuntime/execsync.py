@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.kuberuntime.envvars import HostInfo, container_env, expand
+from agent.kuberuntime.execstream import private_mounts
 from agent.kuberuntime.processes import IDENTITY_ENV, ProcessStartError, kill_session, popen_in_cgroup
 from agent.kuberuntime.securitycontext import ProcessSecurity
 from kubenode.model import Container, Pod
@@ -47,6 +48,7 @@ def exec_in_container(
     device_env: Mapping[str, str] | None = None,
     security: ProcessSecurity | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
+    container_pid: int | None = None,
 ) -> ExecResult:
     """Run `command` in the container's place and wait at most `timeout` seconds.
 
@@ -56,9 +58,19 @@ def exec_in_container(
         raise ProcessStartError("the command is empty")
     env = {k: v for k, v in container_env(pod, container, host, device_env).items() if k != IDENTITY_ENV}
     argv = [expand(part, env) for part in command]
-    if container.working_dir and not os.path.isdir(container.working_dir):
+    # A container with volumes has a mount namespace of its own: the command joins it, as exec does.
+    mounts_of = private_mounts(container_pid)
+    if mounts_of is None and container.working_dir and not os.path.isdir(container.working_dir):
         raise ProcessStartError(f"workingDir {container.working_dir!r} does not exist")
-    proc = popen_in_cgroup(argv, env, container.working_dir, procs_files, subprocess.PIPE, security=security)
+    proc = popen_in_cgroup(
+        argv,
+        env,
+        container.working_dir,
+        procs_files,
+        subprocess.PIPE,
+        security=security,
+        join_mounts_of=mounts_of,
+    )
     output, timed_out = _read_bounded(proc, timeout, max_output)
     if timed_out:
         kill_session(proc.pid)

@@ -331,23 +331,24 @@ def popen_in_cgroup(
     stdout: Any,
     *,
     security: ProcessSecurity | None = None,
+    join_mounts_of: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A command run in a container's place (execsync.py): in a session of its own, placed in the pod cgroup
-    and down to the container's privileges before it execs, as `spawn` places a container process (but in
-    the host's mount namespace: it does not see the container's volume mounts); stderr goes with stdout.
+    """A command run in a container's place (execsync.py): in a session of its own, placed in the pod cgroup,
+    in the container process `join_mounts_of`'s mount namespace (its volumes) when given, and down to the
+    container's privileges before it execs, as `spawn` places a container process; stderr goes with stdout.
     Raises ProcessStartError saying why it could not start."""
-    files = list(procs_files)
+    prepare = in_pod_cgroup(procs_files, security, join_mounts_of=join_mounts_of, working_dir=working_dir)
     try:
         return subprocess.Popen(
             list(argv),
             env=dict(env),
-            cwd=working_dir or "/",
+            cwd="/" if join_mounts_of is not None else working_dir or "/",
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=lambda: _prepare_child(files, security, None),
+            preexec_fn=prepare,
         )
     except subprocess.SubprocessError as exc:
         raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None

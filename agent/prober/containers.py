@@ -50,6 +50,7 @@ def exec_runner(
     procs_files: Callable[[Pod], Sequence[str]],
     host: HostInfo,
     policy: SecurityPolicy,
+    container_pid: Callable[[], int | None] = lambda: None,
 ) -> ExecRunner:
     container = next((c for c in pod.all_containers if c.name == name), None)
 
@@ -59,7 +60,14 @@ def exec_runner(
         try:
             security = process_security(pod, container, policy)  # no more than the container may do
             return exec_in_container(
-                pod, container, command, procs_files(pod), host, timeout=timeout, security=security
+                pod,
+                container,
+                command,
+                procs_files(pod),
+                host,
+                timeout=timeout,
+                security=security,
+                container_pid=container_pid(),
             )
         except (ProcessStartError, ContainerConfigError) as exc:
             raise ProbeError(str(exc)) from None
