@@ -13,6 +13,8 @@ ARG BASE=python:3.11-slim-bookworm
 
 # Build stage: a venv with kubenode and its dependencies from the wheels; no index, no compilers.
 FROM ${BASE} AS build
+# tools/image.py removes this stage's image after the build (podman keeps it otherwise).
+LABEL io.kubenode.stage=build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/kubenode
 COPY wheels /wheels

@@ -281,7 +281,7 @@ def loads(text: str) -> object:
     if start == len(text):  # the scanner fails badly on an empty document (SystemError in 3.11)
         raise ValueError("empty input, not a JSON document")
     try:
-        value, end = make_scanner(_JSONOptions)(text, start)
+        value, end = make_scanner(_JSONOptions)(text, start)  # type: ignore[arg-type]
     except (StopIteration, ValueError, RecursionError, SystemError):
         # The scanner raises its syntax errors as json.decoder.JSONDecodeError, which it finds only when
         # json.decoder was imported; otherwise it fails with SystemError. Either way: not JSON.

@@ -26,7 +26,6 @@ import py_compile
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Sequence
 from importlib.util import cache_from_source
 from pathlib import Path
@@ -99,9 +98,9 @@ def install(directory: Path) -> HookCommand:
         target = bundled_stdlib / relative
         _copy(stdlib / relative, target, mode=0o644)
         # Its bytecode where the interpreter looks for it: without it each start would compile the file.
-        _write(Path(cache_from_source(str(target))), _bytecode(target), mode=0o644)
+        _write(Path(cache_from_source(str(target))), _bytecode(target, directory), mode=0o644)
     hook_source = Path(cdihook.__file__)
-    _write(directory / HOOK_BYTECODE, _bytecode(hook_source), mode=0o644)
+    _write(directory / HOOK_BYTECODE, _bytecode(hook_source, directory), mode=0o644)
     command = HookCommand(
         str(loader),
         (
@@ -148,12 +147,17 @@ def shared_libraries(binaries: Sequence[Path]) -> list[tuple[str, Path, bool]]:
     return [(name, path, is_loader) for name, (path, is_loader) in sorted(found.items())]
 
 
-def _bytecode(source: Path) -> bytes:
-    """`source` compiled by this interpreter, validated against the file as it is now (mtime and size)."""
-    with tempfile.TemporaryDirectory(prefix="kn-hookpyc-") as scratch:
-        target = os.path.join(scratch, "module.pyc")
-        py_compile.compile(str(source), cfile=target, doraise=True)
-        return Path(target).read_bytes()
+def _bytecode(source: Path, scratch: Path) -> bytes:
+    """`source` compiled by this interpreter, validated against the file as it is now (mtime and size).
+
+    Compiled through a file in `scratch` (the bundle): the init container's root filesystem is read-only.
+    """
+    target = scratch / f".compile.{os.getpid()}.pyc"
+    try:
+        py_compile.compile(str(source), cfile=str(target), doraise=True)
+        return target.read_bytes()
+    finally:
+        target.unlink(missing_ok=True)
 
 
 def _copy(source: Path, target: Path, mode: int) -> None:

@@ -113,6 +113,7 @@ def build(podman: Podman, base: str | None = None, tag: str = IMAGE) -> tuple[fl
             f"--tag={tag}",
             context,
         )
+    podman.run("image", "prune", "--force", "--filter=label=io.kubenode.stage=build", check=False)
     elapsed = time.monotonic() - started
     size = int(podman.run("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
     return elapsed, size

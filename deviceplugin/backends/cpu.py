@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import sys
 import threading
 from collections.abc import Sequence
 
 from deviceplugin import cdi
-from deviceplugin.hookcommand import HookCommandError, hook_command
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
 from deviceplugin.cpuset import format_cpuset
+from deviceplugin.hookcommand import HookCommandError, hook_command
 from deviceplugin.packing import pack
 
 log = logging.getLogger(__name__)
