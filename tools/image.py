@@ -72,7 +72,8 @@ def rootfs_tar(packages: Sequence[str], suite: str = SUITE, variant: str = "minb
         raise SystemExit("mmdebstrap is not installed: run `make podman-deps` as root")
     CACHE.mkdir(parents=True, exist_ok=True)
     partial = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-    command = ["mmdebstrap", f"--variant={variant}", f"--include={','.join(packages)}", suite, str(partial)]
+    command = ["mmdebstrap", "--format=tar", f"--variant={variant}", f"--include={','.join(packages)}"]
+    command += [suite, str(partial)]
     print(f"image: making the base: {' '.join(command)}", flush=True)
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:

@@ -30,6 +30,9 @@ from tests.image.test_image_runs import PLUGIN_HOST_PATHS, PLUGIN_MANIFEST, host
 HOOK_DIR = "/opt/kubenode/cdi-hook"
 RESOURCE = "kubenode.io/cpu"
 
+# A session's first test also builds the image (about a minute on 2 cores).
+pytestmark = pytest.mark.timeout(600)
+
 
 class DaemonSetNode:
     """The host's paths, the kubelet side, and the DaemonSet's two containers run from the image."""

@@ -33,6 +33,9 @@ PLUGIN_HOST_PATHS = (
     "/opt/kubenode/cdi-hook",
 )
 
+# A session's first test also builds the image (about a minute on 2 cores).
+pytestmark = pytest.mark.timeout(600)
+
 
 @pytest.fixture
 def scratch() -> Iterator[Path]:
