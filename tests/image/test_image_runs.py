@@ -4,6 +4,7 @@ kubelet; the agent DaemonSet's container with the host's cgroups, running a mani
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -127,18 +128,24 @@ def test_agent_daemonset_runs_a_manifest_pod_in_its_cgroup(
     process = subprocess.Popen(image.run_command(f"--name={name}", *agent), stderr=subprocess.PIPE, text=True)
     pods = CGROUP_ROOT / "cpu" / cgroup_root.lstrip("/") / "kubepods" / "besteffort"
     try:
-        assert wait_until(lambda: any(_sleepers(pods)), timeout=120), "no pod process in " + str(pods)
-        [(pod_cgroup, pid)] = list(_sleepers(pods))
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        # The agent's child joins the pod cgroup before it execs: wait for the pod's own command there.
+        found: list[tuple[Path, int]] = []
+
+        def running() -> bool:
+            found[:] = _sleepers(pods)
+            return bool(found)
+
+        wait_until(running, timeout=120, interval=0.1)
     finally:
         image.podman.run("stop", "--time=10", name, check=False)
         _, stderr = process.communicate(timeout=60)
+    assert found, f"no `sleep 3600` in a pod cgroup under {pods}: {stderr}"
+    [(pod_cgroup, _)] = found
     assert pod_cgroup.name.startswith("pod")
-    assert cmdline[:2] == [b"sleep", b"3600"], stderr
 
 
 def _sleepers(pods: Path) -> Iterator[tuple[Path, int]]:
-    """(pod cgroup, pid) for each process in a pod cgroup (or a container cgroup below it)."""
+    """(pod cgroup, pid) for each `sleep 3600` in a pod cgroup (or a container cgroup below it)."""
     if not pods.is_dir():
         return
     for procs in pods.glob("pod*/**/cgroup.procs"):
@@ -146,4 +153,6 @@ def _sleepers(pods: Path) -> Iterator[tuple[Path, int]]:
         while not pod.name.startswith("pod"):
             pod = pod.parent
         for pid in procs.read_text().split():
-            yield pod, int(pid)
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"3600"]:
+                    yield pod, int(pid)
