@@ -77,6 +77,13 @@ def test_the_bundle_pins_from_a_root_with_nothing_else(
         refused = in_bare_root(shared, root, spawn(command, "0-7"), state)
         assert refused.returncode == 1
         assert refused.stderr.startswith("kubenode cdi-hook: CPUs ") and refused.stderr.count("\n") == 1
+        missing = shared / "oci-missing"
+        missing.mkdir()
+        unknown_state = json.dumps({"pid": sleeper.pid, "bundle": bundle_with(missing, "/kn-no-such-cgroup")})
+        unknown = in_bare_root(shared, root, spawn(command, "0"), unknown_state)
+        assert unknown.returncode == 1
+        assert unknown.stderr.startswith("kubenode cdi-hook: unknown cgroup /kn-no-such-cgroup ")
+        assert unknown.stderr.count("\n") == 1
     finally:
         (Path("/sys/fs/cgroup/cpuset") / "cgroup.procs").write_text(str(sleeper.pid))
     again = install(shared / "cdi-hook")  # idempotent: an upgrade to the same files rewrites nothing
