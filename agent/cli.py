@@ -43,6 +43,46 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
+    parser.add_argument(
+        "--container-log-max-size", help="rotate a container's log past this size (default 10Mi)"
+    )
+    parser.add_argument(
+        "--container-log-max-files",
+        type=int,
+        help="log files kept per container, the live one included (default 5)",
+    )
+    evictions = parser.add_argument_group("the eviction manager (docs/agent.md)")
+    evictions.add_argument(
+        "--eviction-hard", help="hard thresholds: memory.available<100Mi,nodefs.available<10%%,..."
+    )
+    evictions.add_argument("--eviction-soft", help="soft thresholds, same form")
+    evictions.add_argument(
+        "--eviction-soft-grace-period", help="per soft threshold: memory.available=1m30s,..."
+    )
+    evictions.add_argument(
+        "--eviction-minimum-reclaim", help="per signal: memory.available=0Mi,nodefs.available=500Mi"
+    )
+    evictions.add_argument(
+        "--eviction-pressure-transition-period", type=float, help="seconds a pressure condition stays (300)"
+    )
+    evictions.add_argument(
+        "--eviction-max-pod-grace-period", type=int, help="grace of a soft eviction, seconds (0: the pod's)"
+    )
+    parser.add_argument(
+        "--allow-privileged",
+        choices=["true", "false"],
+        help="whether containers may run privileged: true (the default, as the kubelet's) or false",
+    )
+    topology = parser.add_argument_group("Topology Manager (the kubelet's; see docs/topology.md)")
+    topology.add_argument(
+        "--topology-manager-policy",
+        help="none (default), best-effort, restricted or single-numa-node",
+    )
+    topology.add_argument("--topology-manager-scope", help="container (default) or pod")
+    topology.add_argument(
+        "--topology-manager-policy-options",
+        help="key=value,...: prefer-closest-numa-nodes=true, max-allowable-numa-nodes=N",
+    )
     cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
     cluster.add_argument(
         "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
@@ -85,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return _status(args)
     import os
 
-    from agent.config import describe_config_error
+    from agent.apis.config import describe_config_error
     from kubenode.model import ValidationError
 
     try:
@@ -119,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    except ValidationError as exc:  # a kubeconfig that cannot be used (agent/cluster.py)
+    except ValidationError as exc:  # a kubeconfig that cannot be used (agent/nodestatus/cluster.py)
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
@@ -134,14 +174,14 @@ def _lock_root(config: Any) -> str:
     """The cgroup root the agent will use; "" (automatic) is / with cgroupfs, the own cgroup with systemd."""
     if config.cgroup_root:
         return str(config.cgroup_root)
-    from agent.cgroups.delegation import default_cgroup_root
-    from agent.cgroups.detect import CGROUP_MOUNT, detect_version
+    from agent.cm.cgroups.delegation import default_cgroup_root
+    from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
 
     return default_cgroup_root(config.cgroup_driver, detect_version(CGROUP_MOUNT))
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from agent.config import load_config
+    from agent.apis.config import load_config
 
     config = load_config(args.config)
     overrides = {
@@ -159,10 +199,23 @@ def _config(args: argparse.Namespace) -> Any:
         "max_pods": args.max_pods,
         "system_reserved": args.system_reserved,
         "kube_reserved": args.kube_reserved,
+        "container_log_max_size": args.container_log_max_size,
+        "eviction_hard": args.eviction_hard,
+        "eviction_soft": args.eviction_soft,
+        "eviction_soft_grace_period": args.eviction_soft_grace_period,
+        "eviction_minimum_reclaim": args.eviction_minimum_reclaim,
+        "eviction_pressure_transition_period": args.eviction_pressure_transition_period,
+        "eviction_max_pod_grace_period": args.eviction_max_pod_grace_period,
+        "container_log_max_files": args.container_log_max_files,
+        "topology_manager_policy": args.topology_manager_policy,
+        "topology_manager_scope": args.topology_manager_scope,
+        "topology_manager_policy_options": args.topology_manager_policy_options,
     }
     for name, value in overrides.items():
         if value is not None:
             setattr(config, name, value)
+    if args.allow_privileged is not None:
+        config.allow_privileged = args.allow_privileged == "true"
     if args.device_plugin_dir is not None:
         config.device_plugin_dir = (
             None if args.device_plugin_dir in ("", "none") else Path(args.device_plugin_dir)
@@ -175,8 +228,8 @@ def _status(args: argparse.Namespace) -> int:
     import json
     import urllib.error
 
-    from agent.config import load_config
-    from agent.statustable import fetch, render
+    from agent.apis.config import load_config
+    from agent.status.statustable import fetch, render
     from kubenode.model import ValidationError
 
     try:

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.admission import host_allocatable
-from agent.config import AgentConfig, parse_listen
-from agent.devicemanager import DeviceManager, PodInfo
-from agent.httpapi import StatusServer
+from agent.apis.config import AgentConfig, parse_listen
+from agent.cm.devicemanager import DeviceManager, PodInfo
+from agent.config.sources import ManifestSource, PodSource
+from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
-from agent.sources import ManifestSource, PodSource
+from agent.server.httpapi import StatusServer
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class RunningAgent:
     agent: NodeAgent
     devices: DeviceManager | None
     server: StatusServer | None = None
-    # Set when the agent joins a cluster (agent/cluster.py); typed loosely so the client stays unimported.
+    # Set when the agent joins a cluster (agent/nodestatus/cluster.py); typed loosely so the client stays
+    # unimported.
     cluster: Any = None
     _started: list[str] = field(default_factory=list)
 
@@ -86,12 +88,15 @@ def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
 
 
 def build_node_agent(
-    config: AgentConfig, devices: DeviceManager | None, extra_sources: Sequence[PodSource] = ()
+    config: AgentConfig,
+    devices: DeviceManager | None,
+    extra_sources: Sequence[PodSource] = (),
+    objects: ConfigObjects = NO_OBJECTS,
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
-    from agent.cgroups import make_pod_cgroups
-    from agent.cgroups.delegation import default_cgroup_root, leave_if_inside
-    from agent.cgroups.detect import CGROUP_MOUNT, detect_version
+    from agent.cm.cgroups import make_pod_cgroups
+    from agent.cm.cgroups.delegation import default_cgroup_root, leave_if_inside
+    from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
 
     version = detect_version(CGROUP_MOUNT)
     cgroup_root = config.cgroup_root or default_cgroup_root(config.cgroup_driver, version)
@@ -107,12 +112,14 @@ def build_node_agent(
     )
     allocatable = host_allocatable(config.max_pods)
     if config.system_reserved or config.kube_reserved:
-        from agent.nodestatus import reserved
+        from agent.nodestatus.reporter import reserved
 
         for name, amount in reserved(config).items():
             if name in allocatable:
                 allocatable[name] = max(0, allocatable[name] - amount)
-    agent = NodeAgent(config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable)
+    agent = NodeAgent(
+        config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable, objects=objects
+    )
     agent.runtime.backoff.initial = config.crash_loop_backoff_initial
     if devices is not None:
         devices.active_pods = functools.partial(active_pod_infos, agent)
@@ -129,11 +136,16 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         )
     cluster = None
     if config.joins_cluster:
-        from agent.cluster import ClusterMembership
+        from agent.nodestatus.cluster import ClusterMembership
 
         cluster = ClusterMembership.connect(config)
-    agent = build_node_agent(config, devices, [cluster.source] if cluster is not None else [])
-    from agent.metrics import AgentMetrics
+    agent = build_node_agent(
+        config,
+        devices,
+        [cluster.source] if cluster is not None else [],
+        cluster.objects if cluster is not None else NO_OBJECTS,
+    )
+    from agent.server.metrics import AgentMetrics
 
     metrics = AgentMetrics(config.node_name, agent.pods)
     agent.observers.append(metrics.pod_synced)
@@ -142,7 +154,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
-        from agent.containerlogs import PREFIX, container_logs
+        from agent.server.containerlogs import PREFIX, container_logs
 
         server = StatusServer(
             host,

@@ -2,7 +2,7 @@
 
 `kubenode agent` and `kubenode up` both start the agent; what goes wrong then is seldom a bug but an
 ordinary situation (the status port is taken, the process is not root) that deserves one sentence, not
-a traceback. Bad flags and config files are found earlier (agent/config.py, exit 2); these are runtime
+a traceback. Bad flags and config files are found earlier (agent/apis/config.py, exit 2); these are runtime
 failures (exit 1).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import socket
 
-from agent.cgroups.api import CgroupError
+from agent.cm.cgroups.api import CgroupError
 
 ROOT_NEEDED = (
     "the agent writes cgroups and its state directories: run it as root, or give its user a delegated"

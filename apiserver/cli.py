@@ -39,7 +39,8 @@ def _port(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "apiserver", help="serve the Kubernetes API (nodes, pods, events, namespaces, leases) from SQLite"
+        "apiserver",
+        help="serve the Kubernetes API (nodes, pods, services, events, namespaces, leases) from SQLite",
     )
     parser.add_argument(
         "--data-dir",
@@ -47,7 +48,9 @@ def register(subparsers: Any) -> None:
         help=f"database, tokens, certificates (default {DEFAULT_DATA_DIR})",
     )
     parser.add_argument(
-        "--bind-address", default="127.0.0.1", help="address to listen on; TLS unless loopback"
+        "--bind-address",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); HTTPS on every address, loopback included",
     )
     parser.add_argument("--port", type=_port, default=6443, help="port to listen on (0 picks a free one)")
     parser.add_argument(
@@ -65,6 +68,11 @@ def register(subparsers: Any) -> None:
         "--authorization-policy-file",
         metavar="FILE",
         help="YAML with Roles, ClusterRoles and their bindings for RBAC to enforce (other kinds are skipped)",
+    )
+    parser.add_argument(
+        "--admission-control-config-file",
+        metavar="FILE",
+        help="kube's AdmissionConfiguration: the PodSecurity plugin's defaults and exemptions",
     )
     parser.add_argument(
         "--default-watch-cache-size",
@@ -100,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         authorization_mode=args.authorization_mode,
         authorization_policy_file=(
             Path(args.authorization_policy_file) if args.authorization_policy_file else None
+        ),
+        admission_config_file=(
+            Path(args.admission_control_config_file) if args.admission_control_config_file else None
         ),
         watch_cache_size=args.default_watch_cache_size,
         event_ttl=args.event_ttl,

@@ -3,9 +3,10 @@
 Flow: take the data dir's lock (a second process on it is refused, naming the holder), load
 the token file (created with the bootstrap users on first start), make the CA and serving
 certificate (always TLS: kubectl sends tokens only over TLS), replay the SQLite log into
-the watch cache, start the writer process, create the default namespaces, listen, write the
-admin kubeconfig, print `serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening,
-end the watches and close the database.
+the watch cache, start the writer process, create the default namespaces, listen, create (or
+re-point) the `default/kubernetes` Service at the port, write the admin kubeconfig, print
+`serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening, end the watches and
+close the database.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from aiohttp import web
 
 from apiserver.handlers.app import build_app
 from apiserver.handlers.common import ApiContext
+from apiserver.handlers.httperrors import StatusRunner
 from apiserver.registry import build_strategies, utc_now
 from apiserver.registry.kinds import event_last_seen
+from apiserver.registry.services import KUBERNETES_SERVICE, ServiceStrategy, kubernetes_service
 from apiserver.storage.cache import Filter
 from apiserver.storage.store import Store
 from kubenode import sdnotify
@@ -54,6 +57,9 @@ class Options:
     write_kubeconfig: Path | None = None
     authorization_mode: str = "Node,RBAC"
     authorization_policy_file: Path | None = None  # RBAC objects to enforce (apiserver/auth/policyfile.py)
+    admission_config_file: Path | None = (
+        None  # kube's AdmissionConfiguration (PodSecurity defaults, exemptions)
+    )
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
     event_ttl: float = 3600.0
@@ -93,6 +99,23 @@ async def _ensure_namespaces(ctx: ApiContext) -> None:
             await ctx.store.write("namespaces", "", name, obj, "ADDED")
 
 
+async def _ensure_kubernetes_service(ctx: ApiContext, port: int) -> None:
+    """default/kubernetes, pointing at this server's port (kube's controlplane controller keeps it so)."""
+    strategy = ctx.strategies["services"]
+    assert isinstance(strategy, ServiceStrategy)
+    wanted = kubernetes_service(strategy, port)
+    current = ctx.store.latest("services", "default", KUBERNETES_SERVICE)
+    if current is None:
+        strategy.new_metadata(wanted, "default")
+        strategy.prepare_create(wanted)
+        await ctx.store.write("services", "default", KUBERNETES_SERVICE, wanted, "ADDED")
+        return
+    obj = orjson.loads(current.data)
+    if obj.get("spec", {}).get("ports") != wanted["spec"]["ports"]:
+        obj.setdefault("spec", {})["ports"] = wanted["spec"]["ports"]
+        await ctx.store.write("services", "default", KUBERNETES_SERVICE, obj, "MODIFIED")
+
+
 def _report_objects(ctx: ApiContext) -> None:
     try:
         from apiserver.metrics import set_storage_objects
@@ -121,6 +144,37 @@ async def _expire_events(ctx: ApiContext, ttl: float) -> None:
                 await ctx.store.write("events", entry.namespace, entry.name, obj, "DELETED")
 
 
+def _private_file(path: Path) -> None:
+    """The file, made (empty: SQLite takes it as a new database) or kept, readable by its owner only."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600)
+
+
+def _pod_security_config(path: Path | None) -> Any:
+    from apiserver.admission.podsecurity.config import Config, load
+
+    if path is None:
+        return Config()
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise StartupError(f"--admission-control-config-file: {exc}") from None
+
+
+def _pod_security(config: Any, store: Store) -> Any:
+    """The PodSecurity plugin, reading namespaces and pods from the watch cache."""
+    from apiserver.admission.podsecurity.admission import PodSecurity
+
+    def namespace_labels(name: str) -> Any:
+        entry = store.latest("namespaces", "", name)
+        return entry.labels if entry is not None else None  # kept decoded by the cache: no JSON parse per pod
+
+    def pods(namespace: str) -> list[Any]:
+        return [orjson.loads(e.data) for e in store.cache.entries("pods", Filter(namespace))]
+
+    return PodSecurity(config, namespace_labels, pods)
+
+
 async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
@@ -140,6 +194,7 @@ async def serve(options: Options) -> None:
         authorizer = new_authorizer(options.authorization_mode, options.authorization_policy_file)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
+    pod_security = _pod_security_config(options.admission_config_file)
     # TLS even on loopback: kubectl (clientcmd) sends a kubeconfig's bearer token only over TLS
     # (kubernetes/kubectl#744), so a plain-HTTP server could never see kubectl's credentials.
     cert = ensure_serving_cert(data_dir, [options.bind_address])
@@ -150,8 +205,12 @@ async def serve(options: Options) -> None:
 
     clock = utc_now
     strategies = build_strategies(clock)
+    _private_file(data_dir / DB_NAME)  # Secrets live in it; SQLite gives its -wal and -shm the same mode
     store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
     store.load()
+    services = strategies["services"]
+    if isinstance(services, ServiceStrategy):  # allocation reads the stored Services' IPs and NodePorts
+        services.allocated = lambda: (e.fields for e in store.cache.entries("services", Filter()))
     # The loaded objects live until deleted: keep them out of the cyclic GC's full passes, and run those
     # passes less often, so a collection of a big heap does not stall watch delivery.
     gc.collect()
@@ -159,7 +218,13 @@ async def serve(options: Options) -> None:
     gc.set_threshold(50_000, 20, 100)
     loop = asyncio.get_running_loop()
     store.start(loop)
+    from apiserver.auth.authz import NodeRBACAuthorizer
+    from apiserver.auth.nodegraph import NodeGraph
+
+    if isinstance(authorizer, NodeRBACAuthorizer):
+        authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
+    ctx.validators.append(_pod_security(pod_security, store))
     # pods/log authenticates to the agents with tokens signed by the CA key (kubenode/nodeproxyauth.py).
     from apiserver.handlers.podlogs import SIGNER_KEY
     from kubenode.nodeproxyauth import Signer
@@ -169,7 +234,7 @@ async def serve(options: Options) -> None:
     try:
         await _ensure_namespaces(ctx)
         app = build_app(ctx, authenticator, authorizer)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
+        runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=ssl_context, backlog=1024)
         try:
@@ -179,6 +244,7 @@ async def serve(options: Options) -> None:
                 f"cannot listen on {options.bind_address}:{options.port}: {exc.strerror}"
             ) from None
         port = runner.addresses[0][1]
+        await _ensure_kubernetes_service(ctx, port)
         url = _url(options.bind_address, port, tls)
         kubeconfig = options.write_kubeconfig or data_dir / "admin.kubeconfig"
         token = token_for(token_file, ADMIN_USER)

@@ -27,6 +27,7 @@ META_TYPES = frozenset(
     }
 )  # fmt: skip
 GROUP_PACKAGES = {"coordination.k8s.io": "io.k8s.api.coordination.v1", "policy": "io.k8s.api.policy.v1"}
+NODE_PACKAGE_TYPES = frozenset({"RuntimeClass", "RuntimeClassList", "Overhead", "Scheduling"})  # node.k8s.io
 
 # The kinds served, as (group, version, kind, client model class); lists come with their items' kinds.
 KINDS: tuple[tuple[str, str, str, str], ...] = (
@@ -39,9 +40,17 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("", "v1", "Event", "CoreV1Event"),
     ("", "v1", "EventList", "CoreV1EventList"),
     ("", "v1", "Binding", "V1Binding"),
+    ("", "v1", "Service", "V1Service"),
+    ("", "v1", "ServiceList", "V1ServiceList"),
     ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
     ("coordination.k8s.io", "v1", "LeaseList", "V1LeaseList"),
     ("policy", "v1", "Eviction", "V1Eviction"),
+    ("", "v1", "ConfigMap", "V1ConfigMap"),
+    ("", "v1", "ConfigMapList", "V1ConfigMapList"),
+    ("", "v1", "Secret", "V1Secret"),
+    ("", "v1", "SecretList", "V1SecretList"),
+    ("node.k8s.io", "v1", "RuntimeClass", "V1RuntimeClass"),
+    ("node.k8s.io", "v1", "RuntimeClassList", "V1RuntimeClassList"),
     # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
     ("", "v1", "Status", "V1Status"),
     ("", "v1", "DeleteOptions", "V1DeleteOptions"),
@@ -52,6 +61,7 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
 # served kinds: (type, JSON field) -> (strategy, merge key or ""). A list not named here is replaced whole.
 PATCH_META: dict[tuple[str, str], tuple[str, str]] = {
     ("ObjectMeta", "finalizers"): ("merge", ""),
+    ("ServiceSpec", "ports"): ("merge", "port"),
     ("ObjectMeta", "ownerReferences"): ("merge", "uid"),
     ("PodSpec", "volumes"): ("merge,retainKeys", "name"),
     ("PodSpec", "initContainers"): ("merge", "name"),
@@ -86,6 +96,7 @@ PRIMITIVES: dict[str, dict[str, Any]] = {
     "bool": {"type": "boolean"},
     "datetime": {"type": "string", "format": "date-time"},
     "date": {"type": "string", "format": "date"},
+    "bytes": {"type": "string", "format": "byte"},  # Secret data, ConfigMap binaryData: base64 in JSON
     "object": {},  # IntOrString, RawExtension, FieldsV1: any JSON value
 }
 
@@ -106,6 +117,8 @@ def definition_name(class_name: str) -> str:
         return f"{GROUP_PACKAGES['policy']}.{name}"
     if name.startswith("Lease"):
         return f"{GROUP_PACKAGES['coordination.k8s.io']}.{name}"
+    if name in NODE_PACKAGE_TYPES:
+        return f"io.k8s.api.node.v1.{name}"
     return f"io.k8s.api.core.v1.{name}"
 
 

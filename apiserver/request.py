@@ -64,4 +64,16 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
         verb = "deletecollection"
     else:
         verb = _VERB_BY_METHOD.get(method, method.lower())
+    if not name and verb in ("list", "watch", "deletecollection"):
+        name = _name_from_field_selector(query.get("fieldSelector"))
     return RequestInfo(True, path, verb, group, version, namespace, resource, subresource, name)
+
+
+def _name_from_field_selector(selector: str | None) -> str:
+    """kube names a collection request by its `metadata.name=x` field selector (a kubelet's watch of one
+    Secret), so the Node authorizer and resourceNames rules judge that one object."""
+    for term in (selector or "").split(","):
+        field, op, value = term.partition("==") if "==" in term else term.partition("=")
+        if op and not field.endswith("!") and field.strip() == "metadata.name":
+            return value.strip()
+    return ""

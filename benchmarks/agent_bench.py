@@ -28,12 +28,12 @@ from pathlib import Path
 
 from benchstats import percentile, report, rss_mib
 
-from agent.cgroups import make_pod_cgroups
-from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
-from agent.config import AgentConfig
+from agent.apis.config import AgentConfig
+from agent.cm.cgroups import make_pod_cgroups
+from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
+from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
-from agent.podworkers import SyncContext, UpdateType
-from agent.sources import ManifestSource
+from agent.podworkers.types import SyncContext, UpdateType
 from kubenode.model import parse_pod
 
 MOUNT = V1_MOUNT

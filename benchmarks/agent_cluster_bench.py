@@ -27,10 +27,10 @@ from benchstats import percentile, report, rss_mib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from kubenode.kubeclient.informer import Informer
-from tests.agent_cluster.support import AgentProcess
-from tests.apiserver.support import ApiServerProcess
 
 PODS_COUNT = 110
 SETTINGS = {"nodeStatusUpdateFrequency": 10.0, "nodeLeaseRenewInterval": 10.0, "housekeepingInterval": 2.0}

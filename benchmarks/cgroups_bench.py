@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchstats import percentile, report
 
-from agent.cgroups import make_pod_cgroups
+from agent.cm.cgroups import make_pod_cgroups
 from kubenode.model import Container, Pod
 
 MOUNT = Path("/sys/fs/cgroup")

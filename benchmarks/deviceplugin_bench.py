@@ -1,7 +1,7 @@
 """Device plugin figures: Allocate round trip, health-change latency, re-registration time, RSS, idle CPU.
 
 The plugin runs as its own process (`kubenode deviceplugin --config tests/configs/static.yaml`);
-the kubelet side is the real agent.devicemanager.DeviceManager in this process.
+the kubelet side is the real agent.cm.devicemanager.DeviceManager in this process.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import grpc
 import psutil
 from benchstats import percentile, report, rss_mib
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.deviceapi import KUBELET_DIR_ENV, UNHEALTHY
 

@@ -1,6 +1,6 @@
 """Figures for issue 14 (reliability under hostile input): print them, assert nothing.
 
-1. Copies per container after N agent SIGKILL cycles during start (tests/hostile/killcycles.py; needs root and
+1. Copies per container after N agent SIGKILL cycles during start (harness/killcycles.py; needs root and
    the cgroup v1 hierarchy).
 2. Allocate latency on the device plugin with 500 idle ListAndWatch streams open (goal: p99 <= 2 ms).
 3. Register latency at the agent's device manager with 50 plugins whose GetDevicePluginOptions never returns
@@ -29,8 +29,8 @@ from typing import Any
 import grpc
 from benchstats import percentile, report
 
-from agent.cgroups.sweep import sweep_v1_root
-from agent.devicemanager import DeviceManager
+from agent.cm.cgroups.sweep import sweep_v1_root
+from agent.cm.devicemanager import DeviceManager
 from deviceplugin.backends import make_backend
 from deviceplugin.config import load_config
 from deviceplugin.devicestate import DeviceState
@@ -46,7 +46,7 @@ def kill_cycles(cycles: int, pods: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
     (work / "m").mkdir()
     try:
-        command = [sys.executable, "-m", "tests.hostile.killcycles", root, str(work / "m"), str(work / "s")]
+        command = [sys.executable, "-m", "harness.killcycles", root, str(work / "m"), str(work / "s")]
         done = subprocess.run(
             [*command, str(cycles), str(pods)],
             cwd=REPO,

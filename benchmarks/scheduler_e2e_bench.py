@@ -37,8 +37,8 @@ from benchstats import report
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness.apiserver import ApiServerProcess  # noqa: E402
 from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, KubeError, load_kubeconfig  # noqa: E402
-from tests.apiserver.support import ApiServerProcess  # noqa: E402
 
 EXTENDED = "example.com/foo"
 CREATORS = 64  # concurrent creates: the API server's group commit batches them

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.devicemanager.endpoint import rpc_error_text
-from agent.devicemanager.registration import is_plugin_endpoint
+from agent.cm.devicemanager.endpoint import rpc_error_text
+from agent.cm.devicemanager.registration import is_plugin_endpoint
 from conformance.target import Fail, Skip, Target
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import API_VERSION, HEALTH_VALUES, HEALTHY, MAX_DEVICE_ID_LENGTH, SUPPORTED_VERSIONS

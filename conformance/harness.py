@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.devicemanager import DeviceManager, RegistrationEvent
-from agent.devicemanager.registration import is_serving
+from agent.cm.devicemanager import DeviceManager, RegistrationEvent
+from agent.cm.devicemanager.registration import is_serving
 from kubenode.deviceapi import KUBELET_SOCKET
 
 

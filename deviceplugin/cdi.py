@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from deviceplugin.cpuset import format_cpuset, parse_cpuset
 from deviceplugin.hookcommand import HookCommand
+from kubenode.cpuset import format_cpuset, parse_cpuset
 
 log = logging.getLogger(__name__)
 

@@ -16,21 +16,22 @@ and its init process, and before the user's process starts, in the runtime's own
 Any failure prints one line `kubenode cdi-hook: <reason>` on stderr and exits 1 (2 for bad arguments), so
 the runtime refuses to start the container rather than run it unpinned.
 
-It runs on every container start, so it must start as fast as the bare interpreter. This file is therefore
-ONE self-contained module that imports only `os`, `sys` and `_json` (the C scanner that `json.loads` runs;
-`import json` itself pulls in `re` and costs more than the whole hook): the CDI spec runs it as
-`python -I -S <this file, or its .pyc> cpuset --cpus LIST` (deviceplugin.hookcommand), with no site, no
-kubenode package and no environment. The same file, with a copied interpreter, is what the DaemonSet's init
-container installs on hosts that have no Python (deviceplugin.hookbundle). `kubenode cdi-hook` still runs
-it in-process. The CPU-list helpers live here for that reason; deviceplugin.cpuset re-exports them.
+It runs on every container start, so it must start as fast as the bare interpreter: it imports only `os`,
+`sys`, `_json` (the C scanner that `json.loads` runs; `import json` itself pulls in `re` and costs more
+than the whole hook) and kubenode.cpuset (standard library only, nothing at run time). The CDI spec runs it
+as `python -I -S -c <bootstrap> <package root> cpuset --cpus LIST` (deviceplugin.hookcommand): no site, no
+environment, only these modules of kubenode on the path. The same modules, with a copied interpreter, are
+what the DaemonSet's init container installs on hosts that have no Python (deviceplugin.hookbundle).
+`kubenode cdi-hook` runs it in-process.
 """
 
 import os
 import sys
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy treats the name the same)
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+from kubenode.cpuset import TYPE_CHECKING, format_cpuset, parse_cpuset
+
+if TYPE_CHECKING:  # kubenode.cpuset's stand-in for typing.TYPE_CHECKING: typing costs an import
+    from collections.abc import Sequence
 
 PROG = "kubenode cdi-hook"
 USAGE = f"usage: {PROG} cpuset --cpus LIST   (reads the OCI state JSON on stdin)"
@@ -289,41 +290,3 @@ def loads(text: str) -> object:
     if text[end:].strip():
         raise ValueError(f"extra data after the JSON document at offset {end}")
     return value
-
-
-def parse_cpuset(text: str) -> frozenset[int]:
-    """Parse a kernel CPU list ("0-3,8,10-11", as in cpuset.cpus and sysfs); ValueError names the bad part."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, dash, high = part.partition("-")
-        try:
-            first = int(low)
-            last = int(high) if dash else first
-        except ValueError:
-            raise ValueError(f"bad CPU list entry {part!r} in {text!r}") from None
-        if first < 0 or last < first:
-            raise ValueError(f"bad CPU range {part!r} in {text!r}")
-        cpus.update(range(first, last + 1))
-    return frozenset(cpus)
-
-
-def format_cpuset(cpus: "Iterable[int]") -> str:
-    """Format CPUs as a kernel CPU list, merging consecutive runs: {0,1,2,5} -> "0-2,5"."""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    start = prev = None
-    for cpu in [*ordered, None]:
-        if cpu is not None and prev is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = cpu
-    return ",".join(parts)
-
-
-if __name__ == "__main__":  # `python -I -S cdihook.py cpuset --cpus LIST`, as the CDI spec runs it
-    sys.exit(main(sys.argv[1:]))

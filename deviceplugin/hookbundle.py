@@ -8,10 +8,11 @@ names DIR as its `cdiHookPath` (deviceplugin.hookcommand). Flow:
    one extension module the hook loads (`_json`, unless built in), the dynamic loader included: lib/.
 2. The few stdlib files an `-I -S` start reads: the `os.py` landmark by which the interpreter finds its
    prefix (os itself is frozen), `encodings` with UTF-8 and ASCII, and `_json`: python/lib/python3.X/.
-3. The hook module compiled to bytecode by this interpreter: cdihook.pyc.
+3. The hook's modules (deviceplugin.cdihook, kubenode.cpuset, their packages' __init__) with their
+   bytecode: pkg/.
 4. hook.json, written last: the hook's command, `lib/<loader> --library-path lib python/bin/python3.X
-   -I -S cdihook.pyc`. Started through the copied loader with the copied libc, it needs nothing on the
-   host (not even a glibc of the same version); -I -S keeps the host's environment and site out.
+   -I -S -c BOOTSTRAP pkg`. Started through the copied loader with the copied libc, it needs nothing on
+   the host (not even a glibc of the same version); -I -S keeps the host's environment and site out.
 
 Every file is written beside its target and renamed over it, so a hook starting during an upgrade sees
 whole files; files already equal are left alone. Nothing outside DIR is touched.
@@ -30,8 +31,7 @@ from collections.abc import Sequence
 from importlib.util import cache_from_source
 from pathlib import Path
 
-from deviceplugin import cdihook
-from deviceplugin.hookcommand import BUNDLE_FILE, HookCommand
+from deviceplugin.hookcommand import BUNDLE_FILE, HookCommand, isolated_argv, package_root
 
 PROG = "kubenode cdi-hook install"
 STDLIB_FILES = (
@@ -41,7 +41,13 @@ STDLIB_FILES = (
     "encodings/utf_8.py",
     "encodings/ascii.py",
 )
-HOOK_BYTECODE = "cdihook.pyc"
+# What the hook imports of kubenode, relative to the package root (deviceplugin.cdihook's docstring).
+HOOK_MODULES = (
+    "deviceplugin/__init__.py",
+    "deviceplugin/cdihook.py",
+    "kubenode/__init__.py",
+    "kubenode/cpuset.py",
+)
 
 
 class BundleError(RuntimeError):
@@ -94,25 +100,14 @@ def install(directory: Path) -> HookCommand:
         raise BundleError(
             f"ldd names no dynamic loader for {interpreter}: a static interpreter is not supported"
         )
-    for relative in STDLIB_FILES:
-        target = bundled_stdlib / relative
-        _copy(stdlib / relative, target, mode=0o644)
+    sources = [(stdlib / relative, bundled_stdlib / relative) for relative in STDLIB_FILES]
+    sources += [(Path(package_root()) / relative, directory / "pkg" / relative) for relative in HOOK_MODULES]
+    for source, target in sources:
+        _copy(source, target, mode=0o644)
         # Its bytecode where the interpreter looks for it: without it each start would compile the file.
         _write(Path(cache_from_source(str(target))), _bytecode(target, directory), mode=0o644)
-    hook_source = Path(cdihook.__file__)
-    _write(directory / HOOK_BYTECODE, _bytecode(hook_source, directory), mode=0o644)
-    command = HookCommand(
-        str(loader),
-        (
-            "kubenode-cdi-hook",
-            "--library-path",
-            str(lib),
-            str(bundled_python),
-            "-I",
-            "-S",
-            str(directory / HOOK_BYTECODE),
-        ),
-    )
+    argv = isolated_argv(str(bundled_python), str(directory / "pkg"))
+    command = HookCommand(str(loader), ("kubenode-cdi-hook", "--library-path", str(lib), *argv))
     spec = json.dumps({"path": command.path, "args": list(command.args)}, indent=2) + "\n"
     _write(directory / BUNDLE_FILE, spec.encode(), mode=0o644)
     return command

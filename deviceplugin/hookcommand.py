@@ -8,25 +8,28 @@ appended to what `hook_command` returns. Flow, by what `cdiHookPath` is:
    interpreter on the copied hook with nothing from the host.
 2. Another path: a `kubenode` executable, run as `<path> cdi-hook cpuset --cpus LIST` (as before bundles).
 3. Unset: the bundle at DEFAULT_BUNDLE_DIR when it is there (the DaemonSet mounts it into the plugin's
-   container, read-only), else this interpreter on the hook's file, `python -I -S cdihook.py`: no site, no
-   environment, no kubenode package, so it starts as fast as the bare interpreter (a wheel or `make install`).
-   The file's cached bytecode is named, compiled at start when missing (a script given as source would be
-   compiled on every run).
+   container, read-only), else this interpreter with `-I -S -c BOOTSTRAP <package root>` (a wheel or
+   `make install`): no site and no environment; the bootstrap puts the directory holding the deviceplugin
+   and kubenode packages first on the path and runs the hook, which imports nothing else of kubenode, so
+   it starts within a few imports of the bare interpreter.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import py_compile
 import sys
 from dataclasses import dataclass
-from importlib.util import MAGIC_NUMBER, cache_from_source
 
 from deviceplugin import cdihook
 
 DEFAULT_BUNDLE_DIR = "/opt/kubenode/cdi-hook"
 BUNDLE_FILE = "hook.json"
+# `python -I -S -c BOOTSTRAP <root> cpuset --cpus LIST`: <root> goes first on the path, then the hook runs.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from deviceplugin.cdihook import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 class HookCommandError(ValueError):
@@ -54,43 +57,17 @@ def hook_command(configured: str | None) -> HookCommand:
 
 def this_interpreter() -> HookCommand:
     interpreter = os.path.realpath(sys.executable)  # a venv's python is a link; -I -S needs no venv
-    return HookCommand(interpreter, (interpreter, "-I", "-S", hook_script()))
+    return HookCommand(interpreter, isolated_argv(interpreter, package_root()))
 
 
-def hook_script() -> str:
-    """cdihook.py's cached bytecode, compiled now if missing or stale; the source if it cannot be written.
-
-    Compiled even under PYTHONDONTWRITEBYTECODE: a source script is compiled on every container start.
-    """
-    source = cdihook.__file__
-    try:
-        cached = cache_from_source(source)
-    except NotImplementedError:  # sys.implementation.cache_tag is None
-        return source
-    if not _fresh(cached, source):
-        try:
-            py_compile.compile(source, cfile=cached, doraise=True)
-        except (OSError, py_compile.PyCompileError):
-            return source
-    return cached
+def isolated_argv(interpreter: str, root: str) -> tuple[str, ...]:
+    """The hook under `interpreter -I -S`, importing deviceplugin and kubenode from `root` alone."""
+    return (interpreter, "-I", "-S", "-c", BOOTSTRAP, root)
 
 
-def _fresh(cached: str, source: str) -> bool:
-    """The bytecode's header names this interpreter and the source's current mtime and size."""
-    try:
-        with open(cached, "rb") as pyc:
-            header = pyc.read(16)
-        stat = os.stat(source)
-    except OSError:
-        return False
-    flags = int.from_bytes(header[4:8], "little")
-    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
-    return (
-        header[:4] == MAGIC_NUMBER
-        and flags == 0  # timestamp-checked bytecode (not hash-based)
-        and mtime == int(stat.st_mtime) & 0xFFFFFFFF
-        and size == stat.st_size & 0xFFFFFFFF
-    )
+def package_root() -> str:
+    """The directory holding the deviceplugin package: site-packages, or an editable install's checkout."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(cdihook.__file__)))
 
 
 def from_bundle(directory: str) -> HookCommand:

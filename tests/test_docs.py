@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.config import DEFAULT_DEVICE_PLUGIN_DIR, AgentConfig
+from agent.apis.config import DEFAULT_DEVICE_PLUGIN_DIR, AgentConfig
 from kubenode.deviceapi import DEFAULT_KUBELET_DIR
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.config import AgentConfig, parse_listen
+from agent.apis.config import AgentConfig, parse_listen
 from kubenode.ports import AGENT_STATUS_PORT
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -94,8 +94,12 @@ def base_image(podman: Podman) -> str:
 def build_wheels(context: Path) -> None:
     wheels = context / "wheels"
     shutil.rmtree(wheels, ignore_errors=True)
+    # setuptools builds in ROOT/build and never removes what it copied there: a module deleted or moved
+    # since the last build would still go into the wheel. Start from nothing, and leave nothing.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels), str(ROOT)]
     result = subprocess.run(command, capture_output=True, text=True)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     if result.returncode != 0:
         raise SystemExit(f"pip wheel failed: {result.stderr.strip()[-2000:]}")
 

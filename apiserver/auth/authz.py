@@ -7,8 +7,10 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
   non-resource URLs: discovery, /version, /openapi, health).
 - RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
-  `NodeRules()`), and leases only for `kube-node-lease/<n>`. Which objects it may write (its own Node, pods
-  bound to it, mirror pods) is admission's job: see noderestriction.py.
+  `NodeRules()`), leases only for `kube-node-lease/<n>`, and get/list/watch of the ConfigMaps and Secrets
+  that pods bound to it refer to (the graph of nodegraph.py; anything else: "no relationship found").
+  Which objects it may write (its own Node, pods bound to it, mirror pods) is admission's job: see
+  noderestriction.py.
 Denied requests get kube's forbidden message, e.g. `pods "x" is forbidden: User "u" cannot update resource
 "pods" in API group "" in the namespace "default"`.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from apiserver.auth import MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
+from apiserver.auth.nodegraph import NodeGraph
 from apiserver.auth.policyfile import Policy, PolicyError, load_policy
 from apiserver.request import RequestInfo
 
@@ -105,6 +108,8 @@ SCHEDULER_RULES = (
     rule("create", resources=("bindings", "pods/binding")),
     rule("patch update", resources=("pods/status",)),
     rule("get list watch", resources=("namespaces",)),
+    # kubenode: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC grants this).
+    rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
@@ -118,7 +123,13 @@ NODE_RULES = (
     rule("update patch", resources=("pods/status",)),
     rule("create", resources=("pods/eviction",)),
     rule("get list watch", resources=("namespaces",)),
+    rule("get list watch", groups=("node.k8s.io",), resources=("runtimeclasses",)),
+    rule("get list watch", resources=("services",)),
 )
+GRAPH_RESOURCES = (
+    "secrets",
+    "configmaps",
+)  # read only along the graph (kube's authorizeReadNamespacedObject)
 NODE_LEASE_VERBS = frozenset({"get", "create", "update", "patch", "delete"})
 
 
@@ -149,6 +160,7 @@ class NodeRBACAuthorizer:
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
+        self.graph: NodeGraph | None = None  # set once the store is loaded (daemon.py); None: deny reads
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         if MASTERS_GROUP in user.groups:
@@ -171,6 +183,14 @@ class NodeRBACAuthorizer:
         return Decision(False, forbidden_message(user, info))
 
     def _node(self, node: str, user: UserInfo, info: RequestInfo) -> Decision | None:
+        if info.is_resource_request and info.resource == "noderesourcetopologies":
+            # kubenode: a node publishes its own NodeResourceTopology (named as the node) and reads any.
+            if info.verb in ("get", "list", "watch") or info.name in ("", node):
+                return ALLOW if info.api_group == "topology.node.k8s.io" else None
+            return Decision(
+                False,
+                forbidden_message(user, info, "can only access the NodeResourceTopology of its own node"),
+            )
         if info.is_resource_request and info.api_group == "coordination.k8s.io" and info.resource == "leases":
             # kube's authorizeLease: only the node's own Lease in kube-node-lease (create: name in body).
             if info.verb not in NODE_LEASE_VERBS or info.subresource:
@@ -188,7 +208,27 @@ class NodeRBACAuthorizer:
                     ),
                 )
             return ALLOW
+        if info.is_resource_request and info.api_group == "" and info.resource in GRAPH_RESOURCES:
+            return (
+                Decision(False, forbidden_message(user, info, why))
+                if (why := self._graph(node, info))
+                else ALLOW
+            )
         return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
+
+    def _graph(self, node: str, info: RequestInfo) -> str:
+        """Why a node may not read this Secret or ConfigMap ("" when it may), in kube's words."""
+        if info.verb not in ("get", "list", "watch"):
+            return "can only read resources of this type"
+        if info.subresource:
+            return "cannot read subresource"
+        if not info.namespace:
+            return "can only read namespaced object of this type"
+        if not info.name:
+            return "No Object name found"
+        if self.graph is None or not self.graph.has_path(node, info.resource, info.namespace, info.name):
+            return f"no relationship found between node '{node}' and this object"
+        return ""
 
 
 EVERYTHING = (rule("*", groups=("*",), resources=("*",)), rule("*", urls=("*",)))

@@ -32,7 +32,7 @@ class TokenEntry:
 
 
 def local_node_name() -> str:
-    """The kubelet's default node name: the short host name, lower-cased (as agent/config.py picks it)."""
+    """The kubelet's default node name: the short host name, lower-cased (as agent/apis/config.py does)."""
     return socket.gethostname().split(".")[0].lower()
 
 

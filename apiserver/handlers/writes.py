@@ -8,6 +8,7 @@ write to the same object. The await happens last: it waits for the COMMIT.
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ from apiserver.registry.schema import format_time
 from apiserver.request import RequestInfo
 from apiserver.status import STALE_OBJECT, conflict, forbidden, not_found
 from apiserver.storage.cache import Entry
+
+audit_log = logging.getLogger("apiserver.audit")  # audit annotations; never an object's contents
 
 
 def load(entry: Entry) -> dict[str, Any]:
@@ -32,11 +35,34 @@ def admit(
     info: RequestInfo,
     old: Mapping[str, Any] | None,
     new: Mapping[str, Any] | None,
-) -> None:
+) -> list[str]:
+    """NodeRestriction, then the validating plugins (apiserver/admission): raises the first refusal, logs
+    audit annotations to `apiserver.audit`, returns the warnings for the answer's `Warning` headers."""
     if ctx.admit is not None and user is not None:
         message = ctx.admit(user, info, old, new)
         if message:
             raise forbidden(message)
+    warnings: list[str] = []
+    for validator in ctx.validators:
+        verdict = validator.validate(user, info, old, new)
+        if verdict is None:
+            continue
+        if verdict.audit:
+            name = info.name or str(((new or old or {}).get("metadata") or {}).get("name") or "")
+            where = f"{info.namespace}/{name}" if info.namespace else name
+            annotations = " ".join(f"{key}={value!r}" for key, value in sorted(verdict.audit.items()))
+            audit_log.info(
+                "ADMISSION %s %s %s user=%r: %s",
+                info.verb,
+                info.resource,
+                where,
+                getattr(user, "name", ""),
+                annotations,
+            )
+        if verdict.denied is not None:
+            raise verdict.denied
+        warnings += verdict.warnings
+    return warnings
 
 
 def latest_or_404(ctx: ApiContext, strategy: Strategy, namespace: str, name: str) -> Entry:
@@ -86,6 +112,7 @@ async def store_update(
     status_only: bool,
     expected_rv: str | None,
     dry_run: bool = False,
+    warnings: list[str] | None = None,
 ) -> Entry:
     """Update `old` to `new` (already decoded): concurrency check, strategy rules, validation, admission.
 
@@ -102,7 +129,9 @@ async def store_update(
     strategy.keep_metadata(new, old_obj)
     causes = strategy.check_metadata(new.get("metadata", {})) + strategy.validate(new, old_obj)
     strategy.raise_invalid(old.name, causes)
-    admit(ctx, user, info, old_obj, new)
+    admitted = admit(ctx, user, info, old_obj, new)
+    if warnings is not None:
+        warnings += admitted  # the admission plugins' warnings, for the reply's Warning headers
     if without_rv(new) == without_rv(old_obj):
         return old  # kube skips a write that changes nothing: no new resourceVersion, no event
     if dry_run:  # every check ran; nothing is written
@@ -119,10 +148,17 @@ async def store_update(
 
 
 async def store_delete(
-    ctx: ApiContext, strategy: Strategy, old: Entry, requested_grace: int | None, now: datetime.datetime
+    ctx: ApiContext,
+    strategy: Strategy,
+    old: Entry,
+    requested_grace: int | None,
+    now: datetime.datetime,
+    *,
+    dry_run: bool = False,
 ) -> tuple[Entry, bool]:
     """Delete `old` as kube's generic registry does: graceful (pods bound to a node), held by finalizers,
-    or at once. Returns the entry written and whether the object is gone."""
+    or at once. Returns the entry written (under dry_run: what would be, nothing written) and whether the
+    object is (or would be) gone."""
     resource = strategy.info
     obj = load(old)
     meta = obj.setdefault("metadata", {})
@@ -136,7 +172,11 @@ async def store_delete(
         meta["deletionGracePeriodSeconds"] = grace
         if "generation" in meta:
             meta["generation"] = int(meta["generation"]) + 1
+        if dry_run:
+            return Entry(old.resource, old.namespace, old.name, old.rev, orjson.dumps(obj), {}, {}), False
         entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "MODIFIED")
         return entry, False
+    if dry_run:
+        return old, True
     entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "DELETED")
     return entry, True

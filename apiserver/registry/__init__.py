@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 from apiserver.registry.base import Clock, Strategy, utc_now
+from apiserver.registry.config import ConfigMapStrategy, SecretStrategy
 from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy
 from apiserver.registry.pods import PodStrategy
-from apiserver.resources import EVENTS, LEASES, NAMESPACES, NODES, PODS
+from apiserver.registry.runtimeclass import RuntimeClassStrategy
+from apiserver.registry.services import ServiceStrategy
+from apiserver.registry.topology import NodeResourceTopologyStrategy
+from apiserver.resources import (
+    CONFIGMAPS,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    PODS,
+    RUNTIMECLASSES,
+    SECRETS,
+    SERVICES,
+)
 
 
 def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
@@ -16,6 +31,11 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "pods": PodStrategy(PODS, clock),
         "events": EventStrategy(EVENTS, clock),
         "leases": LeaseStrategy(LEASES, clock),
+        "configmaps": ConfigMapStrategy(CONFIGMAPS, clock),
+        "secrets": SecretStrategy(SECRETS, clock),
+        "runtimeclasses": RuntimeClassStrategy(RUNTIMECLASSES, clock),
+        "services": ServiceStrategy(SERVICES, clock),
+        "noderesourcetopologies": NodeResourceTopologyStrategy(NODE_RESOURCE_TOPOLOGIES, clock),
     }
 
 

@@ -33,6 +33,7 @@ import yaml
 
 from cli import cgroupview
 from cli.up.process import Child, end_leftovers
+from kubenode import yamlload
 from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, NotFound, load_kubeconfig
 from kubenode.kubeclient.timefmt import parse_time
 
@@ -215,7 +216,7 @@ class Cluster:
 
     def _start_agent(self) -> None:
         began = time.monotonic()
-        from agent.nodestatus import host_ip
+        from agent.nodestatus.reporter import host_ip
 
         kubeconfig = self._node_kubeconfig()
         self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
@@ -302,7 +303,7 @@ class Cluster:
             self.progress(f"pods         drained in {took:4.1f} s: processes and cgroups removed")
             return
         # The drain failed (see drain.log): the blunt tool, so that no pod outlives `up` whatever happened.
-        from agent.cgroups.sweep import sweep_v1_root, sweep_v2_root
+        from agent.cm.cgroups.sweep import sweep_v1_root, sweep_v2_root
 
         sweep = sweep_v2_root if cgroupview.is_v2() else sweep_v1_root
         left = sweep(self.options.cgroup_root)
@@ -333,7 +334,7 @@ def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
 
 
 def plugin_resources(config: Path) -> list[str]:
-    document = yaml.safe_load(config.read_text()) or {}
+    document = yamlload.load(config.read_text()) or {}
     return [str(r["name"]) for r in document.get("resources") or [] if isinstance(r, dict) and "name" in r]
 
 

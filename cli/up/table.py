@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from deviceplugin.cpuset import parse_cpuset
+from kubenode.cpuset import parse_cpuset
 from kubenode.model.quantity import to_amount
 from kubenode.table import table_lines
 

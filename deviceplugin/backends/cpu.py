@@ -22,9 +22,9 @@ from deviceplugin import cdi
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
-from deviceplugin.cpuset import format_cpuset
 from deviceplugin.hookcommand import HookCommandError, hook_command
 from deviceplugin.packing import pack
+from kubenode.cpuset import format_cpuset
 
 log = logging.getLogger(__name__)
 

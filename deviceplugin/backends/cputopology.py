@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from deviceplugin.cpuset import parse_cpuset
+from kubenode.cpuset import parse_cpuset
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from kubenode.model.resources import (
     is_overcommit_allowed,
     qualified_name_problem,
 )
+from kubenode.model.volumes import parse_env_from, parse_mounts, parse_volumes
 
 # Pod UIDs become cgroup and file names: keep them to letters, digits and '-'
 # (the systemd driver maps '-' to '_' and back, so '_' must not occur).
@@ -131,6 +132,7 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
         value_from = item.child("valueFrom", "V1EnvVarSource")
         field_path = None
         resource_field = None
+        key_ref = None
         if value_from.has("fieldRef"):
             field_path = value_from.child("fieldRef", "V1ObjectFieldSelector").string("fieldPath") or None
         elif value_from.has("resourceFieldRef"):
@@ -140,11 +142,23 @@ def _env(container: Fields) -> tuple[EnvVar, ...]:
                 ref.string("resource"),
                 str(ref.data.get("divisor", "1")),
             )
+        elif value_from.has("configMapKeyRef") or value_from.has("secretKeyRef"):
+            kind, model = (
+                ("configMapKeyRef", "V1ConfigMapKeySelector")
+                if value_from.has("configMapKeyRef")
+                else ("secretKeyRef", "V1SecretKeySelector")
+            )
+            ref = value_from.child(kind, model)
+            if not ref.string("key"):
+                raise ref.error("key", "Required value")
+            resource = "configmaps" if kind == "configMapKeyRef" else "secrets"
+            key_ref = (resource, ref.string("name"), ref.string("key"), ref.data.get("optional") is True)
         elif value_from.data:
             raise value_from.error(
-                next(iter(value_from.data)), "only fieldRef and resourceFieldRef are supported"
+                next(iter(value_from.data)),
+                "only fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are supported",
             )
-        result.append(EnvVar(name, item.string("value"), field_path, resource_field))
+        result.append(EnvVar(name, item.string("value"), field_path, resource_field, key_ref))
     return tuple(result)
 
 
@@ -166,6 +180,8 @@ def _container(obj: Fields, init: bool) -> Container:
         requests=requests,
         limits=limits,
         restart_policy=restart_policy,
+        volume_mounts=parse_mounts(obj),
+        env_from=parse_env_from(obj),
     )
 
 
@@ -281,6 +297,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {echo(uid)}")
 
     spec = obj.child("spec", "V1PodSpec")
+    volumes = parse_volumes(spec)
     containers = tuple(_container(c, init=False) for c in spec.children("containers", "V1Container"))
     if not containers:
         raise spec.error("containers", "Required value: a pod needs at least one container")
@@ -341,6 +358,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         required_node_affinity=required,
         preferred_node_affinity=tuple(preferred),
         tolerations=_tolerations(spec),
+        volumes=volumes,
         phase=status.string("phase", "Pending"),
         nominated_node_name=status.string("nominatedNodeName"),
         start_time=str(status.data.get("startTime") or ""),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import textwrap
@@ -13,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups import make_pod_cgroups
-from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
-from agent.config import AgentConfig
-from agent.devicemanager import DeviceManager
+from agent.cm.cgroups import make_pod_cgroups
+from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
+from agent.cm.devicemanager import DeviceManager
+from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
-from agent.sources import ManifestSource
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
+from harness.manifests import fast_agent_config
 
 MOUNT = V1_MOUNT
 
@@ -80,15 +82,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_manifest(directory: Path, name: str, text: str) -> Path:
-    """Write atomically (hidden temp file, then rename) so the agent never reads half a file."""
-    path = directory / name
-    tmp = directory / f".{name}.tmp"
-    tmp.write_text(textwrap.dedent(text))
-    os.replace(tmp, path)
-    return path
-
-
 def pod_manifest(
     name: str,
     command: str = "sleep 600",
@@ -114,23 +107,6 @@ def pod_manifest(
     ) + textwrap.indent(textwrap.dedent(extra_container), "  ")
 
 
-def fast_agent_config(
-    root: str, manifests: Path, state_dir: Path, *, housekeeping_interval: float = 0.3
-) -> AgentConfig:
-    """A manifest-only agent (no device plugins, no status endpoint) with loops short enough for tests."""
-    return AgentConfig(
-        node_name="testnode",
-        manifests=manifests,
-        state_dir=state_dir,
-        cgroup_root=root,
-        device_plugin_dir=None,
-        listen="",
-        manifest_rescan_interval=1.0,
-        housekeeping_interval=housekeeping_interval,
-        relist_interval=0.1,
-    )
-
-
 class Harness:
     """An in-process agent on a manifest dir, with fast loops; `stop()` terminates every pod."""
 
@@ -142,12 +118,19 @@ class Harness:
         *,
         devices: DeviceManager | None = None,
         allocatable: dict[str, int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
+        **settings: Any,
     ) -> None:
-        self.config = fast_agent_config(root, manifests, state_dir)
+        self.config = dataclasses.replace(fast_agent_config(root, manifests, state_dir), **settings)
         self.cgroups = make_pod_cgroups(root)
         self.source = ManifestSource(manifests, "testnode", rescan_interval=1.0)
         self.agent = NodeAgent(
-            self.config, self.cgroups, [self.source], devices=devices, allocatable=allocatable
+            self.config,
+            self.cgroups,
+            [self.source],
+            devices=devices,
+            allocatable=allocatable,
+            objects=objects,
         )
         self.started = False
 

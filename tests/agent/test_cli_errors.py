@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from harness.manifests import write_manifest
 from kubenode import runlock
-from tests.agent.support import Harness, cgroup_dirs, pod_manifest, wait_until, write_manifest
+from tests.agent.support import Harness, cgroup_dirs, pod_manifest, wait_until
 
 
 def _alive(pid: int) -> bool:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.admission import admit
-from agent.config import load_config
-from agent.envvars import ContainerConfigError, HostInfo, container_env, expand
+from agent.apis.config import load_config
+from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env, expand
+from agent.lifecycle.admission import admit
 from kubenode.model import Container, EnvVar, Pod, ValidationError
 
 

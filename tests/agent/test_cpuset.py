@@ -10,9 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent.devicemanager import DeviceManager
-from deviceplugin.cpuset import parse_cpuset
-from tests.agent.support import MOUNT, Harness, pod_manifest, wait_until, write_manifest
+from agent.cm.devicemanager import DeviceManager
+from harness.manifests import write_manifest
+from kubenode.cpuset import parse_cpuset
+from tests.agent.support import MOUNT, Harness, pod_manifest, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

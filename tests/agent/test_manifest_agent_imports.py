@@ -8,7 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.agent.support import cgroup_dirs, pod_manifest, write_manifest
+from harness.manifests import write_manifest
+from tests.agent.support import cgroup_dirs, pod_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def test_manifest_mode_does_not_import_the_cluster_libraries(
         f"""
         import sys, time
         from pathlib import Path
-        from agent.config import AgentConfig
+        from agent.apis.config import AgentConfig
         from agent.daemon import build_agent
 
         config = AgentConfig(

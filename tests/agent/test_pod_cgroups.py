@@ -11,9 +11,10 @@ from typing import Any
 
 import psutil
 
-from agent.cgroups import PodCgroupInfo
-from agent.cgroups.sweep import V1_CONTROLLERS
-from tests.agent.support import MOUNT, Harness, pod_cgroup_dirs, pod_manifest, wait_until, write_manifest
+from agent.cm.cgroups import PodCgroupInfo
+from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from harness.manifests import write_manifest
+from tests.agent.support import MOUNT, Harness, pod_cgroup_dirs, pod_manifest, wait_until
 
 UNLIMITED_V1 = "9223372036854771712"
 

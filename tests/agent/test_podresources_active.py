@@ -8,10 +8,11 @@ from pathlib import Path
 
 import grpc
 
+from agent.cm.devicemanager import DeviceManager
 from agent.daemon import active_pod_infos
-from agent.devicemanager import DeviceManager
+from harness.manifests import write_manifest
 from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
-from tests.agent.support import Harness, pod_manifest, wait_until, write_manifest
+from tests.agent.support import Harness, pod_manifest, wait_until
 
 
 def listed(socket_path: Path) -> list[tuple[str, list[tuple[str, int]]]]:

@@ -8,8 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.podworkers import (
-    PodWorkers,
+from agent.podworkers.types import (
     SyncContext,
     SyncResult,
     UpdatePodOptions,
@@ -17,6 +16,7 @@ from agent.podworkers import (
     WorkType,
     effective_grace_period,
 )
+from agent.podworkers.workers import PodWorkers
 from kubenode.model import Container, Pod
 
 

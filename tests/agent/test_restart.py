@@ -15,15 +15,9 @@ from typing import Any
 import psutil
 import pytest
 
-from agent.cgroups.sweep import V1_CONTROLLERS
-from tests.agent.support import (
-    MOUNT,
-    free_port,
-    pod_cgroup_dirs,
-    pod_manifest,
-    wait_until,
-    write_manifest,
-)
+from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from harness.manifests import write_manifest
+from tests.agent.support import MOUNT, free_port, pod_cgroup_dirs, pod_manifest, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

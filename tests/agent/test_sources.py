@@ -6,8 +6,9 @@ import queue
 import time
 from pathlib import Path
 
-from agent.sources import CONFIG_HASH, ManifestSource, SourceSnapshot, static_pod_uid
-from tests.agent.support import pod_manifest, write_manifest
+from agent.config.sources import CONFIG_HASH, ManifestSource, SourceSnapshot, static_pod_uid
+from harness.manifests import write_manifest
+from tests.agent.support import pod_manifest
 
 
 def test_uids_are_deterministic_and_depend_on_content_node_and_file(manifests: Path) -> None:

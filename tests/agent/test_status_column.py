@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.statustable import kubectl_status
+from agent.status.statustable import kubectl_status
 
 
 def _pod(

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
-from agent.processes import join_cgroup
+from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
+from agent.kuberuntime.processes import join_cgroup
 from kubenode.model import Container, Pod
 
 MOUNT = V1_MOUNT

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups.api import CgroupError
-from agent.cgroups.delegation import default_cgroup_root, leave_for_leaf, leave_if_inside, own_cgroup
+from agent.cm.cgroups.api import CgroupError
+from agent.cm.cgroups.delegation import default_cgroup_root, leave_for_leaf, leave_if_inside, own_cgroup
 
 V1_UNDER_SYSTEMD = """\
 12:pids:/system.slice/kubenode-agent.service

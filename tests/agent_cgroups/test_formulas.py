@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cgroups.api import ResourceConfig
-from agent.cgroups.formulas import (
+from agent.cm.cgroups.api import ResourceConfig
+from agent.cm.cgroups.formulas import (
     milli_cpu_to_quota,
     milli_cpu_to_shares,
     resource_config_for_pod,

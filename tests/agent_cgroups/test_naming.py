@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cgroups.api import CgroupError
-from agent.cgroups.naming import pod_cgroup_name, to_dirs, uid_from_dir
+from agent.cm.cgroups.api import CgroupError
+from agent.cm.cgroups.naming import pod_cgroup_name, to_dirs, uid_from_dir
 from kubenode.model import QOSClass
 
 UID = "1234-abcd-5678"

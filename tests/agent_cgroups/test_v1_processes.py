@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agent.cgroups.manager import PodCgroupManager
-from agent.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.manager import PodCgroupManager
+from agent.cm.cgroups.sweep import V1_CONTROLLERS
 from tests.agent_cgroups.support import MOUNT, container, guaranteed, pod, read, spawn_in
 
 MEASURE_S = 2.5

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups.api import CgroupError, ResourceConfig
-from agent.cgroups.detect import CGROUP2_SUPER_MAGIC, detect_version, filesystem_magic
-from agent.cgroups.formulas import shares_to_weight
-from agent.cgroups.manager import PodCgroupManager, build_manager
-from agent.cgroups.v2 import V2Hierarchies
+from agent.cm.cgroups.api import CgroupError, ResourceConfig
+from agent.cm.cgroups.detect import CGROUP2_SUPER_MAGIC, detect_version, filesystem_magic
+from agent.cm.cgroups.formulas import shares_to_weight
+from agent.cm.cgroups.manager import PodCgroupManager, build_manager
+from agent.cm.cgroups.v2 import V2Hierarchies
 from tests.agent_cgroups.support import container, guaranteed, pod, require_root_and_v1
 
 ROOT_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma"

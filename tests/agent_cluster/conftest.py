@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import KubeClient, load_kubeconfig
 from tests.agent.support import require_cgroup_v1
-from tests.agent_cluster.support import AgentProcess
-from tests.apiserver.support import ApiServerProcess
 
 
 @pytest.fixture(scope="package")

@@ -9,41 +9,16 @@ root, killing whatever pods are left.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
-import urllib.request
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-
 from kubenode.kubeclient import EVENTS, PODS, KubeClient, NotFound
-from tests.agent.support import sweep
 from tests.agent.support import wait_until as agent_wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 _STATUS = re.compile(r"status (127\.0\.0\.1:\d+)")
-
-# Short intervals: the behaviour is the kubelet's, only faster (the defaults are 10 s / 10 s / 5 min).
-FAST_SETTINGS: dict[str, Any] = {
-    "nodeStatusUpdateFrequency": 1.0,
-    "nodeStatusReportFrequency": 60.0,
-    "nodeLeaseRenewInterval": 1.0,
-    "podStatusResyncInterval": 2.0,
-    "apiBackoffMax": 1.0,
-    "devicePluginWait": 0.0,
-    "crashLoopBackoffInitial": 1.0,
-    "housekeepingInterval": 0.5,
-}
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -106,124 +81,3 @@ def gone(client: KubeClient, name: str) -> bool:
     except NotFound:
         return True
     return False
-
-
-def _terminate(process: subprocess.Popen[str] | None, grace: float) -> None:
-    """SIGTERM a running process, and SIGKILL it if it has not exited within `grace` seconds."""
-    if process is not None and process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-
-
-class AgentProcess:
-    def __init__(
-        self, kubeconfig: Path, *, settings: dict[str, Any] | None = None, plugin: bool = False
-    ) -> None:
-        self.node = f"kn-{uuid.uuid4().hex[:8]}"
-        self.root = f"/kn-cluster-{uuid.uuid4().hex[:10]}"
-        self.dir = Path(tempfile.mkdtemp(prefix="kn-ac-", dir="/tmp"))
-        self.manifests = self.dir / "manifests"
-        self.manifests.mkdir()
-        self.plugin_dir = self.dir / "dp"
-        self.plugin_dir.mkdir()
-        self.state = self.dir / "state"
-        self.kubeconfig = kubeconfig
-        self.config_path = self.dir / "agent.yaml"
-        config = {
-            "nodeName": self.node,
-            "manifests": str(self.manifests),
-            "stateDir": str(self.state),
-            "cgroupRoot": self.root,
-            "devicePluginDir": str(self.plugin_dir),
-            "listen": "127.0.0.1:0",
-            **FAST_SETTINGS,
-            **(settings or {}),
-        }
-        self.config_path.write_text(yaml.safe_dump(config))
-        self.process: subprocess.Popen[str] | None = None
-        self.plugin: subprocess.Popen[str] | None = None
-        self.output: list[str] = []
-        self.status_address = ""
-        self.starts = 0
-        self.want_plugin = plugin
-
-    def env(self) -> dict[str, str]:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRPC_ENABLE_FORK_SUPPORT": "false"}
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        return env
-
-    def start(self, timeout: float = 30.0) -> AgentProcess:
-        self.status_address = ""
-        self.process = process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "--log-level", "INFO", "agent",
-             "--kubeconfig", str(self.kubeconfig), "--config", str(self.config_path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.env(),
-            cwd=REPO,
-        )  # fmt: skip
-        self.starts += 1
-        threading.Thread(target=self._read, args=(process,), daemon=True).start()
-        wait_until(lambda: self.status_address or process.poll() is not None, timeout, "the agent to start")
-        if process.poll() is not None:
-            pytest.fail(f"the agent exited with {process.returncode}:\n{self.log()}")
-        if self.want_plugin and (self.plugin is None or self.plugin.poll() is not None):
-            self.start_plugin()  # after the agent: its device manager clears the directory when it starts
-        return self
-
-    def _read(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self.output.append(line)
-            match = _STATUS.search(line)
-            if match and not self.status_address:
-                self.status_address = match.group(1)
-
-    def log(self) -> str:
-        return "".join(self.output[-200:])
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://{self.status_address}/metrics", timeout=5) as response:
-            return str(response.read().decode())
-
-    def start_plugin(self) -> None:
-        self.plugin = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "deviceplugin",
-             "--config", str(REPO / "tests/configs/static.yaml"), "--kubelet-dir", str(self.plugin_dir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=self.env(),
-            cwd=REPO,
-        )  # fmt: skip
-
-    def stop_plugin(self) -> None:
-        _terminate(self.plugin, grace=10)
-        self.plugin = None
-
-    def set_unhealthy(self, *device_ids: str) -> None:
-        path = self.plugin_dir / "static-health"
-        tmp = self.plugin_dir / ".static-health.tmp"
-        tmp.write_text("".join(f"{d}\n" for d in device_ids))
-        os.replace(tmp, path)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        _terminate(self.process, grace=15)
-
-    def close(self) -> list[str]:
-        """Stop the agent and the plugin, kill every pod, remove the cgroup root and the directories."""
-        self.stop()
-        self.stop_plugin()
-        leftovers = sweep(self.root)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return leftovers

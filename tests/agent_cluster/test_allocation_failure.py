@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from harness.agent import AgentProcess
 from kubenode.kubeclient import NODES, PODS, KubeClient
-from tests.agent_cluster.support import AgentProcess, events_for, phase_is, pod_body, wait_until
+from tests.agent_cluster.support import events_for, phase_is, pod_body, wait_until
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 

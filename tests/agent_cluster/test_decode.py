@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.apisource import decode_api_pod
+from agent.config.apisource import decode_api_pod
 
 
 def _pod(**extra: Any) -> dict[str, Any]:

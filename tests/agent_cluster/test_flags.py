@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.clusterflags import parse_node_labels, parse_reserved, parse_taints, taint_json
+from agent.apis.clusterflags import parse_node_labels, parse_reserved, parse_taints, taint_json
 from kubenode.model import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,12 +55,12 @@ def test_unreadable_kubeconfig_names_the_file(tmp_path: Path) -> None:
 def test_standalone_agent_does_not_load_the_client_layer(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from agent.config import AgentConfig\n"
+        "from agent.apis.config import AgentConfig\n"
         "from agent.daemon import build_agent\n"
         f"config = AgentConfig(state_dir={str(tmp_path)!r}, manifests={str(tmp_path / 'm')!r},"
         " cgroup_root='/kn-flags-never-made', device_plugin_dir=None, listen='')\n"
         "build_agent(config)\n"
-        "client = ('kubenode.kubeclient', 'urllib3', 'agent.cluster')\n"
+        "client = ('kubenode.kubeclient', 'urllib3', 'agent.nodestatus.cluster')\n"
         "loaded = [m for m in sys.modules if m.startswith(client)]\n"
         "print(loaded)\n"
     )

@@ -14,20 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.sweep import V1_MOUNT
+from agent.cm.cgroups.sweep import V1_MOUNT
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
+from harness.manifests import write_manifest
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
-from tests.agent.support import write_manifest
-from tests.agent_cluster.support import (
-    AgentProcess,
-    events_for,
-    gone,
-    phase_is,
-    pod_body,
-    pod_status,
-    wait_until,
-)
-from tests.apiserver.support import ApiServerProcess
+from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, pod_status, wait_until
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.config import AgentConfig
-from agent.nodestatus import NodeStatusReporter
+from agent.apis.config import AgentConfig
+from agent.nodestatus.reporter import NodeStatusReporter
 from kubenode.kubeclient import KubeClient, NotFound
 from kubenode.kubeclient.client import NODES
 from tests.agent.support import wait_until

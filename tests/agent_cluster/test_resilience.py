@@ -13,18 +13,11 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
-from tests.agent_cluster.support import (
-    AgentProcess,
-    events_for,
-    gone,
-    phase_is,
-    pod_body,
-    pod_status,
-    wait_until,
-)
-from tests.apiserver.support import ApiServerProcess
+from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, pod_status, wait_until
 
 OUTAGE_S = float(os.environ.get("KUBENODE_TEST_API_OUTAGE_S", "20"))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 @pytest.fixture(scope="module")

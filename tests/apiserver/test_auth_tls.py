@@ -12,8 +12,8 @@ import psutil
 import pytest
 from cryptography import x509
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 
 def non_loopback_ipv4() -> str:

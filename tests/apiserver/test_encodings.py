@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 from apiserver.protobody import decode
-from tests.apiserver.support import REPO, ApiServerProcess
+from harness.apiserver import REPO, ApiServerProcess
 from tests.apiserver.test_rest import PODS, created, pod
 
 MAGIC = b"k8s\x00"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 EVENTS = "/api/v1/namespaces/default/events"
 

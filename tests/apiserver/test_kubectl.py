@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.kubectl_support import Kubectl
-from tests.apiserver.support import ApiServerProcess
 
 POD = """\
 apiVersion: v1

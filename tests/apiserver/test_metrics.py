@@ -7,7 +7,7 @@ import re
 import urllib.error
 import urllib.request
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 def get(api: ApiServerProcess, path: str, token: str) -> tuple[int, str]:

@@ -12,7 +12,7 @@ import pytest
 from apiserver.patch import apply_patch, json_patch, merge_patch
 from apiserver.smp import strategic_merge
 from apiserver.status import APIError
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.test_rest import PODS, created, pod
 
 POD: dict[str, Any] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 from tests.apiserver.test_rest import PODS, created, pod
 
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 def api_client(kubeconfig: Any) -> Any:
@@ -158,7 +158,7 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
     with api_client(api.kubeconfig) as c:
         assert client.VersionApi(c).get_code().git_version.startswith("v1.37")
         groups = client.ApisApi(c).get_api_versions()
-        assert [g.name for g in groups.groups] == ["coordination.k8s.io"]
+        assert [g.name for g in groups.groups] == ["coordination.k8s.io", "node.k8s.io"]
         resources = client.CoreV1Api(c).get_api_resources()
         assert {r.name for r in resources.resources} >= {
             "pods",

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import watch
 
-from tests.apiserver.support import ApiServerProcess
+from harness.apiserver import ApiServerProcess
 
 
 def _pod(name: str) -> dict[str, Any]:

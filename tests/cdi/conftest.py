@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.devicemanager import DeviceManager, PodRef, RunOptions
+from agent.cm.devicemanager import DeviceManager, PodRef, RunOptions
 from tests.cdi.podman import Podman, PodmanMissing
 from tests.deviceplugin.support import wait_until
 

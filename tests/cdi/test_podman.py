@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from deviceplugin.cdi import CpusetSpec, spec_file_name
-from deviceplugin.cpuset import parse_cpuset
 from deviceplugin.hookcommand import hook_command
+from kubenode.cpuset import parse_cpuset
 from tests.cdi.conftest import RESOURCE, Node
 from tests.cdi.podman import CGROUP_ROOT, Podman, make_cpuset_parent, remove_cgroups_named
 from tests.deviceplugin.support import wait_until

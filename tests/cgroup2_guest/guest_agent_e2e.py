@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.delegation import SUPERVISOR_LEAF
-from agent.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
-from agent.cgroups.sweep import sweep_v2_root
-from deviceplugin.cpuset import format_cpuset, parse_cpuset
+from agent.cm.cgroups.delegation import SUPERVISOR_LEAF
+from agent.cm.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
+from agent.cm.cgroups.sweep import sweep_v2_root
+from kubenode.cpuset import format_cpuset, parse_cpuset
 from tests.agent.support import free_port, pod_manifest
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import (

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups.api import CgroupError
-from agent.cgroups.delegation import SUPERVISOR_LEAF, leave_for_leaf
-from agent.cgroups.detect import detect_version
-from agent.cgroups.formulas import shares_to_weight
-from agent.cgroups.manager import PodCgroupManager, build_manager
+from agent.cm.cgroups.api import CgroupError
+from agent.cm.cgroups.delegation import SUPERVISOR_LEAF, leave_for_leaf
+from agent.cm.cgroups.detect import detect_version
+from agent.cm.cgroups.formulas import shares_to_weight
+from agent.cm.cgroups.manager import PodCgroupManager, build_manager
 from tests.agent_cgroups.support import container, guaranteed, pod
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import (
@@ -175,7 +175,7 @@ def test_cpuset_effective_and_affinity(pods: PodCgroupManager, v2_root: str) -> 
     try:
         wait_until(lambda: os.sched_getaffinity(child.pid) == {1}, 30, "affinity {1}")
         # Back to the parent's CPUs while the process runs. The kernel refuses to empty a populated
-        # cpuset (ENOSPC; this failed before agent/cgroups/v2.py wrote the parent's CPUs instead).
+        # cpuset (ENOSPC; this failed before agent/cm/cgroups/v2.py wrote the parent's CPUs instead).
         with pytest.raises(OSError) as refused:
             (cgroup_dir(info.name) / "cpuset.cpus").write_text("\n")
         assert refused.value.errno == errno.ENOSPC

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.processes import join_cgroup
+from agent.kuberuntime.processes import join_cgroup
 from tests.agent.support import wait_until as agent_wait_until
 
 MOUNT = Path("/sys/fs/cgroup")

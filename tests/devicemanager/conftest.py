@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 

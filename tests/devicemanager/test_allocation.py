@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.devicemanager import (
+from agent.cm.devicemanager import (
     AllocationError,
     DeviceManager,
     DeviceSpec,

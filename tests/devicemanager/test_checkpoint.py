@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.devicemanager import DeviceManager, PodRef
+from agent.cm.devicemanager import DeviceManager, PodRef
 from tests.conformance.fake_device_plugin import FakePlugin
 from tests.devicemanager.conftest import FakeClock
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from tests.conformance.fake_device_plugin import FakePlugin
 from tests.devicemanager.test_registration import rejection
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.devicemanager import DeviceManager, PodInfo, PodRef
-from deviceplugin.cpuset import format_cpuset
+from agent.cm.devicemanager import DeviceManager, PodInfo, PodRef
 from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
+from kubenode.cpuset import format_cpuset
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.devicemanager import DeviceManager, RegistrationEvent
+from agent.cm.devicemanager import DeviceManager, RegistrationEvent
 from deviceplugin.config import parse_config
 from tests.conformance.fake_device_plugin import FakePlugin
 

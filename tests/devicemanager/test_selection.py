@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.devicemanager import AllocationError, Device, Mount
-from agent.devicemanager.runoptions import merge_responses
-from agent.devicemanager.selection import select_devices
+from agent.cm.devicemanager import AllocationError, Device, Mount
+from agent.cm.devicemanager.runoptions import merge_responses
+from agent.cm.devicemanager.selection import select_devices
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 
 FREE = [Device("a", True, frozenset({0})), Device("b", True, frozenset({1})), Device("c", True, frozenset())]

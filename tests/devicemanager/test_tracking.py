@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.devicemanager import DeviceManager, PodRef, describe_resources
+from agent.cm.devicemanager import DeviceManager, PodRef, describe_resources
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 from tests.devicemanager.conftest import FakeClock
 

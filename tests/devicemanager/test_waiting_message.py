@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from tests.conformance.fake_device_plugin import FakePlugin
 
 RES = "example.com/fake"

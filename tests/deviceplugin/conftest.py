@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.devicemanager import DeviceManager
+from agent.cm.devicemanager import DeviceManager
 from deviceplugin.config import PluginConfig, load_config, parse_config
 from deviceplugin.manager import PluginManager
 

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.devicemanager import PodRef
+from agent.cm.devicemanager import PodRef
 from deviceplugin.backends.static import StaticBackend
 from deviceplugin.manager import PluginManager
 from kubenode.api.deviceplugin.v1beta1 import api_pb2

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent.processes import spawn
+from agent.kuberuntime.processes import spawn
+from harness.manifests import write_manifest
 from kubenode.model import Pod, parse_pod
-from tests.agent.support import Harness, pod_manifest, wait_until, write_manifest
+from tests.agent.support import Harness, pod_manifest, wait_until
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the injected death
@@ -46,7 +47,7 @@ def test_a_bug_in_one_manifest_costs_that_manifest_only(
             raise RuntimeError("injected bug")
         return parse_pod(obj, source)
 
-    monkeypatch.setattr("agent.sources.parse_pod", parse)
+    monkeypatch.setattr("agent.config.sources.parse_pod", parse)
     write_manifest(manifests, "cursed.yaml", pod_manifest("cursed"))
     h = make_harness().start()  # the exception escaped the first scan
     write_manifest(
@@ -79,7 +80,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         counts["spawn"] += 1
         return spawn(*args, **kwargs)
 
-    monkeypatch.setattr("agent.runtime.spawn", counting_spawn)
+    monkeypatch.setattr("agent.kuberuntime.runtime.spawn", counting_spawn)
     yield counts
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.devicemanager import DeviceManager, PodRef
+from agent.cm.devicemanager import DeviceManager, PodRef
+from deviceplugin.hookcommand import BOOTSTRAP
 from tests.cdi.podman import CGROUP_ROOT, Podman, make_cpuset_parent
 from tests.cdi.test_podman import SHOW, shown
 from tests.deviceplugin.support import wait_until
@@ -98,7 +99,8 @@ def test_container_on_the_host_is_pinned_by_the_daemonset_hook(node: DaemonSetNo
     assert hook["path"].startswith(
         f"{HOOK_DIR}/lib/ld-"
     )  # the DaemonSet's copy of the loader, not the host's
-    assert hook["args"][-6:] == ["-I", "-S", f"{HOOK_DIR}/cdihook.pyc", "cpuset", "--cpus", cpus]
+    assert hook["args"][-8:-3] == ["-I", "-S", "-c", BOOTSTRAP, f"{HOOK_DIR}/pkg"]
+    assert hook["args"][-3:] == ["cpuset", "--cpus", cpus]
 
     result = node.host.run([name], SHOW)
     assert result.returncode == 0, result.stderr

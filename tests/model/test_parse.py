@@ -305,3 +305,19 @@ def test_preferred_terms_are_validated_like_required_ones() -> None:
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
         ".matchExpressions[0].values"
     )
+
+
+def test_env_key_refs_are_kept_for_the_agent() -> None:
+    env = [
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}},
+        {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "p", "optional": True}}},
+    ]
+    parsed = parse_pod(pod([{**container(), "env": env}]), "pods/web.yaml")
+    assert [e.key_ref for e in parsed.containers[0].env] == [
+        ("configmaps", "cm", "k", False),
+        ("secrets", "s", "p", True),
+    ]
+    missing_key = [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s"}}}]
+    with pytest.raises(ValidationError) as err:
+        parse_pod(pod([{**container(), "env": missing_key}]), "pods/web.yaml")
+    assert err.value.field.endswith("valueFrom.secretKeyRef.key"), err.value

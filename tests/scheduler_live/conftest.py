@@ -1,4 +1,4 @@
-"""Fixtures: a real `kubenode apiserver` process (tests/apiserver/support.py) and an admin client."""
+"""Fixtures: a real `kubenode apiserver` process (harness/apiserver.py) and an admin client."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from tests.scheduler_live.support import client_for
 
 def server_class() -> Any:
     try:
-        from tests.apiserver.support import ApiServerProcess  # type: ignore[import-not-found,unused-ignore]
+        from harness.apiserver import ApiServerProcess  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:  # a missing prerequisite fails, never skips
-        pytest.fail(f"tests/apiserver/support.py (ApiServerProcess) is needed: {exc}")
+        pytest.fail(f"harness/apiserver.py (ApiServerProcess) is needed: {exc}")
     return ApiServerProcess
 
 

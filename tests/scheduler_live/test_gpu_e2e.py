@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cgroups.sweep import V1_MOUNT
+from agent.cm.cgroups.sweep import V1_MOUNT
+from harness.agent import REPO, AgentProcess
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from scheduler.profile import Configuration
 from scheduler.runner import LiveScheduler, RunOptions
 from tests.agent.support import require_cgroup_v1
-from tests.agent_cluster.support import REPO, AgentProcess, events_for, phase_is, pod_body
+from tests.agent_cluster.support import events_for, phase_is, pod_body
 from tests.scheduler_live.support import check_no_overcommit, wait_for
 
 GPU = "kubenode.io/gpu"

@@ -18,7 +18,7 @@ import yaml
 
 from cli.up.apply import LAST_APPLIED, last_applied
 from cli.up.cluster import plugin_resources
-from deviceplugin.cpuset import parse_cpuset
+from kubenode.cpuset import parse_cpuset
 from kubenode.kubeclient import NODES, PODS
 from kubenode.nodeproxyauth import node_daemon_endpoint
 from tests.agent.support import MOUNT, wait_until

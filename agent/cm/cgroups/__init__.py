@@ -1,0 +1,27 @@
+"""Pod and QoS cgroups for the node agent, as the kubelet's pod container manager makes them.
+
+Public API (agent.cm.cgroups.api): `make_pod_cgroups`, the `PodCgroups` protocol, `ResourceConfig`,
+`PodCgroupInfo` and `CgroupError`. Beyond the contract, the object `make_pod_cgroups` returns
+(`manager.PodCgroupManager`) has `version` (1 or 2) and `backend`, and `read_limits` returns the
+raw interface files plus normalised keys `cpu_quota` ("max" when unlimited), `cpu_period`,
+`cpu_shares` (v1) or `cpu_weight` (v2), `memory_limit`, `pids_limit` and `cpuset`.
+
+Modules, one job each:
+- `api`: the contract types and the factory.
+- `formulas`: MilliCPUToShares/Quota, the shares <-> weight conversion, ResourceConfigForPod.
+- `naming`: cgroupfs and systemd names for tiers and pods; UID checks before any path is made.
+- `validate`: value checks run before anything is written.
+- `detect`: cgroup v1/v2 detection by statfs magic (a hybrid host is v1).
+- `files`: interface file reads/writes, kernel errors -> CgroupError, pid and tree helpers.
+- `backend`: the per-version operations the manager needs (`Hierarchies`).
+- `v1`: cgroup v1 through cgroupspy nodes (pids.max as a plain file).
+- `v2`: cgroup v2 through its files, with an injectable mkdir/rmdir for tests on a plain tree.
+- `manager`: QoS tiers, pod cgroups, listing, signalling and destroying, on one backend.
+
+Thread safety: calls for different pods may run in parallel (pod workers); directory creation
+is serialised inside the manager.
+"""
+
+from agent.cm.cgroups.api import CgroupError, PodCgroupInfo, PodCgroups, ResourceConfig, make_pod_cgroups
+
+__all__ = ["CgroupError", "PodCgroupInfo", "PodCgroups", "ResourceConfig", "make_pod_cgroups"]

@@ -1,0 +1,120 @@
+"""The pod cgroup API the agent's pod lifecycle codes against (see package docstring).
+
+`PodCgroups` is a Protocol so the lifecycle's tests can use an in-memory double; the
+real implementation comes from `make_pod_cgroups`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from kubenode.model import Pod, QOSClass
+
+Driver = Literal["cgroupfs", "systemd"]
+
+
+class CgroupError(Exception):
+    """A cgroup operation failed or a value was refused; the message names the cgroup and the file."""
+
+    def __init__(self, cgroup: str, file: str, problem: str) -> None:
+        self.cgroup = cgroup
+        self.file = file
+        self.problem = problem
+        where = f"{cgroup}/{file}" if file else cgroup
+        super().__init__(f"cgroup {where}: {problem}")
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    """What the kubelet's ResourceConfigForPod computes, plus the pod's cpuset."""
+
+    cpu_shares: int | None = None  # v1 shares; v2 weight is derived with the kubelet's linear formula
+    cpu_quota: int | None = None  # microseconds; None or -1 = unlimited
+    cpu_period: int | None = None  # microseconds (100000)
+    memory_limit: int | None = None  # bytes; None = unlimited
+    pids_limit: int | None = None  # None or -1 = unlimited (node-wide setting)
+    cpuset_cpus: str | None = None  # kernel list format "2-3,6"; None = copy the parent's
+    cpuset_mems: str | None = None
+
+
+@dataclass(frozen=True)
+class PodCgroupInfo:
+    uid: str
+    qos: QOSClass
+    name: str  # driver-specific cgroup path, e.g. /kubepods/burstable/pod<uid>
+
+
+class PodCgroups(Protocol):
+    def start(self, node_allocatable: Mapping[str, int]) -> None:
+        """Ensure the kubepods root and the burstable and besteffort tiers."""
+
+    def update_qos_cgroups(self, active_pods: Iterable[Pod]) -> None:
+        """Burstable shares = MilliCPUToShares(sum of active Burstable pods' cpu requests); besteffort 2."""
+
+    def resource_config(self, pod: Pod, cpuset: str | None) -> ResourceConfig: ...
+
+    def name_for(self, pod: Pod) -> str: ...
+
+    def exists(self, pod: Pod) -> bool: ...
+
+    def ensure(self, pod: Pod, cpuset: str | None = None) -> PodCgroupInfo:
+        """Create the pod cgroup if missing and write its (validated) limits; repair drift if it exists."""
+
+    def procs_files(self, pod: Pod) -> list[str]:
+        """Absolute paths of cgroup.procs in every hierarchy of the pod cgroup."""
+
+    def pids(self, uid: str) -> set[int]:
+        """Every pid in the pod cgroup and its sub-cgroups, all hierarchies."""
+
+    def signal_all(self, uid: str, sig: int) -> int:
+        """Send sig to every pid in the pod cgroup; returns how many were signalled."""
+
+    def destroy(self, uid: str) -> None:
+        """SIGKILL leftovers (up to 5 passes), then remove the cgroup in every hierarchy; idempotent."""
+
+    def list_pods(self) -> dict[str, PodCgroupInfo]:
+        """Existing pod cgroups by UID (restart adoption, orphan cleanup)."""
+
+    def read_limits(self, uid: str) -> dict[str, str]:
+        """For status: cpu quota/period, shares or weight, memory, pids, cpuset."""
+
+    def cpu_usage_ns(self, uid: str) -> int: ...
+
+    def memory_working_set(self, uid: str) -> int:
+        """The pod cgroup's memory usage less its inactive file pages (the kubelet's working set)."""
+
+    def oom_kills(self, uid: str) -> int:
+        """How many processes of the pod cgroup the kernel's OOM killer has killed (its lifetime count)."""
+
+    def stop_and_remove_root(self) -> None:
+        """Remove the empty tiers and the root (tests, `kubenode up` exit)."""
+
+
+def make_pod_cgroups(
+    cgroup_root: str = "/",
+    driver: Driver = "cgroupfs",
+    *,
+    mount_root: Path = Path("/sys/fs/cgroup"),
+    version: Literal[1, 2] | None = None,
+    pids_limit: int = -1,
+    enforce_cpu_limits: bool = True,
+) -> PodCgroups:
+    """The pod cgroup manager for this host.
+
+    version None detects as the kubelet does: statfs(mount_root).f_type == CGROUP2_SUPER_MAGIC
+    means v2; a hybrid host (tmpfs plus cgroup2 at unified/) is v1. cgroup_root is where
+    `kubepods` goes (tests use a unique root such as /kn-test-<random>).
+    """
+    from agent.cm.cgroups.manager import build_manager
+
+    return build_manager(
+        cgroup_root,
+        driver,
+        mount_root=mount_root,
+        version=version,
+        pids_limit=pids_limit,
+        enforce_cpu_limits=enforce_cpu_limits,
+    )

@@ -1,0 +1,251 @@
+"""The pod cgroup manager: the kubelet's pod container manager and QoS container manager over one backend."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from agent.cm.cgroups.api import CgroupError, Driver, PodCgroupInfo, PodCgroups, ResourceConfig
+from agent.cm.cgroups.backend import Dirs, Hierarchies, cgroup_path
+from agent.cm.cgroups.detect import detect_version
+from agent.cm.cgroups.formulas import MIN_SHARES, milli_cpu_to_shares, resource_config_for_pod
+from agent.cm.cgroups.naming import QOS_TIERS, checked_uid, pod_cgroup_name, to_dirs, uid_from_dir
+from kubenode.model import Pod, QOSClass
+from kubenode.model.resources import CPU, MEMORY
+
+KILL_PASSES = 5  # as the kubelet's pod container manager Destroy
+KILL_WAIT_S = 1.0  # per pass: how long killed processes get to leave the cgroup
+REMOVE_WAIT_S = 2.0  # rmdir of a cgroup whose last tasks are still exiting returns EBUSY for a moment
+POLL_S = 0.005
+
+
+def _root_dirs(cgroup_root: str) -> Dirs:
+    parts = tuple(part for part in cgroup_root.split("/") if part)
+    for part in parts:
+        if part in (".", ".."):
+            raise CgroupError(cgroup_root, "", "cgroup root must not contain '.' or '..'")
+    return parts
+
+
+class PodCgroupManager:
+    """Implements `PodCgroups` (see agent.cm.cgroups.api) for one cgroup root and driver."""
+
+    def __init__(
+        self,
+        backend: Hierarchies,
+        cgroup_root: str = "/",
+        driver: Driver = "cgroupfs",
+        *,
+        pids_limit: int = -1,
+        enforce_cpu_limits: bool = True,
+    ) -> None:
+        if driver not in ("cgroupfs", "systemd"):
+            raise CgroupError(cgroup_root, "", f"unknown cgroup driver {driver!r}")
+        self.backend = backend
+        self.driver: Driver = driver
+        self._root = _root_dirs(cgroup_root)
+        self._pids_limit = pids_limit
+        self._enforce_cpu_limits = enforce_cpu_limits
+        self._tiers = {qos: self._root + to_dirs(name, driver) for qos, name in QOS_TIERS.items()}
+        # Pod workers call in parallel. Making directories is serialised so that no cgroup is seen
+        # (and used as a parent) between its mkdir and the copy of its parent's cpuset.
+        self._create_lock = threading.Lock()
+
+    def _create(self, dirs: Dirs) -> bool:
+        with self._create_lock:
+            return self.backend.create(dirs)
+
+    @property
+    def version(self) -> int:
+        return self.backend.version
+
+    # -- QoS tiers --
+
+    def start(self, node_allocatable: Mapping[str, int]) -> None:
+        kubepods = self._tiers[QOSClass.GUARANTEED]
+        self._create(kubepods)
+        cpu = node_allocatable.get(CPU)
+        config = ResourceConfig(
+            cpu_shares=milli_cpu_to_shares(cpu) if cpu else None,
+            memory_limit=node_allocatable.get(MEMORY) or None,
+        )
+        self._apply(kubepods, config)
+        self._create(self._tiers[QOSClass.BURSTABLE])
+        self._create(self._tiers[QOSClass.BEST_EFFORT])
+        self._apply(self._tiers[QOSClass.BEST_EFFORT], ResourceConfig(cpu_shares=MIN_SHARES))
+
+    def update_qos_cgroups(self, active_pods: Iterable[Pod]) -> None:
+        burstable_cpu = sum(
+            pod.requests.get(CPU, 0) for pod in active_pods if pod.qos_class == QOSClass.BURSTABLE
+        )
+        for qos, shares in (
+            (QOSClass.BURSTABLE, milli_cpu_to_shares(burstable_cpu)),
+            (QOSClass.BEST_EFFORT, MIN_SHARES),
+        ):
+            self._create(self._tiers[qos])
+            self._apply(self._tiers[qos], ResourceConfig(cpu_shares=shares))
+
+    def _apply(self, dirs: Dirs, config: ResourceConfig) -> None:
+        self.backend.validate(dirs, config)
+        self.backend.write(dirs, config)
+
+    # -- pods --
+
+    def resource_config(self, pod: Pod, cpuset: str | None) -> ResourceConfig:
+        return resource_config_for_pod(
+            pod, enforce_cpu_limits=self._enforce_cpu_limits, pids_limit=self._pids_limit, cpuset=cpuset
+        )
+
+    def _pod_dirs(self, qos: QOSClass, uid: str) -> Dirs:
+        return self._root + to_dirs(pod_cgroup_name(qos, uid), self.driver)
+
+    def name_for(self, pod: Pod) -> str:
+        return cgroup_path(self._pod_dirs(pod.qos_class, pod.uid))
+
+    def exists(self, pod: Pod) -> bool:
+        return self.backend.exists(self._pod_dirs(pod.qos_class, pod.uid))
+
+    def ensure(self, pod: Pod, cpuset: str | None = None) -> PodCgroupInfo:
+        dirs = self._pod_dirs(pod.qos_class, pod.uid)
+        config = self.resource_config(pod, cpuset)
+        self._create(dirs[:-1])
+        self.backend.validate(dirs, config)
+        # v1 makes the pod's directory hierarchy by hierarchy: if one mkdir (or the write) fails,
+        # the others already made must not stay until the pod terminates.
+        fresh = not self.backend.exists_anywhere(dirs)
+        created = False
+        try:
+            created = self._create(dirs)
+            self.backend.write(dirs, config)
+        except Exception as exc:
+            if fresh or created:
+                self._undo_create(dirs, exc)
+            raise
+        return PodCgroupInfo(uid=pod.uid, qos=pod.qos_class, name=cgroup_path(dirs))
+
+    def _undo_create(self, dirs: Dirs, cause: Exception) -> None:
+        """Remove a pod cgroup this call made, in every hierarchy; the cause stays the error raised."""
+        try:
+            self.backend.remove(dirs)
+        except CgroupError as cleanup:
+            cause.add_note(f"and removing the half-made cgroup failed: {cleanup}")
+
+    def procs_files(self, pod: Pod) -> list[str]:
+        return self.backend.procs_files(self._pod_dirs(pod.qos_class, pod.uid))
+
+    def _found(self, uid: str) -> list[Dirs]:
+        """The pod's cgroup under whichever tiers hold it (normally one)."""
+        checked_uid(uid)
+        candidates = (self._pod_dirs(qos, uid) for qos in QOS_TIERS)
+        return [dirs for dirs in candidates if self.backend.exists_anywhere(dirs)]
+
+    def pids(self, uid: str) -> set[int]:
+        pids: set[int] = set()
+        for dirs in self._found(uid):
+            pids |= self.backend.pids(dirs)
+        return pids
+
+    def signal_all(self, uid: str, sig: int) -> int:
+        signalled = 0
+        for pid in self.pids(uid):
+            try:
+                os.kill(pid, sig)
+                signalled += 1
+            except ProcessLookupError:
+                pass  # exited meanwhile
+        return signalled
+
+    def destroy(self, uid: str) -> None:
+        found = self._found(uid)
+        if not found:
+            return
+        for _ in range(KILL_PASSES):
+            if not self.signal_all(uid, signal.SIGKILL):
+                break
+            _wait_until(lambda: not self.pids(uid), KILL_WAIT_S)
+        for dirs in found:
+            _retry_busy(partial(self.backend.remove, dirs), REMOVE_WAIT_S)
+
+    def list_pods(self) -> dict[str, PodCgroupInfo]:
+        pods: dict[str, PodCgroupInfo] = {}
+        for qos, tier in self._tiers.items():
+            for dirname in sorted(self.backend.children(tier)):
+                uid = uid_from_dir(dirname, self.driver)
+                if uid is not None and ((*tier, dirname)) == self._pod_dirs(qos, uid):
+                    pods[uid] = PodCgroupInfo(uid=uid, qos=qos, name=cgroup_path((*tier, dirname)))
+        return pods
+
+    def _only(self, uid: str) -> Dirs:
+        found = self._found(uid)
+        if not found:
+            raise CgroupError(cgroup_path(self._root), "", f"no cgroup for pod {uid}")
+        return found[0]
+
+    def read_limits(self, uid: str) -> dict[str, str]:
+        return self.backend.read_limits(self._only(uid))
+
+    def cpu_usage_ns(self, uid: str) -> int:
+        return self.backend.cpu_usage_ns(self._only(uid))
+
+    def memory_working_set(self, uid: str) -> int:
+        return self.backend.memory_working_set(self._only(uid))
+
+    def oom_kills(self, uid: str) -> int:
+        return self.backend.oom_kills(self._only(uid))
+
+    def stop_and_remove_root(self) -> None:
+        for qos in (QOSClass.BURSTABLE, QOSClass.BEST_EFFORT, QOSClass.GUARANTEED):
+            self.backend.remove_if_empty(self._tiers[qos])
+        for depth in range(len(self._root), 0, -1):
+            self.backend.remove_if_empty(self._root[:depth])
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
+def _retry_busy(remove: Callable[[], None], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            remove()
+            return
+        except CgroupError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(POLL_S)
+
+
+def build_manager(
+    cgroup_root: str,
+    driver: Driver,
+    *,
+    mount_root: Path,
+    version: Literal[1, 2] | None,
+    pids_limit: int,
+    enforce_cpu_limits: bool,
+) -> PodCgroups:
+    chosen = version or detect_version(mount_root)
+    backend: Hierarchies
+    if chosen == 2:
+        from agent.cm.cgroups.v2 import V2Hierarchies
+
+        backend = V2Hierarchies(mount_root)
+    else:
+        from agent.cm.cgroups.v1 import V1Hierarchies
+
+        backend = V1Hierarchies(mount_root)
+    return PodCgroupManager(
+        backend, cgroup_root, driver, pids_limit=pids_limit, enforce_cpu_limits=enforce_cpu_limits
+    )

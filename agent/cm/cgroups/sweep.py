@@ -1,0 +1,73 @@
+"""Forced removal of a whole cgroup subtree, in every v1 hierarchy or on the v2 mount.
+
+The pod cgroup manager removes what it made, pod by pod. This is the blunt tool for test
+fixtures and benchmarks, where a root must be gone entirely whatever state a crash or a
+failed assertion left it in: kill every process under it, then remove the directories
+bottom-up, retrying while killed tasks are still leaving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from agent.cm.cgroups.detect import CGROUP_MOUNT
+from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED
+
+V1_MOUNT = CGROUP_MOUNT
+V1_CONTROLLERS = REQUIRED + OPTIONAL
+
+
+def sweep_v1_root(
+    root: str, *, mount: Path = V1_MOUNT, attempts: int = 50, retry_delay: float = 0.02
+) -> list[str]:
+    """SIGKILL everything under `root` in each v1 hierarchy and remove it; returns what stayed."""
+    left = []
+    for controller in V1_CONTROLLERS:
+        top = mount / controller / root.strip("/")
+        if top.is_dir():
+            _kill_each(top)
+            left += _remove_bottom_up(top, attempts, retry_delay)
+    return left
+
+
+def sweep_v2_root(
+    root: str, *, mount: Path = CGROUP_MOUNT, attempts: int = 100, retry_delay: float = 0.02
+) -> list[str]:
+    """cgroup v2: kill everything under `root` (cgroup.kill where the kernel has it) and remove it."""
+    top = mount / root.strip("/")
+    if not top.is_dir():
+        return []
+    kill_file = top / "cgroup.kill"
+    if kill_file.is_file():
+        kill_file.write_text("1")  # the whole subtree at once, children forked meanwhile included
+    else:
+        _kill_each(top)
+    return _remove_bottom_up(top, attempts, retry_delay)
+
+
+def _kill_each(top: Path) -> None:
+    for current, _dirs, _files in os.walk(top):
+        with contextlib.suppress(FileNotFoundError):
+            for pid in Path(current, "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+
+def _remove_bottom_up(top: Path, attempts: int, retry_delay: float) -> list[str]:
+    left = []
+    for current, _dirs, _files in os.walk(top, topdown=False):
+        for _ in range(attempts):
+            try:
+                os.rmdir(current)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(retry_delay)  # killed tasks take a moment to leave the cgroup
+        else:
+            left.append(current)
+    return left

@@ -1,0 +1,182 @@
+"""DeviceManager: the kubelet's device manager for the node agent (see the package docstring for the API).
+
+Flow: `start` restores the checkpoint, removes stale sockets and serves kubelet.sock (and the
+PodResources socket) -> plugins register and stream their devices (agent/cm/devicemanager/plugins.py)
+-> the agent's syncs allocate per container (agent/cm/devicemanager/allocation.py) -> the counts and
+listings here (capacity, allocatable, available, resources, allocations) feed admission, the
+node status and `kubenode agent`'s tables -> `stop` ends the streams and removes the sockets,
+leaving the allocations in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import grpc
+
+from agent.cm.devicemanager.allocation import CPUSET_ENV as CPUSET_ENV  # re-exported
+from agent.cm.devicemanager.allocation import Allocator, Holding, cpu_ids
+from agent.cm.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S
+from agent.cm.devicemanager.plugins import DeviceEvent as DeviceEvent  # re-exported (package API)
+from agent.cm.devicemanager.plugins import ResourceState
+from agent.cm.devicemanager.records import ContainerAllocation, PodInfo, RegistrationEvent, ResourceStatus
+from agent.cm.devicemanager.registration import remove_stale_sockets, serve_registration
+from kubenode.api.deviceplugin.v1beta1 import api_pb2
+from kubenode.deviceapi import DIAL_TIMEOUT_S, KUBELET_SOCKET
+from kubenode.grpcaio import AioServer
+
+log = logging.getLogger(__name__)
+
+
+class DeviceManager(Allocator):
+    """The device manager: its state, lifecycle, counts and listings; registration and streams
+    (agent/cm/devicemanager/plugins.py) and allocation with the checkpoint (allocation.py) are its parts."""
+
+    def __init__(
+        self,
+        plugin_dir: Path,
+        state_dir: Path,
+        *,
+        stop_grace_period: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        podresources_socket: Path | None = None,
+        on_register: Callable[[RegistrationEvent], None] | None = None,
+        rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S,
+        dial_timeout: float = DIAL_TIMEOUT_S,
+        active_pods: Callable[[], Iterable[PodInfo]] | None = None,
+    ) -> None:
+        self.plugin_dir = Path(plugin_dir)
+        self.state_dir = Path(state_dir)
+        self.stop_grace_period = stop_grace_period
+        self.podresources_socket = podresources_socket
+        self._clock = clock
+        self._on_register = on_register
+        self._rpc_timeout = rpc_timeout
+        self._dial_timeout = dial_timeout
+        # The agent's active pods, for PodResources List/Get; it may be set after construction, as the agent
+        # that provides it is made after its device manager.
+        self.active_pods = active_pods
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._alloc_lock = threading.Lock()
+        self._resources: dict[str, ResourceState] = {}
+        self._held: dict[tuple[str, str], Holding] = {}
+        self._reserved: dict[str, set[str]] = {}
+        self._servers: list[grpc.Server | AioServer] = []
+        self._stopping = False
+        self._listeners: list[Callable[[DeviceEvent], None]] = []
+
+    @property
+    def kubelet_socket(self) -> Path:
+        return self.plugin_dir / KUBELET_SOCKET
+
+    # ----- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the checkpoint, remove stale sockets, serve kubelet.sock (and the PodResources socket)."""
+        self.plugin_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+        self._restore()
+        remove_stale_sockets(self.plugin_dir)
+        # On grpc.aio: a plugin whose dial-back hangs holds its own Register, not a server worker.
+        self._servers.append(serve_registration(self._handle_register, self.kubelet_socket))
+        if self.podresources_socket is not None:
+            from agent.cm.devicemanager.podresources import serve_podresources
+
+            self._servers.append(serve_podresources(self, self.podresources_socket))
+        log.info("device manager serving %s", self.kubelet_socket)
+
+    def stop(self) -> None:
+        """Stop serving, end every plugin stream, remove our sockets. Allocations stay in the checkpoint."""
+        with self._lock:
+            self._stopping = True
+            endpoints = [r.endpoint for r in self._resources.values() if r.endpoint is not None]
+        for server in self._servers:
+            server.stop(grace=1.0).wait()
+        self._servers.clear()
+        for endpoint in endpoints:
+            endpoint.close()
+        for path in (self.kubelet_socket, self.podresources_socket):
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    # ----- counts and listings ---------------------------------------------------------------------
+
+    def capacity(self) -> dict[str, int]:
+        """Resource name -> every device the plugin advertised (healthy or not)."""
+        with self._lock:
+            self._expire_locked()
+            return {n: len(r.devices) for n, r in self._resources.items()}
+
+    def allocatable(self) -> dict[str, int]:
+        """Resource name -> healthy devices (allocated ones included)."""
+        with self._lock:
+            self._expire_locked()
+            return {n: sum(d.healthy for d in r.devices.values()) for n, r in self._resources.items()}
+
+    def available(self) -> dict[str, int]:
+        """Resource name -> healthy devices that no container holds."""
+        with self._lock:
+            self._expire_locked()
+            return {n: len(self._free_locked(n)) for n in self._resources}
+
+    def why_unavailable(self, name: str) -> str:
+        """Why `name` has no devices to give yet, for the message of a pod that waits for it."""
+        with self._lock:
+            r = self._resources.get(name)
+            if r is not None and r.restored:
+                return (
+                    f"the device plugin of {name} has not re-registered since the restart"
+                    f" ({name} is known from the checkpoint only)"
+                )
+            if r is not None and r.endpoint is not None and not r.listed:
+                return f"the device plugin of {name} has registered but not yet sent its devices"
+        return f"no device plugin has registered {name} yet"
+
+    def resources(self) -> list[ResourceStatus]:
+        """Every known resource with its devices (ID, health, NUMA), sorted by name."""
+        with self._lock:
+            self._expire_locked()
+            statuses = []
+            for name in sorted(self._resources):
+                r = self._resources[name]
+                options = r.endpoint.options if r.endpoint else api_pb2.DevicePluginOptions()
+                statuses.append(
+                    ResourceStatus(
+                        name=name,
+                        devices=tuple(r.devices.values()),
+                        connected=r.endpoint is not None,
+                        endpoint=str(r.endpoint.socket_path) if r.endpoint else None,
+                        pre_start_required=options.pre_start_required,
+                        get_preferred_allocation_available=options.get_preferred_allocation_available,
+                        allocated=len(self._taken_locked(name)),
+                    )
+                )
+            return statuses
+
+    def allocations(self) -> list[ContainerAllocation]:
+        """Per pod and container: device IDs per resource, their NUMA nodes, CPU ids from KUBENODE_CPUSET."""
+        with self._lock:
+            return [
+                ContainerAllocation(h.pod, h.container, dict(h.devices), dict(h.numa), cpu_ids(h.options))
+                for _, h in sorted(self._held.items())
+            ]
+
+    def wait_for_resource(self, name: str, timeout: float) -> bool:
+        """Wait until `name` is registered and its plugin has sent its first device list."""
+
+        def ready() -> bool:
+            r = self._resources.get(name)
+            return r is not None and r.endpoint is not None and r.listed
+
+        with self._changed:
+            return self._changed.wait_for(ready, timeout=timeout)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until `predicate()` (called with the state lock held) is true after some state change."""
+        with self._changed:
+            return self._changed.wait_for(predicate, timeout=timeout)

@@ -1,0 +1,267 @@
+"""Container processes: started inside the pod cgroup before they run anything, or adopted after a restart.
+
+`spawn` forks the process in its own session (so pods outlive the agent, which the
+systemd unit's KillMode=process relies on) and, in the child between fork and exec,
+writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy using only
+os.open/os.write; the command is therefore never executed outside its limits or cpuset.
+Output goes to the container's log file (appended).
+
+Every container process is stamped at spawn with an identity, the first entry of its
+environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`. It is what the agent
+trusts instead of its own bookkeeping (the kubelet asks the runtime what runs):
+`stamped_processes` lists the session leaders in a pod cgroup with their identity, read
+back from the first bytes of /proc/<pid>/environ. A container's descendants share its
+session (and identity), so each spawn is one `StampedProcess`, whatever it forks.
+
+A spawned process is the agent's child, so its exit code is known. An adopted process
+(found again after an agent restart, or found running although the record lost it) is
+identified by pid plus its start time, which guards against pid reuse; its exit code
+cannot be known, so it is reported as unknown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import psutil
+
+if TYPE_CHECKING:
+    from agent.kuberuntime.securitycontext import ProcessSecurity
+from agent.volumemanager.namespace import NamespacePlan, enter_container_namespace, report_and_raise
+
+# Exit code reported for an adopted process that has gone: the kubelet reports a container whose
+# status is lost as ContainerStatusUnknown with 137.
+UNKNOWN_EXIT_CODE = 137
+
+IDENTITY_ENV = "KUBENODE_CONTAINER"
+# The identity is the first entry of the environment we pass to execve, so it lies within the first
+# bytes of /proc/<pid>/environ; a bounded read keeps a scan cheap whatever the environment's size.
+_ENVIRON_READ_BYTES = 4096
+
+
+class ProcessStartError(Exception):
+    """The process could not be started (missing binary, bad workingDir, cgroup write refused)."""
+
+
+class ContainerProcess(Protocol):
+    pid: int
+    create_time: float
+
+    def poll(self) -> int | None:
+        """None while running, else the exit code (128+signal for a signal, as container runtimes do)."""
+
+
+def process_create_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+class SpawnedProcess:
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.create_time = process_create_time(popen.pid) or 0.0
+
+    def poll(self) -> int | None:
+        code = self._popen.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+
+class AdoptedProcess:
+    def __init__(self, pid: int, create_time: float) -> None:
+        self.pid = pid
+        self.create_time = create_time
+        self._exit: int | None = None
+
+    def poll(self) -> int | None:
+        if self._exit is None and not is_same_process_alive(self.pid, self.create_time):
+            self._exit = UNKNOWN_EXIT_CODE
+        return self._exit
+
+
+def is_same_process_alive(pid: int, create_time: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - create_time) > 0.05:
+            return False  # the pid was reused
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+
+
+def join_cgroup(procs_files: Sequence[str]) -> None:
+    """Runs in the child between fork and exec: only async-signal-safe-ish os calls."""
+    pid = str(os.getpid()).encode()
+    for path in procs_files:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Identity:
+    pod_uid: str
+    container: str
+    spawn_id: str
+
+    def __str__(self) -> str:
+        return f"{self.pod_uid}/{self.container}/{self.spawn_id}"
+
+    @classmethod
+    def new(cls, pod_uid: str, container: str) -> Identity:
+        return cls(pod_uid, container, secrets.token_hex(6))
+
+    @classmethod
+    def parse(cls, text: str) -> Identity | None:
+        parts = text.split("/")
+        return cls(*parts) if len(parts) == 3 and all(parts) else None
+
+
+@dataclass(frozen=True)
+class StampedProcess:
+    """A container process found in a pod cgroup: a session leader carrying an identity."""
+
+    pid: int
+    create_time: float
+    identity: Identity
+
+
+def read_identity(pid: int) -> Identity | None:
+    """The identity stamped on a process, or None (not ours, gone, a zombie, unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            head = f.read(_ENVIRON_READ_BYTES)
+    except OSError:
+        return None
+    first = head.split(b"\0", 1)[0].decode("utf-8", "replace")
+    name, sep, value = first.partition("=")
+    return Identity.parse(value) if sep and name == IDENTITY_ENV else None
+
+
+def stamped_processes(pids: Iterable[int]) -> list[StampedProcess]:
+    """The session leaders among `pids` that carry an identity, oldest first."""
+    found = []
+    for pid in pids:
+        try:
+            if os.getsid(pid) != pid:
+                continue  # a descendant: it belongs to its session leader's container
+        except OSError:
+            continue
+        identity = read_identity(pid)
+        create_time = process_create_time(pid)
+        if identity is not None and create_time is not None and is_same_process_alive(pid, create_time):
+            found.append(StampedProcess(pid, create_time, identity))
+    return sorted(found, key=lambda p: (p.create_time, p.pid))
+
+
+def kill_session(pid: int) -> None:
+    """SIGKILL a container process and the process group it leads (its descendants)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    signal_process(pid, signal.SIGKILL)
+
+
+def _prepare_child(
+    procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
+) -> None:
+    """In the child between fork and exec: into the pod cgroup first (so nothing runs outside its limits),
+    then the container's own mount namespace with its volumes (agent/volumemanager/namespace.py, which
+    needs root), then down to the container's privileges (its securityContext; a read-only root is
+    remounted inside the namespace the volumes are in, so the volumes stay writable)."""
+    join_cgroup(procs_files)
+    if namespace is not None:
+        try:
+            enter_container_namespace(namespace)
+        except BaseException as exc:
+            report_and_raise(namespace, exc)
+    if security is not None:
+        security.apply_in_child()
+
+
+def spawn(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    working_dir: str,
+    log_path: Path,
+    procs_files: Sequence[str],
+    identity: Identity | None = None,
+    security: ProcessSecurity | None = None,
+    namespace: NamespacePlan | None = None,
+) -> SpawnedProcess:
+    """Start the container process; with a `namespace` plan it runs in its own mount namespace, where
+    the workingDir is entered after the mounts (it may be a mountPath, or exist only there)."""
+    if namespace is None and working_dir and not os.path.isdir(working_dir):
+        raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
+    log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    files = list(procs_files)
+    # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
+    stamped = {IDENTITY_ENV: str(identity)} if identity is not None else {}
+    stamped.update((k, v) for k, v in env.items() if k != IDENTITY_ENV)
+    # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    os.fchmod(fd, 0o640)
+    error_read, error_write = os.pipe2(os.O_CLOEXEC) if namespace is not None else (-1, -1)
+    if namespace is not None:
+        read_only_root = security is not None and security.read_only_root
+        namespace = dataclasses.replace(
+            namespace, working_dir=working_dir, error_fd=error_write, read_only_root=read_only_root
+        )
+    with open(fd, "ab", buffering=0) as log:
+        try:
+            popen = subprocess.Popen(
+                list(argv),
+                env=stamped,
+                cwd=working_dir if working_dir and namespace is None else "/",
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                # The pid must be in the pod cgroup before exec, and the process must have given up what its
+                # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
+                preexec_fn=lambda: _prepare_child(files, security, namespace),
+            )
+        except subprocess.SubprocessError as exc:
+            reason = _child_error(error_read, error_write)
+            if reason:
+                raise ProcessStartError(reason) from None  # it names the mountPath or the workingDir
+            raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
+        except OSError as exc:
+            _child_error(error_read, error_write)
+            raise ProcessStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    _child_error(error_read, error_write)
+    return SpawnedProcess(popen)
+
+
+def _child_error(read_fd: int, write_fd: int) -> str:
+    """What the child wrote before failing (empty if nothing, or if there is no pipe); closes the pipe."""
+    if read_fd < 0:
+        return ""
+    os.close(write_fd)
+    try:
+        chunks = []
+        while chunk := os.read(read_fd, 4096):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(read_fd)
+
+
+def signal_process(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)

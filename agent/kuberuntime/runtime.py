@@ -1,0 +1,431 @@
+"""The process "container runtime": starts, watches, restarts and kills a pod's container processes.
+
+`sync_containers` is the agent's computePodActions + SyncPod for processes: init containers
+run one at a time to completion, in order (a restartable init container, a sidecar, only
+has to be running); then every app container is started. A container that exited is
+restarted according to the pod's restartPolicy (Always; OnFailure when the exit code is
+not 0; Never) with the kubelet's crash-loop backoff (see `agent.kuberuntime.backoff`), during which it
+waits with reason CrashLoopBackOff. A process that cannot be started counts as a
+container that exited with 128 and reason StartError (as containerd reports it). A
+container with an image but no command is not run: kubenode pulls no images; its status
+says so (reason ImageNotSupported). The pod phase follows the kubelet's getPhase.
+
+The processes in the pod cgroup are the truth, not the record (the kubelet asks its runtime
+what runs): `reconcile` runs when a saved record is restored and at the start of every sync.
+Each container process carries the identity stamped at spawn (see `agent.kuberuntime.processes`); a
+running one the record does not know (the agent died before saving it, or the record was
+lost) is adopted, and any further copy of the same container is killed and logged, so a
+container never runs twice. Because of that the record need not be written before each
+start: a sync writes it once, after all its starts (a 2,000-container pod is not rewritten
+2,000 times), and a sync stops starting containers as soon as termination is requested.
+
+`kill_pod` sends SIGTERM to every process in the pod cgroup, waits for the (possibly
+shrinking) grace period, at least 2 s as the kubelet's runtime does, then SIGKILLs what
+is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from agent.cm.cgroups.api import CgroupError
+from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
+from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
+from agent.kuberuntime.pleg import ProcessTable, mark_exited, relist_containers
+from agent.kuberuntime.processes import (
+    Identity,
+    ProcessStartError,
+    signal_process,
+    spawn,
+)
+from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
+from agent.pod.podrecord import (
+    RUNNING,
+    TERMINATED,
+    WAITING,
+    ContainerRecord,
+    PodRecord,
+    RecordStore,
+    RecordWriteError,
+    rfc3339,
+)
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
+from agent.volumemanager.manager import MountedVolume
+from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
+from kubenode.model import Container, Pod
+
+log = logging.getLogger(__name__)
+
+MIN_KILL_GRACE_S = 2  # the kubelet runtime's minimumGracePeriodInSeconds
+START_ERROR_EXIT_CODE = 128
+CONFIG_ERROR_RETRY_S = 10.0
+NAME_MAX = 255  # bytes in one path component on Linux
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a pod's containers start: its cgroup's procs files and its volumes on the host."""
+
+    procs_files: Sequence[str]
+    volumes: Mapping[str, MountedVolume]
+
+
+class PodKillTarget(Protocol):
+    """What kill_pod needs from the cgroup layer (PodCgroups satisfies it)."""
+
+    def pids(self, uid: str) -> set[int]: ...
+
+    def signal_all(self, uid: str, sig: int) -> int: ...
+
+
+class ProcessRuntime:
+    def __init__(
+        self,
+        state_dir: Path,
+        store: RecordStore,
+        host: HostInfo,
+        *,
+        backoff: CrashLoopBackoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        pre_start: Callable[[str, str], None] | None = None,
+        cgroup_pids: Callable[[str], set[int]] | None = None,
+        security: SecurityPolicy | None = None,
+        cgroup_oom_kills: Callable[[str], int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
+    ) -> None:
+        self.logs_dir = Path(state_dir) / "logs"
+        self.pods_dir = Path(state_dir) / "pods"
+        self.objects = objects  # ConfigMaps and Secrets for env (set when the agent joins a cluster)
+        # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
+        # manager's PreStartContainer; it raises ContainerConfigError to hold the container back.
+        self._pre_start = pre_start
+        # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
+        self._cgroup_pids = cgroup_pids
+        # The pod cgroup's OOM kill count, and its value when each container started: a container that
+        # ends by SIGKILL after the count rose is reported OOMKilled (the kubelet reads it from its runtime).
+        self._cgroup_oom_kills = cgroup_oom_kills
+        self._oom_baseline: dict[tuple[str, str], int] = {}
+        self.store = store
+        # What privileged containers and Localhost seccomp profiles may use (the node's securityContext side).
+        self.security = security or SecurityPolicy(seccomp_root=Path(state_dir) / "seccomp")
+        self.host = host
+        self._clock = clock
+        self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.processes = ProcessTable()
+
+    # ----- watching ----------------------------------------------------------------------------
+
+    def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
+        """On start: take over the pod's running container processes; returns the adopted container names.
+
+        A container the record says runs, but whose process is gone, is marked exited (status unknown)."""
+        adopted = adopt_containers(self.processes, record, pids_in_cgroup, self._clock)
+        try:
+            self.store.save(record)
+        except RecordWriteError as exc:  # the agent must start anyway; the next sync writes again
+            log.warning("pod %s: %s", record.key, exc)
+        return adopted
+
+    def reconcile(self, record: PodRecord, pids_in_cgroup: set[int], *, kill_unknown: bool) -> list[str]:
+        """See adoption.reconcile_containers: one process per container, the processes in the cgroup win."""
+        return reconcile_containers(
+            self.processes, record, pids_in_cgroup, self._clock, kill_unknown=kill_unknown
+        )
+
+    def relist(self, record: PodRecord) -> bool:
+        """Poll the pod's processes (reaping exited children); returns whether any container stopped."""
+        stopped = relist_containers(self.processes, record, self._clock)
+        for name in stopped:
+            self._explain_sigkill(record, record.containers[name])
+        if stopped:
+            self.store.save(record)
+        return bool(stopped)
+
+    def _oom_count(self, uid: str) -> int | None:
+        if self._cgroup_oom_kills is None:
+            return None
+        try:
+            return self._cgroup_oom_kills(uid)
+        except (OSError, CgroupError, ValueError):
+            return None  # no pod cgroup (yet, or any more): nothing to compare
+
+    def _explain_sigkill(self, record: PodRecord, c: ContainerRecord) -> None:
+        """A container ended by SIGKILL while the pod cgroup's OOM kill count rose since it started was
+        killed by the kernel's OOM killer: kube reports it as terminated, reason OOMKilled, exit code 137."""
+        baseline = self._oom_baseline.pop((record.uid, c.name), None)
+        if c.exit_code != 128 + signal.SIGKILL or c.reason != "Error" or baseline is None:
+            return
+        now = self._oom_count(record.uid)
+        if now is not None and now > baseline:
+            c.reason = "OOMKilled"
+
+    def has_exited(self, uid: str) -> bool:
+        """Whether a process of the pod has exited since the last relist (cheap; for the agent's PLEG)."""
+        return any(p.poll() is not None for p in self.processes.of_pod(uid))
+
+    def running_pids(self, uid: str) -> set[int]:
+        """The pod's live processes (an exited one may be reaped already, and its pid reused)."""
+        return {p.pid for p in self.processes.of_pod(uid) if p.poll() is None}
+
+    # ----- syncing -----------------------------------------------------------------------------
+
+    def sync_containers(
+        self,
+        pod: Pod,
+        record: PodRecord,
+        procs_files: Sequence[str],
+        device_env: Mapping[str, Mapping[str, str]],
+        cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
+    ) -> float | None:
+        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint).
+
+        Stops starting containers once `cancelled` is set (termination was requested). `volumes` are the
+        pod's volumes, ready on the host (the volume manager's), for the containers' mount namespaces."""
+
+        for c in pod.all_containers:
+            record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
+        self.relist(record)
+        if self._cgroup_pids is not None:
+            self.reconcile(record, self._cgroup_pids(pod.uid), kill_unknown=True)
+        hints: list[float] = []
+        try:
+            where = _Where(procs_files, volumes or {})
+            self._start_due(pod, record, where, device_env, hints, cancelled)
+        finally:
+            # One write for all of this sync's starts; the stamped processes are found again without it.
+            record.phase = pod_phase(pod, record)
+            if record.phase != "Pending" and not record.start_time:
+                record.start_time = rfc3339()
+            self.store.save(record)
+        return min(hints) if hints else None
+
+    def _start_due(
+        self,
+        pod: Pod,
+        record: PodRecord,
+        where: _Where,
+        device_env: Mapping[str, Mapping[str, str]],
+        hints: list[float],
+        cancelled: threading.Event | None,
+    ) -> None:
+        for c in pod.init_containers:
+            rec = record.containers[c.name]
+            env = device_env.get(c.name, {})
+            if c.is_sidecar:
+                if rec.state != RUNNING:
+                    self._start_or_wait(pod, c, record, where, env, hints, init=True)
+                if rec.state != RUNNING:
+                    break  # later init containers wait for the sidecar to run
+                continue
+            if rec.state == TERMINATED and rec.exit_code == 0:
+                continue
+            if rec.state != RUNNING:
+                self._start_or_wait(pod, c, record, where, env, hints, init=True)
+            break  # wait for this init container to complete
+        else:
+            for c in pod.containers:
+                if cancelled is not None and cancelled.is_set():
+                    return  # termination preempts the remaining starts
+                rec = record.containers[c.name]
+                if rec.state != RUNNING:
+                    env = device_env.get(c.name, {})
+                    self._start_or_wait(pod, c, record, where, env, hints, init=False)
+
+    def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
+        code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
+        if init:
+            return pod.restart_policy != "Never" and code != 0
+        return pod.restart_policy == "Always" or (pod.restart_policy == "OnFailure" and code != 0)
+
+    def _start_or_wait(
+        self,
+        pod: Pod,
+        c: Container,
+        record: PodRecord,
+        where: _Where,
+        device_env: Mapping[str, str],
+        hints: list[float],
+        *,
+        init: bool,
+    ) -> None:
+        rec = record.containers[c.name]
+        restarting = rec.state == TERMINATED or rec.reason == "CrashLoopBackOff"
+        if restarting:
+            if not self._should_restart(pod, rec, init or c.is_sidecar):
+                return
+            key = f"{pod.uid}/{c.name}"
+            finished = rec.finished_clock if rec.finished_clock is not None else self._clock()
+            wait = self.backoff.remaining(key, finished)
+            if wait > 0:
+                if rec.state == TERMINATED:
+                    rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
+                rec.state, rec.reason, rec.exit_code = WAITING, "CrashLoopBackOff", None
+                rec.message = f"back-off {self.backoff.current(key):.0f}s restarting failed container"
+                hints.append(wait)
+                return
+            self.backoff.restarted(key, finished)
+            if rec.state == TERMINATED:
+                rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
+            rec.restart_count += 1
+        if not c.command and not c.args:
+            rec.state, rec.reason = WAITING, "ImageNotSupported"
+            rec.message = (
+                f"image {c.image!r} is not pulled: kubenode runs processes; give the container a command"
+                if c.image
+                else "the container has no command to run"
+            )
+            return
+        try:
+            env = container_env(pod, c, self.host, device_env, self.objects)
+            argv = container_argv(c, env)
+            security = process_security(pod, c, self.security)
+            namespace = self._namespace(pod, c, where.volumes)
+            if self._pre_start is not None:
+                self._pre_start(pod.uid, c.name)
+        except ContainerConfigError as exc:
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerConfigError", str(exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
+            return
+        log_path = self.log_path(pod, c.name, rec.restart_count)
+        try:
+            identity = Identity.new(pod.uid, c.name)
+            proc = spawn(argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace)
+        except ProcessStartError as exc:
+            mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
+            hints.append(0.0)  # the restart decision (and its backoff) is made on the next sync
+            return
+        self.processes.put(pod.uid, c.name, proc)
+        oom_count = self._oom_count(pod.uid)
+        if oom_count is not None:
+            self._oom_baseline[(pod.uid, c.name)] = oom_count
+        rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
+        rec.pid, rec.create_time = proc.pid, proc.create_time
+        rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)
+        rec.adopted = False
+        log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
+
+    def _namespace(self, pod: Pod, c: Container, volumes: Mapping[str, MountedVolume]) -> NamespacePlan:
+        """The container's mount namespace: its volumeMounts (a plan that cannot be honoured is a
+        CreateContainerConfigError, as the kubelet's failure to prepare a subPath is)."""
+        try:
+            mounts = container_mounts(c, volumes)
+        except MountPlanError as exc:
+            raise ContainerConfigError(str(exc)) from None
+        staging = ""
+        if mounts:
+            # An empty directory of the pod's, where a shadow of / is built if a mountPath needs one.
+            path = self.pods_dir / pod.uid / "mntns" / c.name
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            staging = str(path)
+        return NamespacePlan(mounts, staging)
+
+    def log_path(self, pod: Pod, container: str, restart: int) -> Path:
+        return self.pod_logs_dir(pod.namespace, pod.name, pod.uid) / container / f"{restart}.log"
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
+        """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
+        directory = f"{namespace}_{name}_{uid}"
+        if len(directory.encode()) > NAME_MAX:
+            directory = uid  # a 253-character name would not fit in one path component
+        return self.logs_dir / directory
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
+        shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
+
+    # ----- killing -----------------------------------------------------------------------------
+
+    def kill_pod(
+        self,
+        uid: str,
+        record: PodRecord | None,
+        target: PodKillTarget,
+        grace: Callable[[], int],
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        """SIGTERM everything in the pod cgroup, SIGKILL after the grace period; reap and record exits."""
+        started = self._clock()
+        target.signal_all(uid, signal.SIGTERM)
+        for pid in self.running_pids(uid):
+            signal_process(pid, signal.SIGTERM)
+        killed = False
+        kill_deadline = self._clock() + 10.0
+        while True:
+            if record is not None:
+                self.relist(record)
+            alive = target.pids(uid) | self.running_pids(uid)
+            if not alive:
+                break
+            now = self._clock()
+            if not killed and now - started >= max(grace(), MIN_KILL_GRACE_S):
+                log.info("pod %s: grace period over, SIGKILL to %d processes", uid, len(alive))
+                target.signal_all(uid, signal.SIGKILL)
+                for pid in alive:
+                    signal_process(pid, signal.SIGKILL)
+                killed, kill_deadline = True, now + 10.0
+            elif killed and now > kill_deadline:
+                raise RuntimeError(f"pod {uid}: processes {sorted(alive)} survived SIGKILL")
+            time.sleep(0.02)
+        if record is not None:
+            self.relist(record)
+            for c in record.containers.values():
+                if c.state == WAITING and c.reason in ("CrashLoopBackOff", "ContainerCreating"):
+                    c.message = "pod terminated"
+            self.store.save(record)
+        del cancelled  # termination is never interrupted: it only gets faster
+
+    def forget(self, uid: str) -> None:
+        self.processes.forget_pod(uid)
+        for key in [k for k in self._oom_baseline if k[0] == uid]:
+            del self._oom_baseline[key]
+        self.backoff.forget_prefix(f"{uid}/")
+
+
+def pod_phase(pod: Pod, record: PodRecord) -> str:
+    """The kubelet's getPhase over the recorded container states."""
+    for c in pod.init_containers:
+        rec = record.containers.get(c.name)
+        if rec is None:
+            return "Pending"
+        if c.is_sidecar:
+            if rec.state != RUNNING:
+                return "Pending"
+            continue
+        if rec.state == TERMINATED and rec.exit_code == 0:
+            continue
+        if rec.state == TERMINATED and pod.restart_policy == "Never":
+            return "Failed"
+        return "Pending"
+    running = waiting = succeeded = failed = 0
+    for c in pod.containers:
+        rec = record.containers.get(c.name)
+        if rec is None or (rec.state == WAITING and rec.last_exit_code is None and rec.restart_count == 0):
+            waiting += 1
+        elif rec.state == RUNNING:
+            running += 1
+        else:
+            code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
+            if code == 0:
+                succeeded += 1
+            else:
+                failed += 1
+    if waiting:
+        return "Pending"
+    if running:
+        return "Running"
+    if pod.restart_policy == "Always":
+        return "Running"
+    if pod.restart_policy == "OnFailure":
+        return "Running" if failed else "Succeeded"
+    return "Failed" if failed else "Succeeded"

@@ -1,0 +1,6 @@
+"""The node toward the API server (the kubelet's nodestatus and nodelease, and its registration).
+
+`cluster.ClusterMembership` joins a cluster: it registers the Node, starts the pod source from the API,
+the `reporter.NodeStatusReporter` (capacity, allocatable, conditions, addresses, devices) and the
+`nodelease` renewer. It hands no pods anywhere: pods reach the node through config/apisource.
+"""

@@ -1,0 +1,173 @@
+"""The pod manager and admission: what the sources want, diffed into adds, updates and removals.
+
+The kubelet's podManager with HandlePodAdditions, HandlePodUpdates and HandlePodRemoves. Flow: a
+source's snapshot -> `_on_snapshot` -> a UID gone from it is `_remove`d (a kill for the pod
+workers; a rejected pod's record is dropped) -> a new pod is `_add`ed: held while an earlier pod
+of the same namespace/name still terminates; otherwise admitted by `agent.lifecycle.admission.admit`
+against the active pods and the node's allocatable, then by the Topology Manager when a policy other
+than none is set (agent/cm/topologymanager: it allocates the devices of an admitted pod with the merged
+NUMA affinity; a refused pod gets TopologyAffinityError and keeps no device) (pods adopted from the
+previous run are not admitted again), held as WaitingForDevicePlugin while the plugin of a missing
+extended resource may still register, or rejected with phase Failed; an admitted pod goes to the workers as a
+create -> a changed pod is `_update`d (an update for its worker).
+
+`PodManager` is the first of NodeAgent's parts (agent/node.py owns the state and the loop,
+agent/podworkers/podsync.py the syncs); the attributes below are NodeAgent's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from agent.apis.config import AgentConfig
+from agent.cm.devicemanager import DeviceManager
+from agent.cm.topologymanager import TopologyManager
+from agent.config.sources import ManifestError, SourceSnapshot
+from agent.lifecycle.admission import Rejection, admit
+from agent.pod.podrecord import PodRecord, RecordStore
+from agent.podworkers.types import UpdatePodOptions, UpdateType, WorkType
+from agent.podworkers.workers import TERMINAL_PHASES, PodWorkers
+from kubenode.model import Pod
+
+log = logging.getLogger("agent.node")
+
+
+class PodManager:
+    config: AgentConfig
+    devices: DeviceManager | None
+    topology: TopologyManager | None
+    workers: PodWorkers
+    store: RecordStore
+    observers: list[Callable[[str, str, float | None], None]]
+    _clock: Callable[[], float]
+    _started_at: float
+    _base_allocatable: dict[str, int]
+    _lock: threading.RLock
+    _desired: dict[str, Pod]  # by UID, every source merged
+    _by_source: dict[str, set[str]]
+    _rejected: dict[str, Rejection]
+    _held: dict[str, Pod]  # adds waiting for their full name to be free, or for a device plugin
+    _records: dict[str, PodRecord]
+    _adopted: set[str]  # records of the previous run: already admitted
+    _errors: dict[str, tuple[ManifestError, ...]]
+
+    def _observe(self, uid: str, operation: str, started: float | None = None) -> None:
+        seconds = None if started is None else time.monotonic() - started
+        for observer in self.observers:
+            try:
+                observer(uid, operation, seconds)
+            except Exception:
+                log.exception("pod observer failed")
+
+    def _on_snapshot(self, snapshot: SourceSnapshot) -> None:
+        with self._lock:
+            self._errors[snapshot.source] = snapshot.errors
+            before = self._by_source.get(snapshot.source, set())
+            now = {pod.uid: pod for pod in snapshot.pods}
+            self._by_source[snapshot.source] = set(now)
+            for uid in sorted(before - set(now)):
+                self._remove(uid)
+            for pod in sorted(snapshot.pods, key=lambda p: (p.creation_timestamp, p.key)):
+                if pod.uid not in self._desired:
+                    self._add(pod)
+                elif pod != self._desired[pod.uid]:
+                    self._update(pod)
+
+    def _add(self, pod: Pod) -> None:
+        self._desired[pod.uid] = pod
+        if self._name_busy(pod):
+            log.info("pod %s (%s) waits for its earlier version to terminate", pod.key, pod.uid)
+            self._held[pod.uid] = pod
+            return
+        rejection = None if pod.uid in self._adopted else self._admission(pod)
+        record = self._records.get(pod.uid) or PodRecord(pod.uid, pod.namespace, pod.name)
+        record.qos = pod.qos_class.value
+        self._records[pod.uid] = record
+        if rejection is not None and self._plugin_may_still_come(rejection):
+            # Device plugins often start after the agent: wait for a while before rejecting.
+            self._held[pod.uid] = pod
+            record.reason = "WaitingForDevicePlugin"
+            assert self.devices is not None  # _plugin_may_still_come needs a device manager
+            record.message = self.devices.why_unavailable(rejection.reason[len("OutOf") :])
+            return
+        record.reason = record.message = ""
+        if rejection is not None:
+            log.warning("pod %s rejected: %s: %s", pod.key, rejection.reason, rejection.message)
+            self._rejected[pod.uid] = rejection
+            record.phase, record.reason, record.message = "Failed", rejection.reason, rejection.message
+            self._observe(pod.uid, "reject")
+            return
+        self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
+
+    def _plugin_may_still_come(self, rejection: Rejection) -> bool:
+        resource = rejection.reason[len("OutOf") :]
+        # Registered is not enough: until its plugin's first device list arrives the resource counts 0.
+        return (
+            "/" in resource
+            and self.devices is not None
+            and not self.devices.wait_for_resource(resource, 0)
+            and self._clock() - self._started_at < self.config.device_plugin_wait
+        )
+
+    def _update(self, pod: Pod) -> None:
+        self._desired[pod.uid] = pod
+        if pod.uid in self._held:
+            self._held[pod.uid] = pod
+        elif pod.uid not in self._rejected:
+            self.workers.update_pod(UpdatePodOptions(UpdateType.UPDATE, pod))
+
+    def _remove(self, uid: str) -> None:
+        pod = self._desired.pop(uid, None)
+        self._held.pop(uid, None)
+        if self.topology is not None:
+            self.topology.remove_pod(uid)
+        if uid in self._rejected:
+            del self._rejected[uid]
+            self._records.pop(uid, None)
+            self.store.delete(uid)
+        elif pod is not None:
+            self.workers.update_pod(UpdatePodOptions(UpdateType.KILL, pod))
+
+    def _name_busy(self, pod: Pod) -> bool:
+        for uid, record in self._records.items():
+            same_name = uid != pod.uid and record.key == pod.key and uid not in self._rejected
+            if same_name and not self.workers.is_finished(uid) and self.workers.work_type(uid) is not None:
+                return True
+        return False
+
+    def active_pods(self) -> list[Pod]:
+        """Admitted pods not yet terminated (what admission and the QoS tiers count)."""
+        with self._lock:
+            return [
+                pod
+                for uid, pod in self._desired.items()
+                if uid not in self._rejected
+                and uid not in self._held
+                and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
+                and self._records.get(uid, PodRecord(uid, "", "")).phase not in TERMINAL_PHASES
+            ]
+
+    def allocatable(self) -> dict[str, int]:
+        result = dict(self._base_allocatable)
+        if self.devices is not None:
+            result.update(self.devices.allocatable())
+        return result
+
+    def _admission(self, pod: Pod) -> Rejection | None:
+        others = [p for p in self.active_pods() if p.uid != pod.uid]
+        rejection = admit(pod, others, self.allocatable())
+        if rejection is not None or self.topology is None:
+            return rejection
+        result = self.topology.admit(pod)
+        if result.admit:
+            return None
+        if self.devices is not None:  # what earlier containers of the pod got is given back
+            self.devices.free_pod(pod.uid)
+        return Rejection(result.reason, result.message)
+
+    def _pod_for(self, uid: str) -> Pod | None:
+        with self._lock:
+            return self._desired.get(uid) or self._held.get(uid)

@@ -1,0 +1,199 @@
+"""`/containerLogs/<namespace>/<pod>/<container>`: container logs for the API server, as the kubelet does.
+
+    request -> the API server's token (kubenode/nodeproxyauth.py; 401 without one, 403 for a bad one)
+            -> the pod and container from the agent's status (404 if unknown)
+            -> the log file: `<restartCount>.log`, or with `previous` the one before (400 if none)
+            -> tailLines, sinceSeconds, timestamps, limitBytes applied; with `follow` new output is
+               streamed until the container stops (or restarts) or the client goes.
+
+The agent's log files are the processes' raw output, with no time per line (a CRI runtime writes
+one). So `timestamps` prefixes a followed line with the time it was read, and a line already in the file
+with the file's last write time (an upper bound); `sinceSeconds` keeps a file only if it was written to
+within the window, and the lines followed after it. Both are approximations, and say so here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent.apis.config import AgentConfig
+from agent.logs.reader import Follower, snapshot
+from agent.server.httpapi import StreamRequest
+from kubenode.nodeproxyauth import Verifier
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/containerLogs/"
+FOLLOW_POLL_S = 0.2
+CHUNK = 64 * 1024
+
+Answer = tuple[int, str, bytes | AsyncIterator[bytes]]
+
+
+def _stamp(when: float) -> bytes:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode() + b" "
+
+
+class ContainerLogs:
+    def __init__(self, pods: Callable[[], Mapping[str, Any]], verifier: Verifier | None) -> None:
+        self._pods = pods  # the agent's status_json
+        self._verifier = verifier
+
+    async def route(self, request: StreamRequest) -> Answer:
+        if self._verifier is None:
+            return 403, "text/plain", b"container logs are served to the API server only (join a cluster)\n"
+        problem = self._verifier.problem(request.headers.get("authorization"), request.path)
+        if problem is not None:
+            code = 401 if problem == "no bearer token" else 403
+            return code, "text/plain", f"{problem}\n".encode()
+        parts = request.path.removeprefix(PREFIX).split("/")
+        if len(parts) != 3 or not all(parts):
+            return 400, "text/plain", b"expected /containerLogs/<namespace>/<pod>/<container>\n"
+        namespace, pod, container = parts
+        try:
+            options = _options(request.query)
+        except ValueError as exc:
+            return 400, "text/plain", f"{exc}\n".encode()
+        loop = asyncio.get_running_loop()
+        status = await loop.run_in_executor(None, self._container_status, namespace, pod, container)
+        if status is None:
+            return 404, "text/plain", f'container "{container}" in pod "{pod}" not found\n'.encode()
+        log_path = status.get("logPath")
+        if not log_path:
+            return 404, "text/plain", f'container "{container}" in pod "{pod}" has no log yet\n'.encode()
+        current = Path(log_path)
+        if options["previous"]:
+            restarts = int(status.get("restartCount") or 0)
+            previous = current.with_name(f"{int(current.stem) - 1}.log") if current.stem.isdigit() else None
+            if restarts == 0 or previous is None or not previous.exists():
+                message = f'previous terminated container "{container}" in pod "{pod}" not found\n'
+                return 400, "text/plain", message.encode()
+            return 200, "text/plain", self._stream(previous, options, None, request)
+        running = "running" in (status.get("state") or {})
+
+        def still_this_container() -> bool:
+            now = self._container_status(namespace, pod, container)
+            return bool(now and now.get("logPath") == log_path and "running" in (now.get("state") or {}))
+
+        follow = still_this_container if options["follow"] and running else None
+        return 200, "text/plain", self._stream(current, options, follow, request)
+
+    def _container_status(self, namespace: str, pod: str, container: str) -> dict[str, Any] | None:
+        for item in self._pods().get("items") or []:
+            meta = item.get("metadata") or {}
+            if meta.get("namespace") != namespace or meta.get("name") != pod:
+                continue
+            status = item.get("status") or {}
+            for c in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]:
+                if c.get("name") == container:
+                    return dict(c)
+        return None
+
+    async def _stream(
+        self,
+        path: Path,
+        options: Mapping[str, Any],
+        still_running: Callable[[], bool] | None,
+        request: StreamRequest,
+    ) -> AsyncIterator[bytes]:
+        limit = options["limitBytes"]
+        sent = 0
+        # Across the log's rotations (agent/logs): the rotated files, then the live one.
+        data, offset = snapshot(path, options["tailLines"])
+        try:
+            written = path.stat().st_mtime
+        except OSError:
+            written = time.time()
+        since = options["sinceSeconds"]
+        if since is not None and written < time.time() - since:
+            data = b""
+        lines = data.splitlines(keepends=True)
+        for line in lines:
+            chunk = (_stamp(written) if options["timestamps"] else b"") + line
+            if limit is not None:
+                chunk = chunk[: max(0, limit - sent)]
+            if chunk:
+                sent += len(chunk)
+                yield chunk
+        if still_running is None:
+            return
+        loop = asyncio.get_running_loop()
+        pending = b""
+        checked = time.monotonic()
+        follower = Follower(path, offset)
+        while not request.disconnected() and (limit is None or sent < limit):
+            new = follower.read(CHUNK)
+            if new:
+                pending += new
+                *complete, pending = pending.split(b"\n")
+                now = time.time()
+                out = b"".join(
+                    (_stamp(now) if options["timestamps"] else b"") + line + b"\n" for line in complete
+                )
+                if limit is not None:
+                    out = out[: limit - sent]
+                if out:
+                    sent += len(out)
+                    yield out
+                continue
+            if time.monotonic() - checked > 1.0:
+                checked = time.monotonic()
+                if not await loop.run_in_executor(None, still_running):
+                    if pending:
+                        yield pending
+                    return
+            await asyncio.sleep(FOLLOW_POLL_S)
+
+
+def _flag(query: Mapping[str, list[str]], name: str) -> bool:
+    value = (query.get(name) or ["false"])[0].lower()
+    if value not in ("true", "false", "1", "0", ""):
+        raise ValueError(f"{name}: must be true or false, got {value!r}")
+    return value in ("true", "1", "")
+
+
+def _number(query: Mapping[str, list[str]], name: str) -> int | None:
+    if name not in query:
+        return None
+    try:
+        value = int(query[name][0])
+    except ValueError:
+        raise ValueError(f"{name}: must be an integer, got {query[name][0]!r}") from None
+    if value < 0 or (name != "tailLines" and value == 0):
+        raise ValueError(f"{name}: must be {'at least 0' if name == 'tailLines' else 'positive'}")
+    return value
+
+
+def _options(query: Mapping[str, list[str]]) -> dict[str, Any]:
+    return {
+        "follow": _flag(query, "follow"),
+        "previous": _flag(query, "previous"),
+        "timestamps": _flag(query, "timestamps"),
+        "tailLines": _number(query, "tailLines"),
+        "sinceSeconds": _number(query, "sinceSeconds"),
+        "limitBytes": _number(query, "limitBytes"),
+    }
+
+
+def container_logs(config: AgentConfig, pods: Callable[[], Mapping[str, Any]]) -> ContainerLogs:
+    """The route for this agent: verifying with the API server's CA from its own kubeconfig (or service
+    account) when it joins a cluster; refusing every caller otherwise (no API server to trust)."""
+    if not config.joins_cluster:
+        return ContainerLogs(pods, None)
+    from kubenode.kubeclient import KubeError, load_incluster, load_kubeconfig
+
+    try:
+        client_config = load_incluster() if config.in_cluster else load_kubeconfig(config.kubeconfig or "")
+        if not client_config.ca_file:
+            raise ValueError("it names no certificate-authority")
+        verifier = Verifier(Path(client_config.ca_file).read_bytes(), config.node_name)
+    except (KubeError, OSError, ValueError) as exc:
+        log.warning("container logs are not served: cannot read the API server's CA: %s", exc)
+        return ContainerLogs(pods, None)
+    return ContainerLogs(pods, verifier)
