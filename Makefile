@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall test-cgroup2
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall test-cgroup2 image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,10 @@ pytest: $(STAMP) podman-deps
 	$(PY) -m pytest
 
 # The CDI CPU-pinning tests (tests/cdi) run real containers: podman with runc as its OCI runtime, and a
-# static busybox as the image's only file. Installed when missing; without root it fails loudly.
-PODMAN_DEPS := podman runc busybox-static
+# static busybox as the image's only file. The image (`make image`, tests/image) needs mmdebstrap for its
+# Debian base; the systemd unit tests boot that base with systemd-nspawn (systemd-container).
+# Installed when missing; without root it fails loudly.
+PODMAN_DEPS := podman runc busybox-static mmdebstrap systemd-container
 podman-deps:
 	@missing=$$(for p in $(PODMAN_DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 		| grep -q 'install ok installed' || printf '%s ' $$p; done); \
@@ -51,6 +53,12 @@ podman-deps:
 				$$apt install --no-install-recommends $$missing; } \
 			|| { echo "podman-deps: apt-get install $$missing failed" >&2; exit 1; }; \
 	fi
+
+# The image, built with podman on a Debian base made here (no registry): tools/image.py, Dockerfile.
+# BASE=python:3.11-slim-bookworm builds the same Dockerfile on the registry's base instead.
+BASE ?=
+image: $(STAMP) podman-deps
+	$(PY) tools/image.py $(if $(BASE),--base $(BASE))
 
 protos: $(STAMP)
 	$(PY) tools/genproto.py

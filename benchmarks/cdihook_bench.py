@@ -1,8 +1,13 @@
-"""Latency of the CDI createRuntime hook, as a runtime sees it: spawn to exit of `kubenode cdi-hook`.
+"""Latency of the CDI createRuntime hook, as a runtime sees it: spawn to exit, against interpreter start.
 
-The hook runs on every start of a pinned container, so its goal is <= 50 ms. Each run pins a real
-`sleep` process in a real cgroup v1 cpuset (a cgroup of our own, removed at the end) through the installed
-`kubenode` console script, exactly as the CDI spec names it. For scale, the bare interpreter's start.
+The hook runs on every start of a pinned container. Each run pins a real `sleep` process in a real cgroup
+v1 cpuset (a cgroup of our own, removed at the end) with the command the CDI spec names:
+- `cdi-hook`: the plugin's default without a bundle (deviceplugin.hookcommand), this interpreter with
+  `-I -S` on the hook's bytecode, as a wheel install or `make install` runs it;
+- `cdi-hook (DaemonSet bundle)`: what `kubenode cdi-hook install` copies to a host (its own loader, libc,
+  interpreter and hook), installed into a temporary directory.
+The floor, measured in the same run: the real interpreter (sys.executable resolved, not a version-manager
+shim) running `-I -S -c pass`; the goal is a p95 within 1.5x of it. `python -c pass` (with site) as before.
 Needs root and a cpuset controller: the cgroup v1 hierarchy (as on the project's machines) or cgroup v2.
 """
 
@@ -19,9 +24,13 @@ from pathlib import Path
 
 from benchstats import percentile, report
 
+from deviceplugin.hookbundle import install
+from deviceplugin.hookcommand import HookCommand, this_interpreter
+
 RUNS = 60
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-KUBENODE = Path(sys.executable).parent / "kubenode"
+INTERPRETER = os.path.realpath(sys.executable)
+RATIO_GOAL = 1.5
 
 
 def timed(command: list[str], stdin: str = "") -> float:
@@ -57,27 +66,36 @@ def make_cgroup(name: str, pid: int) -> tuple[Path, str]:
     return directory, cpus
 
 
+def spawn(command: HookCommand, cpu_list: str) -> list[str]:
+    """What the runtime execs: the hook's path, with its argv[0] replaced by that path."""
+    return [command.path, *command.argv(cpu_list)[1:]]
+
+
 def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("cdihook_bench: needs root (it makes a cgroup)")
-    # The console script, as the CDI spec names it; where it is not installed, what its body does.
-    console_script = "import sys; from cli.main import main; sys.exit(main())"
-    hook_program = [str(KUBENODE)] if KUBENODE.exists() else [sys.executable, "-c", console_script]
     sleeper = subprocess.Popen(["sleep", "600"])
     directory: Path | None = None
-    with tempfile.TemporaryDirectory(prefix="kn-cdibench-") as bundle:
+    with tempfile.TemporaryDirectory(prefix="kn-cdibench-") as scratch:
         try:
             directory, all_cpus = make_cgroup(f"kncdibench{uuid.uuid4().hex[:8]}", sleeper.pid)
-            (Path(bundle) / "config.json").write_text(
-                json.dumps({"linux": {"cgroupsPath": f"/{directory.name}"}})
-            )
-            state = json.dumps({"ociVersion": "1.0.2", "pid": sleeper.pid, "bundle": bundle})
-            first = min(int(cpu) for cpu in all_cpus.replace("-", ",").split(","))
-            hook = [*hook_program, "cdi-hook", "cpuset", "--cpus", str(first)]
-            timed(hook, state)  # warm the page cache once, as a node that has run a container has
-            samples = [timed(hook, state) for _ in range(RUNS)]
-            assert (directory / "cpuset.cpus").read_text().strip() == str(first)
-            bare = [timed([sys.executable, "-c", "pass"]) for _ in range(RUNS)]
+            bundle = Path(scratch) / "oci-bundle"
+            bundle.mkdir()
+            (bundle / "config.json").write_text(json.dumps({"linux": {"cgroupsPath": f"/{directory.name}"}}))
+            state = json.dumps({"ociVersion": "1.0.2", "pid": sleeper.pid, "bundle": str(bundle)})
+            first = str(min(int(cpu) for cpu in all_cpus.replace("-", ",").split(",")))
+            hook = spawn(this_interpreter(), first)
+            bundled = spawn(install(Path(scratch) / "cdi-hook"), first)
+            for command in (hook, bundled):
+                timed(command, state)  # warm the page cache once, as a node that has run a container has
+            # Interleaved, so that a change of load touches every series alike.
+            series: dict[str, list[float]] = {"hook": [], "bundle": [], "isolated": [], "bare": []}
+            for _ in range(RUNS):
+                series["hook"].append(timed(hook, state))
+                series["bundle"].append(timed(bundled, state))
+                series["isolated"].append(timed([INTERPRETER, "-I", "-S", "-c", "pass"]))
+                series["bare"].append(timed([INTERPRETER, "-c", "pass"]))
+            assert (directory / "cpuset.cpus").read_text().strip() == first
         finally:
             sleeper.kill()
             sleeper.wait()
@@ -87,8 +105,20 @@ def main() -> None:
         f"{' '.join(hook)}: {RUNS} runs each, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
-    summary("cdi-hook: spawn to exit", samples, "<= 50 ms")
-    summary("python -c pass (interpreter start)", bare)
+    summary("cdi-hook: spawn to exit", series["hook"], "<= 50 ms")
+    summary("cdi-hook (DaemonSet bundle): spawn to exit", series["bundle"])
+    summary("python -I -S -c pass (interpreter start, the floor)", series["isolated"])
+    summary("python -c pass (interpreter start)", series["bare"])
+    floor = percentile(series["isolated"], 95)
+    report(
+        "cdi-hook p95 / -I -S -c pass p95", percentile(series["hook"], 95) / floor, "x", f"<= {RATIO_GOAL}"
+    )
+    report(
+        "cdi-hook (DaemonSet bundle) p95 / -I -S -c pass p95",
+        percentile(series["bundle"], 95) / floor,
+        "x",
+        f"<= {RATIO_GOAL}",
+    )
 
 
 if __name__ == "__main__":

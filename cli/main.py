@@ -144,6 +144,11 @@ def _is_number(text: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if words[:2] == ["cdi-hook", "install"]:
+        # The DaemonSet's init container: the hook with its own interpreter onto the host (hookbundle.py).
+        from deviceplugin.hookbundle import main as install_hook
+
+        return install_hook(words[2:])
     if words[:1] == ["cdi-hook"]:
         # The OCI hook runs on every container start (<= 50 ms): it skips the parser, which imports every
         # command module. `kubenode cdi-hook cpuset --cpus LIST`, see deviceplugin/cdihook.py.

@@ -7,7 +7,8 @@ runtime applies (containerd >= 1.7 with CDI enabled, containerd 2.x, CRI-O, podm
    (a temporary file in the same directory, then a rename: a runtime never reads half a file) and returns
    the qualified name, e.g. `kubenode.io/cpuset=2-3`, which goes into `cdi_devices`.
 2. The runtime applies the device's edits: `KUBENODE_CPUSET=2-3` and a `createRuntime` hook
-   `<kubenode> cdi-hook cpuset --cpus 2-3` (deviceplugin.cdihook) that writes the container's cpuset.
+   `<hook command> cpuset --cpus 2-3` (deviceplugin.cdihook, started as deviceplugin.hookcommand says)
+   that writes the container's cpuset.
 3. `allocated_cpusets` asks the kubelet's PodResources `List` which CPU sets our resource still holds;
    `CpusetSpec.prune` drops the other entries, except those added within `grace` seconds (the kubelet
    records an allocation only after Allocate answers). Without PodResources nothing is pruned.
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from deviceplugin.hookcommand import HookCommand
 from kubenode.cpuset import format_cpuset, parse_cpuset
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ def spec_file_name(resource_name: str) -> str:
     return "kubenode-cpuset_" + resource_name.replace("/", "_") + ".json"
 
 
-def device_entry(cpus: frozenset[int], hook_path: str) -> dict[str, Any]:
+def device_entry(cpus: frozenset[int], hook: HookCommand) -> dict[str, Any]:
     cpu_list = format_cpuset(cpus)
     return {
         "name": device_name(cpus),
@@ -66,8 +68,8 @@ def device_entry(cpus: frozenset[int], hook_path: str) -> dict[str, Any]:
             "hooks": [
                 {
                     "hookName": HOOK_NAME,
-                    "path": hook_path,
-                    "args": ["kubenode", "cdi-hook", "cpuset", "--cpus", cpu_list],
+                    "path": hook.path,
+                    "args": hook.argv(cpu_list),
                     "timeout": HOOK_TIMEOUT_S,
                 }
             ],
@@ -82,13 +84,13 @@ class CpusetSpec:
         self,
         spec_dir: str | os.PathLike[str],
         file_name: str,
-        hook_path: str,
+        hook: HookCommand,
         *,
         grace: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = Path(spec_dir) / file_name
-        self.hook_path = hook_path
+        self.hook = hook
         self.grace = grace
         self._clock = clock
         self._lock = threading.Lock()
@@ -154,7 +156,7 @@ class CpusetSpec:
         spec = {
             "cdiVersion": CDI_VERSION,
             "kind": KIND,
-            "devices": [device_entry(cpus, self.hook_path) for cpus, _ in self._sorted_entries()],
+            "devices": [device_entry(cpus, self.hook) for cpus, _ in self._sorted_entries()],
         }
         # A dot-file ending in .tmp: CDI registries read only *.json and *.yaml, so never this one.
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")

@@ -14,19 +14,24 @@ and its init process, and before the user's process starts, in the runtime's own
 4. Write `cpuset.cpus`, then set the affinity of every thread of the init process.
 
 Any failure prints one line `kubenode cdi-hook: <reason>` on stderr and exits 1 (2 for bad arguments), so
-the runtime refuses to start the container rather than run it unpinned. It runs on every container start,
-so it stays cheap: `cli/main.py` dispatches here before building its argparse tree, and this module
-imports only `json`, `os`, `sys` and the CPU-list helpers (see benchmarks/cdihook_bench.py).
+the runtime refuses to start the container rather than run it unpinned.
+
+It runs on every container start, so it must start as fast as the bare interpreter: it imports only `os`,
+`sys`, `_json` (the C scanner that `json.loads` runs; `import json` itself pulls in `re` and costs more
+than the whole hook) and kubenode.cpuset (standard library only, nothing at run time). The CDI spec runs it
+as `python -I -S -c <bootstrap> <package root> cpuset --cpus LIST` (deviceplugin.hookcommand): no site, no
+environment, only these modules of kubenode on the path. The same modules, with a copied interpreter, are
+what the DaemonSet's init container installs on hosts that have no Python (deviceplugin.hookbundle).
+`kubenode cdi-hook` runs it in-process.
 """
 
-from __future__ import annotations
-
-import json
 import os
 import sys
-from collections.abc import Sequence
 
-from kubenode.cpuset import format_cpuset, parse_cpuset
+from kubenode.cpuset import TYPE_CHECKING, format_cpuset, parse_cpuset
+
+if TYPE_CHECKING:  # kubenode.cpuset's stand-in for typing.TYPE_CHECKING: typing costs an import
+    from collections.abc import Sequence
 
 PROG = "kubenode cdi-hook"
 USAGE = f"usage: {PROG} cpuset --cpus LIST   (reads the OCI state JSON on stdin)"
@@ -41,7 +46,7 @@ class UsageError(HookError):
     pass
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: "Sequence[str]") -> int:
     """Entry for `kubenode cdi-hook ...` (argv without the `cdi-hook` word)."""
     try:
         cpus = parse_args(argv)
@@ -55,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def parse_args(argv: Sequence[str]) -> frozenset[int]:
+def parse_args(argv: "Sequence[str]") -> frozenset[int]:
     """`cpuset --cpus LIST` or `cpuset --cpus=LIST`, by hand: argparse alone costs more than the work."""
     args = list(argv)
     if not args or args[0] != "cpuset":
@@ -109,7 +114,7 @@ def pin(cpus: frozenset[int], state_text: str, proc: str = "/proc") -> None:
 
 def read_state(text: str) -> tuple[int, str]:
     try:
-        state = json.loads(text)
+        state = loads(text)
     except ValueError:
         raise HookError("stdin is not the OCI state JSON (is this running as an OCI hook?)") from None
     pid, bundle = (state.get("pid"), state.get("bundle")) if isinstance(state, dict) else (None, None)
@@ -123,8 +128,8 @@ def read_state(text: str) -> tuple[int, str]:
 def read_cgroups_path(bundle: str) -> str:
     path = os.path.join(bundle, "config.json")
     try:
-        with open(path, "rb") as config_file:
-            config = json.load(config_file)
+        with open(path, encoding="utf-8") as config_file:
+            config = loads(config_file.read())
     except OSError as exc:
         raise HookError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError:
@@ -180,7 +185,7 @@ class CpusetHierarchy:
         self.effective_cpus_file = "cpuset.effective_cpus" if version == 1 else "cpuset.cpus.effective"
 
     @classmethod
-    def find(cls, mountinfo: str) -> CpusetHierarchy:
+    def find(cls, mountinfo: str) -> "CpusetHierarchy":
         unified: CpusetHierarchy | None = None
         for line in mountinfo.splitlines():
             fields = line.split()
@@ -252,3 +257,36 @@ def _unescape(field: str) -> str:
     for escaped, plain in MOUNTINFO_ESCAPES:
         field = field.replace(escaped, plain)
     return field
+
+
+class _JSONOptions:
+    """What `_json.make_scanner` reads from json.JSONDecoder: plain dicts, ints and floats, strict strings."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity, -Infinity, as json.loads gives them
+
+
+def loads(text: str) -> object:
+    """`json.loads` through its C scanner alone; ValueError for anything that is not one JSON document."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # an interpreter without the accelerator (not CPython): the full module
+        import json
+
+        return json.loads(text)
+    start = len(text) - len(text.lstrip())
+    if start == len(text):  # the scanner fails badly on an empty document (SystemError in 3.11)
+        raise ValueError("empty input, not a JSON document")
+    try:
+        value, end = make_scanner(_JSONOptions)(text, start)  # type: ignore[arg-type]
+    except (StopIteration, ValueError, RecursionError, SystemError):
+        # The scanner raises its syntax errors as json.decoder.JSONDecodeError, which it finds only when
+        # json.decoder was imported; otherwise it fails with SystemError. Either way: not JSON.
+        raise ValueError("not a JSON document") from None
+    if text[end:].strip():
+        raise ValueError(f"extra data after the JSON document at offset {end}")
+    return value

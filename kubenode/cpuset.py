@@ -1,8 +1,12 @@
-"""The kernel's CPU list format ("0-3,8,10-11"), as in cpuset.cpus and sysfs cpulist files."""
+"""The kernel's CPU list format ("0-3,8,10-11"), as in cpuset.cpus and sysfs cpulist files.
 
-from __future__ import annotations
+Standard library only and nothing imported at run time: the CDI hook (deviceplugin.cdihook) imports this
+module on every container start, under `python -I -S` and from a bundle that ships only the two files.
+"""
 
-from collections.abc import Iterable
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy treats the name the same)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
@@ -24,7 +28,7 @@ def parse_cpuset(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
-def format_cpuset(cpus: Iterable[int]) -> str:
+def format_cpuset(cpus: "Iterable[int]") -> str:
     """Format CPUs as a kernel CPU list, merging consecutive runs: {0,1,2,5} -> "0-2,5"."""
     ordered = sorted(set(cpus))
     parts: list[str] = []

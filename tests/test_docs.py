@@ -23,7 +23,11 @@ def test_deploy_doc_says_who_registers_where_and_where_pods_and_pinning_hold() -
     assert "holds **under the kubenode agent**" in DEPLOY and "CDI route" in DEPLOY
     assert f"`{DEFAULT_KUBELET_DIR}`" in DEPLOY and f"`{DEFAULT_DEVICE_PLUGIN_DIR}`" in DEPLOY
     # The facts behind the first statement: the DaemonSet mounts the kubelet's dir, the agent uses its own.
-    _, daemon_set = yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    [daemon_set] = [
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+        if d["kind"] == "DaemonSet"
+    ]
     volumes = daemon_set["spec"]["template"]["spec"]["volumes"]
     assert any(v.get("hostPath", {}).get("path") == DEFAULT_KUBELET_DIR for v in volumes)
     assert AgentConfig().device_plugin_dir != Path(DEFAULT_KUBELET_DIR)

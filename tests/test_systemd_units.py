@@ -79,3 +79,21 @@ def test_agent_unit_keeps_its_pods_inside_its_delegation() -> None:
     assert "StartLimitIntervalSec" in unit["Unit"] and "StartLimitIntervalSec" not in service
     cgroups_doc = (ROOT / "docs/cgroups.md").read_text()
     assert "Delegate=yes" in cgroups_doc and "systemd/kubenode-agent.service" in cgroups_doc
+
+
+# `systemd-analyze security --offline=true`: the plugin at most 3.0 (OK); the agent as far as its cgroup and
+# process work allows (docs/deploy.md lists what it cannot take), held where it is now so it cannot slip.
+EXPOSURE_LIMITS = {"kubenode-deviceplugin.service": 3.0, "kubenode-agent.service": 6.8}
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+def test_exposure_scores(unit: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is missing: install systemd (Debian: apt-get install systemd)")
+    result = subprocess.run(
+        [analyze, "security", "--offline=true", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    [line] = [line for line in result.stdout.splitlines() if "Overall exposure level" in line]
+    score = float(line.split(":", 1)[1].split()[0])
+    assert score <= EXPOSURE_LIMITS[unit.name], line

@@ -1,10 +1,13 @@
 """The one-machine cluster of `kubenode up`: four supervised `kubenode` processes, started in order.
 
     apiserver  -> ready when /readyz answers (its admin, scheduler and node kubeconfigs are written);
-    agent      -> ready when its Node is Ready in the API;
+    agent      -> started when its Node reports Ready=True in the API (not yet "Ready" in the output);
     deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
-               -> ready when its resources are in the Node's allocatable;
-    scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler).
+               -> ready when its resources are in the Node's capacity and allocatable;
+    scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler);
+    node       -> "Ready" only now, read back from the API: Ready=True and every kubenode.io/* resource
+                  a plugin was started for, non-zero in capacity and allocatable (what `kubectl describe
+                  node` shows), so the word never comes before the node can take the example pods.
 
 `stop()` goes in reverse: the scheduler, the agent, then `kubenode agent drain` on the agent's state
 (every pod's processes, cgroups and the cgroup root go), the device plugin, the API server. Everything
@@ -108,8 +111,9 @@ class Cluster:
         # earlier has its socket removed by the device manager's start and serves again, but then its
         # devices never reached the device manager here (seen 2026-11-22; cli/up works around it).
         self._start_agent()
-        self._start_device_plugin()
+        resources = self._start_device_plugin()
         self._start_scheduler()
+        self._confirm_node_ready(resources)
 
     def _wait(
         self, child: Child, what: str, ready: Callable[[], Any], timeout: float = READY_TIMEOUT_S
@@ -156,7 +160,7 @@ class Cluster:
         with contextlib.suppress(NotFound):
             self.client.delete(LEASES, name, namespace)
 
-    def _start_device_plugin(self) -> None:
+    def _start_device_plugin(self) -> list[str]:
         began = time.monotonic()
         config = self.options.plugin_config or self._default_plugin_config()
         plugin = self._child(
@@ -168,14 +172,28 @@ class Cluster:
         client = self.client
         wanted = plugin_resources(config)
 
-        def advertised() -> dict[str, str]:
-            allocatable = (client.get(NODES, self.node).get("status") or {}).get("allocatable") or {}
-            found = {name: allocatable[name] for name in wanted if name in allocatable}
-            return found if len(found) == len(wanted) and all(v != "0" for v in found.values()) else {}
-
-        resources = self._wait(plugin, "resources in the node's allocatable", advertised)
+        resources = self._wait(
+            plugin,
+            "resources in the node's capacity and allocatable",
+            lambda: advertised(client.get(NODES, self.node), wanted),
+        )
         shown = " ".join(f"{name}={count}" for name, count in resources.items())
         self.progress(f"deviceplugin ready in {time.monotonic() - began:4.1f} s  {shown}")
+        return wanted
+
+    def _confirm_node_ready(self, wanted: list[str]) -> None:
+        """The one "Ready" line: the Node as the API shows it now, with every plugin resource on it."""
+        assert self.client is not None
+        client = self.client
+        [agent] = [c for c in self.children if c.name == "agent"]
+
+        def ready() -> dict[str, str]:
+            node = client.get(NODES, self.node)
+            return advertised(node, wanted) if node_ready(node) else {}
+
+        resources = self._wait(agent, f"Ready node {self.node} with {', '.join(wanted)}", ready)
+        shown = " ".join(f"{name}={count}" for name, count in resources.items())
+        self.progress(f"node         {self.node} Ready  {shown}")
 
     def _default_plugin_config(self) -> Path:
         """The CPU backend and a GPU: NVML's when it finds GPUs, else examples/up-plugins.yaml's demo GPU."""
@@ -224,7 +242,10 @@ class Cluster:
         # Fresh: after a restart the Node still says Ready from the last run until its agent reports again.
         since = time.time() - 1
         self._wait(child, f"Ready node {self.node}", lambda: node_ready(client.get(NODES, self.node), since))
-        self.progress(f"agent        ready in {time.monotonic() - began:4.1f} s  node {self.node} Ready")
+        # Not "Ready" yet: that line comes once the plugins' resources are on the Node too.
+        self.progress(
+            f"agent        started in {time.monotonic() - began:4.1f} s  node {self.node} registered"
+        )
 
     def _start_scheduler(self) -> None:
         began = time.monotonic()
@@ -290,6 +311,17 @@ class Cluster:
             f"pods         drain failed (exit {status}, {log_dir / 'drain.log'}); cgroup root swept:"
             f" every process killed" + (f", left: {', '.join(left)}" if left else ", nothing left")
         )
+
+
+def advertised(node: dict[str, Any], wanted: list[str]) -> dict[str, str]:
+    """{resource: allocatable} when every wanted resource is non-zero in both capacity and allocatable."""
+    status = node.get("status") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    found = {name: str(allocatable[name]) for name in wanted if name in allocatable and name in capacity}
+    complete = len(found) == len(wanted) and all(
+        str(capacity[name]) != "0" and found[name] != "0" for name in wanted
+    )
+    return found if complete else {}
 
 
 def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import sys
 import threading
 from collections.abc import Sequence
 
@@ -24,6 +22,7 @@ from deviceplugin import cdi
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
+from deviceplugin.hookcommand import HookCommandError, hook_command
 from deviceplugin.packing import pack
 from kubenode.cpuset import format_cpuset
 
@@ -143,19 +142,13 @@ def _why_no_cdi(options: CpuOptions) -> str:
 def _cdi_spec(options: CpuOptions, resource_name: str) -> cdi.CpusetSpec | None:
     if not cdi_enabled(options):
         return None
-    hook_path = options.cdi_hook_path or default_hook_path()
+    try:
+        hook = hook_command(options.cdi_hook_path)
+    except HookCommandError as exc:
+        raise BackendError(f"{resource_name}: CDI hook: {exc}") from None
     try:
         # Grace of one pruning period: the kubelet lists an allocation within moments of Allocate's answer.
         file_name = cdi.spec_file_name(resource_name)
-        return cdi.CpusetSpec(options.cdi_spec_dir, file_name, hook_path, grace=options.cdi_prune_seconds)
+        return cdi.CpusetSpec(options.cdi_spec_dir, file_name, hook, grace=options.cdi_prune_seconds)
     except (OSError, cdi.SpecError) as exc:
         raise BackendError(f"{resource_name}: CDI spec: {exc}") from None
-
-
-def default_hook_path() -> str:
-    """The `kubenode` beside this Python (a venv or an image), else the one on PATH: the hook's program."""
-    beside = os.path.join(os.path.dirname(sys.executable), "kubenode")
-    found = beside if os.access(beside, os.X_OK) else shutil.which("kubenode")
-    if found is None:
-        raise BackendError("CDI: no kubenode executable found for the hook; set cpu.cdiHookPath")
-    return os.path.abspath(found)

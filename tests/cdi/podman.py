@@ -58,7 +58,11 @@ def check_installed() -> None:
 
 
 class Podman:
-    def __init__(self) -> None:
+    """`binds` puts host directories at other paths in podman's namespace, over a tmpfs on their top
+    directory (e.g. {"/opt/kubenode/cdi-hook": dir} hides the real /opt there): the paths a DaemonSet's
+    hostPaths name, without touching the machine's own."""
+
+    def __init__(self, binds: dict[str, Path] | None = None) -> None:
         check_installed()
         self.runc = find_runc()
         self.base = Path(tempfile.mkdtemp(prefix="kn-cdi-", dir="/tmp"))
@@ -74,7 +78,8 @@ class Podman:
                 "sh",
                 "-c",
                 "set -e; mount -t tmpfs -o mode=755 kn-cdi-run /run; mkdir -p /run/cdi /run/lock; "
-                f"mount --bind {self.cdi_dir} /run/cdi; echo ready; exec sleep infinity",
+                f"mount --bind {self.cdi_dir} /run/cdi; {_bind_script(binds or {})}"
+                "echo ready; exec sleep infinity",
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -163,6 +168,14 @@ class Podman:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def _bind_script(binds: dict[str, Path]) -> str:
+    tops = sorted({"/" + target.strip("/").split("/")[0] for target in binds})
+    script = "".join(f"mount -t tmpfs -o mode=755 kn-cdi-top {top}; " for top in tops)
+    for target, source in sorted(binds.items()):
+        script += f"mkdir -p {target}; mount --bind {source} {target}; "
+    return script
+
+
 def cgroup_dirs(cgroup: str) -> list[Path]:
     """The cgroup's directory in every mounted v1 hierarchy (and the v2 one) that has it."""
     return [
@@ -190,7 +203,11 @@ def remove_cgroups_named(prefix: str) -> None:
 
 def make_cpuset_parent(cgroup: str, cpus: str) -> None:
     """A cgroup parent whose cpuset is narrower than the machine's (for the hook's refusal)."""
-    directory = CGROUP_ROOT / "cpuset" / cgroup.lstrip("/")
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "cpuset.mems").write_text((CGROUP_ROOT / "cpuset/cpuset.mems").read_text())
+    directory = CGROUP_ROOT / "cpuset"
+    for part in cgroup.strip("/").split("/"):
+        directory = directory / part
+        if not directory.is_dir():  # a new v1 cpuset starts empty: give it its parent's before a child
+            directory.mkdir()
+            for name in ("cpuset.mems", "cpuset.cpus"):
+                (directory / name).write_text((directory.parent / name).read_text())
     (directory / "cpuset.cpus").write_text(cpus)

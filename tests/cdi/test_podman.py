@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from deviceplugin.cdi import CpusetSpec, spec_file_name
+from deviceplugin.hookcommand import hook_command
 from kubenode.cpuset import parse_cpuset
 from tests.cdi.conftest import RESOURCE, Node
 from tests.cdi.podman import CGROUP_ROOT, Podman, make_cpuset_parent, remove_cgroups_named
@@ -23,7 +24,7 @@ SHOW = (
     "echo cpuset=$(cat /sys/fs/cgroup/cpuset/cpuset.cpus); "
     "grep Cpus_allowed_list /proc/self/status; echo env=$KUBENODE_CPUSET"
 )
-HOOK = str(Path(sys.executable).parent / "kubenode")
+HOOK = hook_command(None)  # no bundle here: this interpreter, -I -S, on the hook's file
 
 
 def shown(stdout: str) -> dict[str, str]:

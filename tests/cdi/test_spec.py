@@ -15,9 +15,11 @@ from deviceplugin.backends.cpu import CpuBackend
 from deviceplugin.cdi import CDI_VERSION, CpusetSpec, SpecError, device_name, qualified_name, spec_file_name
 from deviceplugin.config import ConfigError, CpuOptions, parse_config
 from deviceplugin.discover import discover, render_table
+from deviceplugin.hookcommand import hook_command
 from tests.devicemanager.conftest import FakeClock
 
 HOOK = "/usr/local/bin/kubenode"
+HOOK_COMMAND = hook_command(HOOK)  # a kubenode executable: `<path> cdi-hook cpuset --cpus LIST`
 # The CDI spec's rules: kind vendor/class, device names alphanumeric at both ends with [_.-] between.
 KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9]$")
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
@@ -35,7 +37,7 @@ def test_names_follow_the_cdi_rules() -> None:
 
 
 def test_entries_are_written_atomically_with_env_and_hook(tmp_path: Path) -> None:
-    spec = CpusetSpec(tmp_path, "ours.json", HOOK)
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND)
     assert spec.add(frozenset({0, 1, 4})) == "kubenode.io/cpuset=0-1_4"
     assert spec.add(frozenset({2})) == "kubenode.io/cpuset=2"
     data = read(tmp_path / "ours.json")
@@ -80,7 +82,7 @@ def test_entries_are_written_atomically_with_env_and_hook(tmp_path: Path) -> Non
 
 def test_prune_keeps_in_use_and_recent_entries_then_removes_the_file(tmp_path: Path) -> None:
     clock = FakeClock()
-    spec = CpusetSpec(tmp_path, "ours.json", HOOK, grace=30.0, clock=clock)
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND, grace=30.0, clock=clock)
     spec.add(frozenset({0}))
     spec.add(frozenset({1}))
     assert spec.prune([]) == []  # both within the grace period
@@ -93,14 +95,14 @@ def test_prune_keeps_in_use_and_recent_entries_then_removes_the_file(tmp_path: P
 
 
 def test_a_restart_adopts_its_own_file_and_refuses_foreign_or_broken_ones(tmp_path: Path) -> None:
-    CpusetSpec(tmp_path, "ours.json", HOOK).add(frozenset({3}))
-    assert CpusetSpec(tmp_path, "ours.json", HOOK).names() == ["3"]
+    CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND).add(frozenset({3}))
+    assert CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND).names() == ["3"]
     (tmp_path / "theirs.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/x"}))
     with pytest.raises(SpecError, match=r"theirs.json: kind 'example.com/x' is not kubenode.io/cpuset"):
-        CpusetSpec(tmp_path, "theirs.json", HOOK)
+        CpusetSpec(tmp_path, "theirs.json", HOOK_COMMAND)
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(SpecError, match=r"broken.json: unreadable, refusing to overwrite it"):
-        CpusetSpec(tmp_path, "broken.json", HOOK)
+        CpusetSpec(tmp_path, "broken.json", HOOK_COMMAND)
     assert (tmp_path / "broken.json").read_text() == "{"
 
 

@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def test_daemonset_and_configmap() -> None:
-    config_map, daemon_set = yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    documents = {
+        d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    }
+    config_map, daemon_set = documents["ConfigMap"], documents["DaemonSet"]
     config = parse_config(yaml.safe_load(config_map["data"]["deviceplugin.yaml"]), source="configmap")
     assert [r.backend for r in config.resources] == ["cpu", "gpu"]
     pod = daemon_set["spec"]["template"]["spec"]
@@ -35,3 +38,35 @@ def test_systemd_unit() -> None:
     assert unit["Service"]["Type"] == "notify"
     assert unit["Service"]["Restart"] == "always"
     assert "kubenode deviceplugin" in unit["Service"]["ExecStart"]
+
+
+def test_daemonset_least_privilege() -> None:
+    """No privileged container; every capability dropped; only the init container writes a host path of its
+    own (the hook), the plugin only its sockets' and CDI's directories; no API access at all."""
+    documents = {
+        d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    }
+    pod = documents["DaemonSet"]["spec"]["template"]["spec"]
+    assert documents["ServiceAccount"]["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is False and "Role" not in documents
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    for container in pod["initContainers"] + pod["containers"]:
+        context = container["securityContext"]
+        assert "privileged" not in context and context["capabilities"] == {"drop": ["ALL"]}, container["name"]
+        assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+    [init] = pod["initContainers"]
+    [plugin] = pod["containers"]
+    assert init["args"] == ["cdi-hook", "install", "/opt/kubenode/cdi-hook"]
+    assert [(host_paths[m["name"]], m["mountPath"]) for m in init["volumeMounts"]] == [
+        ("/opt/kubenode/cdi-hook", "/opt/kubenode/cdi-hook")  # the same path: hook.json names host paths
+    ]
+    written = {
+        host_paths[m["name"]]
+        for m in plugin["volumeMounts"]
+        if m["name"] in host_paths and not m.get("readOnly")
+    }
+    assert written == {"/var/lib/kubelet/device-plugins", "/var/run/cdi"}
+    read_only = {
+        host_paths[m["name"]] for m in plugin["volumeMounts"] if m["name"] in host_paths and m.get("readOnly")
+    }
+    assert read_only == {"/var/lib/kubelet/pod-resources", "/opt/kubenode/cdi-hook"}

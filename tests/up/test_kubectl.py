@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from cli.up.apply import LAST_APPLIED, last_applied
+from cli.up.cluster import plugin_resources
 from kubenode.cpuset import parse_cpuset
 from kubenode.kubeclient import NODES, PODS
 from kubenode.nodeendpoints import node_daemon_endpoint
@@ -45,6 +46,31 @@ def pod_yaml(name: str, cpus: int) -> str:
 def pod_cgroup(root: str, controller: str, uid: str) -> Path | None:
     found = glob.glob(str(MOUNT / controller / root.strip("/") / "**" / f"pod{uid}"), recursive=True)
     return Path(found[0]) if found else None
+
+
+def test_ready_is_said_only_once_the_node_shows_every_plugin_resource(up: UpProcess) -> None:
+    """The one line with "Ready" comes after the plugin's, names every resource `up` started a plugin for,
+    and at the hand-over (`export KUBECONFIG=`) `kubectl describe node` shows each in capacity and
+    allocatable, non-zero."""
+    lines = [line.rstrip("\n") for line in up.output]
+    said_ready = [index for index, line in enumerate(lines) if "Ready" in line]
+    [plugin] = [
+        index for index, line in enumerate(lines) if line.startswith("kubenode up: deviceplugin ready")
+    ]
+    [handover] = [index for index, line in enumerate(lines) if line.startswith("export KUBECONFIG=")]
+    assert len(said_ready) == 1 and plugin < said_ready[0] < handover, "\n".join(lines)
+    wanted = plugin_resources(up.data_dir / "plugins.yaml")
+    assert wanted and all(name.startswith("kubenode.io/") for name in wanted), wanted
+    rc, out, err = up.kubectl("describe", "node")
+    assert rc == 0, err
+    for section in ("Capacity:", "Allocatable:"):
+        block = out.split(section, 1)[1].split("\n", len(wanted) + 8)
+        shown = {
+            words[0].rstrip(":"): words[1] for words in (line.split() for line in block) if len(words) == 2
+        }
+        for name in wanted:
+            assert shown.get(name, "0") != "0", f"{section} {name}: {out}"
+            assert f"{name}={shown[name]}" in lines[said_ready[0]], lines[said_ready[0]]
 
 
 def test_get_nodes_shows_the_node_ready(up: UpProcess) -> None:
