@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall test-cgroup2
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps containerd-deps example-image install uninstall test-cgroup2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-pytest: $(STAMP) podman-deps
+pytest: $(STAMP) podman-deps containerd-deps
 	$(PY) -m pytest
 
 # The CDI CPU-pinning tests (tests/cdi) run real containers: podman with runc as its OCI runtime, and a
@@ -51,6 +51,18 @@ podman-deps:
 				$$apt install --no-install-recommends $$missing; } \
 			|| { echo "podman-deps: apt-get install $$missing failed" >&2; exit 1; }; \
 	fi
+
+# The CRI tests (tests/cri) run a real containerd (Debian's 1.6, CRI runtime.v1) with runc, a private config
+# and images made from busybox-static (harness/containerd.py); nothing is pulled. Installed when missing.
+CONTAINERD_DEPS := containerd runc busybox-static
+containerd-deps:
+	@$(MAKE) --no-print-directory podman-deps PODMAN_DEPS="$(CONTAINERD_DEPS)"
+
+# The image examples/pods/image-pod.yaml names, built here and imported into the containerd at
+# CONTAINERD_ADDRESS (a socket path; the host's default is /run/containerd/containerd.sock).
+CONTAINERD_ADDRESS ?= /run/containerd/containerd.sock
+example-image: $(STAMP) containerd-deps
+	$(PY) -m harness.ociimage --address $(CONTAINERD_ADDRESS) docker.io/library/busybox:kubenode registry.k8s.io/pause:kubenode
 
 protos: $(STAMP)
 	$(PY) tools/genproto.py
