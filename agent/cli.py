@@ -48,6 +48,11 @@ def register(subparsers: Any) -> None:
         choices=["true", "false"],
         help="whether containers may run privileged: true (the default, as the kubelet's) or false",
     )
+    parser.add_argument(
+        "--container-runtime-endpoint",
+        help="CRI runtime socket, unix:///path (containerd's); pods then run through it (docs/runtime.md)",
+    )
+    parser.add_argument("--pod-logs-dir", type=Path, help="where CRI pods' logs go (default /var/log/pods)")
     cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
     cluster.add_argument(
         "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
@@ -164,6 +169,8 @@ def _config(args: argparse.Namespace) -> Any:
         "max_pods": args.max_pods,
         "system_reserved": args.system_reserved,
         "kube_reserved": args.kube_reserved,
+        "container_runtime_endpoint": args.container_runtime_endpoint,
+        "pod_logs_dir": args.pod_logs_dir,
     }
     for name, value in overrides.items():
         if value is not None:

@@ -114,6 +114,10 @@ def build_node_agent(
             if name in allocatable:
                 allocatable[name] = max(0, allocatable[name] - amount)
     agent = NodeAgent(config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable)
+    if config.container_runtime_endpoint:
+        from agent.kuberuntime.cri.wiring import with_cri_runtime
+
+        agent.runtime = with_cri_runtime(agent, config)
     agent.runtime.backoff.initial = config.crash_loop_backoff_initial
     if devices is not None:
         devices.active_pods = functools.partial(active_pod_infos, agent)

@@ -28,7 +28,7 @@ import yaml
 from agent.cm.cgroups.sweep import sweep_v1_root
 
 REPO = Path(__file__).resolve().parents[1]
-_STATUS = re.compile(r"status (127\.0\.0\.1:\d+)")
+_STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")
 
 # Short intervals: the behaviour is the kubelet's, only faster (the defaults are 10 s / 10 s / 5 min).
 FAST_SETTINGS: dict[str, Any] = {

@@ -72,6 +72,10 @@ class AgentConfig:
     crash_loop_backoff_initial: float = 10.0  # the kubelet's first crash-loop back-off (tests shorten it)
     # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
     allow_privileged: bool = True
+    # CRI (issue 27): "" runs every pod as host processes; unix:///path runs pods through that runtime
+    # (agent/kuberuntime/selector.py). CRI pods log under pod_logs_dir, the kubelet's podLogsDir.
+    container_runtime_endpoint: str = ""
+    pod_logs_dir: Path = Path("/var/log/pods")
 
     @property
     def joins_cluster(self) -> bool:
@@ -94,6 +98,13 @@ class AgentConfig:
             raise ValidationError(
                 source, "allowPrivileged", f"must be true or false, got {self.allow_privileged!r}"
             )
+        if self.container_runtime_endpoint:
+            from agent.kuberuntime.cri.client import socket_path
+
+            try:
+                socket_path(self.container_runtime_endpoint)
+            except ValueError as exc:
+                raise ValidationError(source, "containerRuntimeEndpoint", str(exc)) from None
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
         if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():
@@ -143,7 +154,7 @@ def load_config(path: Path | None) -> AgentConfig:
 
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
-    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig"):
+    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "pod_logs_dir"):
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None

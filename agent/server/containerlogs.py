@@ -6,7 +6,9 @@
             -> tailLines, sinceSeconds, timestamps, limitBytes applied; with `follow` new output is
                streamed until the container stops (or restarts) or the client goes.
 
-The agent's log files are the processes' raw output, with no time per line (a CRI runtime writes
+CRI pods' files (under podLogsDir) are in the CRI format and are unwrapped line by line
+(agent/kuberuntime/crilog.py), their own times serving `timestamps`.
+The process pods' log files are the processes' raw output, with no time per line (a CRI runtime writes
 one). So `timestamps` prefixes a followed line with the time it was read, and a line already in the file
 with the file's last write time (an upper bound); `sinceSeconds` keeps a file only if it was written to
 within the window, and the lines followed after it. Both are approximations, and say so here.
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.apis.config import AgentConfig
+from agent.kuberuntime import crilog
 from agent.server.httpapi import StreamRequest
 from kubenode.nodeproxyauth import Verifier
 
@@ -40,9 +43,13 @@ def _stamp(when: float) -> bytes:
 
 
 class ContainerLogs:
-    def __init__(self, pods: Callable[[], Mapping[str, Any]], verifier: Verifier | None) -> None:
+    def __init__(
+        self, pods: Callable[[], Mapping[str, Any]], verifier: Verifier | None, cri_root: Path | None = None
+    ) -> None:
         self._pods = pods  # the agent's status_json
         self._verifier = verifier
+        # CRI pods' logs (under the kubelet's podLogsDir) are in the CRI format: each line is unwrapped.
+        self._cri_root = cri_root
 
     async def route(self, request: StreamRequest) -> Answer:
         if self._verifier is None:
@@ -103,6 +110,7 @@ class ContainerLogs:
     ) -> AsyncIterator[bytes]:
         limit = options["limitBytes"]
         sent = 0
+        cri = self._cri_root is not None and path.is_relative_to(self._cri_root)
         try:
             data = path.read_bytes()
             written = path.stat().st_mtime
@@ -116,7 +124,10 @@ class ContainerLogs:
         if options["tailLines"] is not None:
             lines = lines[-options["tailLines"] :] if options["tailLines"] > 0 else []
         for line in lines:
-            chunk = (_stamp(written) if options["timestamps"] else b"") + line
+            if cri:
+                chunk = crilog.content(line, options["timestamps"])
+            else:
+                chunk = (_stamp(written) if options["timestamps"] else b"") + line
             if limit is not None:
                 chunk = chunk[: max(0, limit - sent)]
             if chunk:
@@ -140,7 +151,10 @@ class ContainerLogs:
                 *complete, pending = pending.split(b"\n")
                 now = time.time()
                 out = b"".join(
-                    (_stamp(now) if options["timestamps"] else b"") + line + b"\n" for line in complete
+                    crilog.content(line, options["timestamps"])
+                    if cri
+                    else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
+                    for line in complete
                 )
                 if limit is not None:
                     out = out[: limit - sent]
@@ -202,4 +216,5 @@ def container_logs(config: AgentConfig, pods: Callable[[], Mapping[str, Any]]) -
     except (KubeError, OSError, ValueError) as exc:
         log.warning("container logs are not served: cannot read the API server's CA: %s", exc)
         return ContainerLogs(pods, None)
-    return ContainerLogs(pods, verifier)
+    cri_root = config.pod_logs_dir if config.container_runtime_endpoint else None
+    return ContainerLogs(pods, verifier, cri_root)

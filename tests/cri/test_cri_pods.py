@@ -1,0 +1,213 @@
+"""Pods with images through the real kubectl, the API server, the agent and a real containerd (CRI v1).
+
+One API server, one containerd and one agent for the module (the agent's runtime endpoint names the
+containerd); each test makes its own pods and checks what containerd and the cgroups hold.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.kuberuntime.cri.client import CRIClient
+from agent.nodestatus.reporter import host_ip
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
+from harness.containerd import ContainerdProcess
+from harness.ociimage import BUSYBOX_IMAGE
+from kubenode.api.cri.v1 import api_pb2 as cri
+from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
+from tests.agent.support import require_cgroup_v1
+from tests.agent_cluster.support import gone, pod_status, wait_until
+from tests.apiserver.kubectl_support import Kubectl
+
+CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServerProcess]:
+    require_cgroup_v1()
+    with ApiServerProcess() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
+    client = KubeClient(load_kubeconfig(api.kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def logs_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kn-podlogs-") as path:
+        yield Path(path)
+
+
+@pytest.fixture(scope="module")
+def agent(api: ApiServerProcess, containerd: ContainerdProcess, logs_dir: Path) -> Iterator[AgentProcess]:
+    # The API server reaches the agent for logs at the Node's InternalIP, as `kubenode up` listens.
+    settings = {
+        "containerRuntimeEndpoint": containerd.endpoint,
+        "podLogsDir": str(logs_dir),
+        "listen": f"{host_ip()}:0",
+    }
+    process = AgentProcess(api.kubeconfig, settings=settings)
+    process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
+    try:
+        yield process.start()
+    finally:
+        leaks = process.close()
+        assert not leaks, f"cgroups left behind: {leaks}"
+
+
+@pytest.fixture(scope="module")
+def runtime(containerd: ContainerdProcess) -> Iterator[CRIClient]:
+    client = CRIClient.connect(containerd.endpoint)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def kubectl(api: ApiServerProcess, tmp_path: Path) -> Kubectl:
+    return Kubectl(api.kubeconfig, tmp_path / "cache")
+
+
+def apply(kubectl: Kubectl, tmp_path: Path, body: dict[str, Any]) -> None:
+    path = tmp_path / f"{body['metadata']['name']}.json"
+    path.write_text(json.dumps(body))
+    kubectl.run("apply", "-f", str(path))
+
+
+def image_pod(name: str, node: str, command: str, **container: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["/bin/sh", "-c", command],
+                    **container,
+                }
+            ],
+        },
+    }
+
+
+def running(admin: KubeClient, name: str) -> dict[str, Any] | None:
+    status = pod_status(admin, name)
+    statuses = status.get("containerStatuses") or []
+    return (
+        status
+        if status.get("phase") == "Running" and statuses and "running" in statuses[0]["state"]
+        else None
+    )
+
+
+def of_pod(runtime: CRIClient, uid: str) -> tuple[list[cri.PodSandbox], list[cri.Container]]:
+    selector = {"io.kubernetes.pod.uid": uid}
+    sandboxes = runtime.call(
+        runtime.runtime.ListPodSandbox,
+        cri.ListPodSandboxRequest(filter=cri.PodSandboxFilter(label_selector=selector)),
+    ).items
+    containers = runtime.call(
+        runtime.runtime.ListContainers,
+        cri.ListContainersRequest(filter=cri.ContainerFilter(label_selector=selector)),
+    ).containers
+    return list(sandboxes), list(containers)
+
+
+def pod_cgroup(agent: AgentProcess, uid: str) -> Path | None:
+    found = list((CPU_HIERARCHY / agent.root.lstrip("/")).rglob(f"pod{uid}"))
+    return found[0] if found else None
+
+
+def test_image_pod_runs_logs_and_is_limited_then_leaves_nothing(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    body = image_pod(
+        "cri-hello",
+        agent.node,
+        "echo hello from $(POD) in busybox; sleep 600",
+        env=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        resources={"limits": {"cpu": "500m", "memory": "64Mi"}},
+    )
+    apply(kubectl, tmp_path, body)
+    status = wait_until(lambda: running(admin, "cri-hello"), 60, "cri-hello Running")
+    uid = admin.get(PODS, "cri-hello", "default")["metadata"]["uid"]
+    assert status["podIP"] == status["hostIP"]
+    logs = wait_until(
+        lambda: "hello" in (out := kubectl.out("logs", "cri-hello")) and out,
+        20,
+        "kubectl logs shows the output",
+    )
+    assert logs == "hello from cri-hello in busybox\n"
+
+    sandboxes, containers = of_pod(runtime, uid)
+    assert len(sandboxes) == 1 and len(containers) == 1
+    container = containers[0]
+    assert container.labels["io.kubernetes.container.name"] == "main"
+    assert container.labels["io.kubernetes.pod.name"] == "cri-hello"
+    assert container.labels["io.kubernetes.pod.namespace"] == "default"
+    # The container's cgroup lies under the pod cgroup, with the quota of its CPU limit.
+    pod_dir = pod_cgroup(agent, uid)
+    assert pod_dir is not None
+    assert (pod_dir / container.id / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    memory = Path(str(pod_dir).replace("/cpu/", "/memory/")) / container.id / "memory.limit_in_bytes"
+    assert memory.read_text().strip() == str(64 * 1024 * 1024)
+
+    kubectl.run("delete", "pod", "cri-hello", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-hello"), 60, "cri-hello deleted")
+    wait_until(lambda: of_pod(runtime, uid) == ([], []), 20, "nothing of the pod left in containerd")
+    wait_until(lambda: pod_cgroup(agent, uid) is None, 20, "the pod cgroup removed")
+
+
+def test_a_missing_image_ends_in_image_pull_backoff(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    body = image_pod("cri-missing", agent.node, "true")
+    body["spec"]["containers"][0]["image"] = "127.0.0.1:1/kubenode/missing:v1"
+    apply(kubectl, tmp_path, body)
+
+    def waiting_reason() -> str | None:
+        statuses = pod_status(admin, "cri-missing").get("containerStatuses") or []
+        return (statuses[0]["state"].get("waiting") or {}).get("reason") if statuses else None
+
+    wait_until(lambda: waiting_reason() == "ErrImagePull", 60, "ErrImagePull")
+    wait_until(lambda: waiting_reason() == "ImagePullBackOff", 30, "ImagePullBackOff")
+    kubectl.run("delete", "pod", "cri-missing", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-missing"), 60, "cri-missing deleted")
+
+
+def test_an_agent_sigkill_and_restart_leaves_one_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    apply(kubectl, tmp_path, image_pod("cri-adopt", agent.node, "sleep 600"))
+    wait_until(lambda: running(admin, "cri-adopt"), 60, "cri-adopt Running")
+    uid = admin.get(PODS, "cri-adopt", "default")["metadata"]["uid"]
+    _, before = of_pod(runtime, uid)
+    agent.kill()
+    agent.start()
+    # The restarted agent reports the pod again (its status server answers with it) and started nothing new.
+    wait_until(
+        lambda: "adopted running container" in agent.log(), 30, "the restarted agent adopts the container"
+    )
+    wait_until(lambda: running(admin, "cri-adopt"), 30, "cri-adopt still Running")
+    sandboxes, after = of_pod(runtime, uid)
+    assert [c.id for c in after] == [c.id for c in before]
+    assert len(sandboxes) == 1
+    assert pod_status(admin, "cri-adopt")["containerStatuses"][0]["restartCount"] == 0
+    kubectl.run("delete", "pod", "cri-adopt", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-adopt"), 60, "cri-adopt deleted")
+    wait_until(lambda: of_pod(runtime, uid) == ([], []), 20, "nothing of the pod left in containerd")
