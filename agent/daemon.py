@@ -160,6 +160,10 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     if cluster is not None:
         # The Node names the status port (daemonEndpoints); bound above, so a port 0 is known by now.
         cluster.attach(agent, devices, metrics, port=int(server.address.rsplit(":", 1)[1]) if server else 0)
+        if config.container_runtime_endpoint:
+            from agent.kuberuntime.cri.wiring import join_cluster
+
+            join_cluster(agent.runtime, cluster)
     return RunningAgent(config, agent, devices, server, cluster)
 
 

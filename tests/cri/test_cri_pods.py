@@ -211,3 +211,68 @@ def test_an_agent_sigkill_and_restart_leaves_one_container(
     kubectl.run("delete", "pod", "cri-adopt", "--wait=false")
     wait_until(lambda: gone(admin, "cri-adopt"), 60, "cri-adopt deleted")
     wait_until(lambda: of_pod(runtime, uid) == ([], []), 20, "nothing of the pod left in containerd")
+
+
+def test_a_crashing_container_restarts_and_keeps_its_previous_log(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    apply(kubectl, tmp_path, image_pod("cri-crash", agent.node, "echo run $RANDOM; exit 3"))
+
+    def restarted() -> dict[str, Any] | None:
+        statuses = pod_status(admin, "cri-crash").get("containerStatuses") or []
+        return statuses[0] if statuses and statuses[0]["restartCount"] >= 1 else None
+
+    status = wait_until(restarted, 60, "cri-crash restarted")
+    assert status["lastState"]["terminated"]["exitCode"] == 3
+    previous = kubectl.out("logs", "cri-crash", "--previous")
+    assert previous.startswith("run ")
+    uid = admin.get(PODS, "cri-crash", "default")["metadata"]["uid"]
+    # The kubelet's container GC: at most the running (or newest) one and one dead copy per container.
+    assert len(of_pod(runtime, uid)[1]) <= 2
+    kubectl.run("delete", "pod", "cri-crash", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-crash"), 60, "cri-crash deleted")
+    wait_until(lambda: of_pod(runtime, uid) == ([], []), 20, "nothing of the pod left in containerd")
+
+
+def test_the_process_handler_runs_host_processes_and_the_node_reports_the_runtime(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    runtime_class = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "host-processes"},
+        "handler": "kubenode-process",
+    }
+    apply(kubectl, tmp_path, runtime_class)
+    body = image_pod("cri-process", agent.node, "echo on the host; sleep 600")
+    body["spec"]["runtimeClassName"] = "host-processes"
+    apply(kubectl, tmp_path, body)
+    wait_until(lambda: running(admin, "cri-process"), 60, "cri-process Running")
+    uid = admin.get(PODS, "cri-process", "default")["metadata"]["uid"]
+    assert of_pod(runtime, uid) == ([], [])  # a host process: containerd knows nothing of it
+    node = kubectl.out("get", "node", agent.node, "-o", "json")
+    status = json.loads(node)["status"]
+    assert status["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6")
+    assert any(BUSYBOX_IMAGE in image["names"] for image in status.get("images") or [])
+    kubectl.run("delete", "pod", "cri-process", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-process"), 60, "cri-process deleted")
+
+
+def test_a_runtime_that_goes_away_shows_in_status_and_is_used_again_when_back(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, containerd: ContainerdProcess, tmp_path: Path
+) -> None:
+    containerd.stop()
+    try:
+        apply(kubectl, tmp_path, image_pod("cri-away", agent.node, "sleep 600"))
+
+        def says_so() -> str:
+            status = pod_status(admin, "cri-away")
+            return str(status.get("message") or "") if status.get("reason") == "SyncError" else ""
+
+        message = wait_until(says_so, 60, "the pod's status names the runtime")
+        assert f"container runtime {containerd.endpoint}" in message and "UNAVAILABLE" in message
+    finally:
+        containerd.start(import_images=False)
+    wait_until(lambda: running(admin, "cri-away"), 90, "cri-away Running once containerd is back")
+    kubectl.run("delete", "pod", "cri-away", "--wait=false")
+    wait_until(lambda: gone(admin, "cri-away"), 60, "cri-away deleted")

@@ -7,8 +7,10 @@ the runtime answers (the client connects again on every sync until then).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
 from agent.kuberuntime.cri.client import CRIError
@@ -46,3 +48,40 @@ def with_cri_runtime(agent: NodeAgent, config: AgentConfig) -> RuntimeSelector:
     except CRIError as exc:
         log.error("%s; pods with images wait for it, process pods run", exc)
     return RuntimeSelector(process, cri)
+
+
+def join_cluster(runtime: object, cluster: Any) -> None:
+    """RuntimeClasses from the API server; the Node's containerRuntimeVersion and status.images."""
+    from kubenode.kubeclient import NotFound
+    from kubenode.kubeclient.client import Resource
+
+    runtimeclasses = Resource("runtimeclasses", "RuntimeClass", group="node.k8s.io", namespaced=False)
+
+    assert isinstance(runtime, RuntimeSelector)
+    client = cluster.client
+
+    def handler_of(name: str) -> str:
+        try:
+            runtime_class = client.get(runtimeclasses, name)
+        except NotFound:
+            raise LookupError("not found") from None
+        return str(runtime_class.get("handler") or "")
+
+    runtime.handler_of = handler_of
+    reporter = cluster.reporter
+    try:
+        version = runtime.cri.version()
+        info = {**reporter.facts.node_info}
+        info["containerRuntimeVersion"] = f"{version.runtime_name}://{version.runtime_version}"
+        reporter.facts = dataclasses.replace(reporter.facts, node_info=info)
+    except CRIError:
+        pass  # the runtime is not there yet: the agent's own version stays
+    last: list[dict[str, Any]] = []
+
+    def images() -> list[dict[str, Any]]:
+        nonlocal last
+        with contextlib.suppress(CRIError, RuntimeError):  # the runtime is away: the last list stands
+            last = runtime.cri.node_images()
+        return last
+
+    reporter.images = images
