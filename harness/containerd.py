@@ -155,3 +155,13 @@ class ContainerdProcess:
             points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
         for point in sorted(points, key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+    def __enter__(self) -> ContainerdProcess:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
