@@ -84,6 +84,11 @@ def apply(kubectl: Kubectl, tmp_path: Path, body: dict[str, Any]) -> None:
     kubectl.run("apply", "-f", str(path))
 
 
+def delete(kubectl: Kubectl, admin: KubeClient, name: str) -> None:
+    kubectl.run("delete", "pod", name, "--wait=false")
+    wait_until(lambda: gone(admin, name), 60, f"{name} deleted")
+
+
 def image_pod(name: str, node: str, command: str, **container: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -180,14 +185,24 @@ def test_a_missing_image_ends_in_image_pull_backoff(
     body["spec"]["containers"][0]["image"] = "127.0.0.1:1/kubenode/missing:v1"
     apply(kubectl, tmp_path, body)
 
-    def waiting_reason() -> str | None:
-        statuses = pod_status(admin, "cri-missing").get("containerStatuses") or []
+    def waiting_reason(name: str) -> str | None:
+        statuses = pod_status(admin, name).get("containerStatuses") or []
         return (statuses[0]["state"].get("waiting") or {}).get("reason") if statuses else None
 
-    wait_until(lambda: waiting_reason() == "ErrImagePull", 60, "ErrImagePull")
-    wait_until(lambda: waiting_reason() == "ImagePullBackOff", 30, "ImagePullBackOff")
-    kubectl.run("delete", "pod", "cri-missing", "--wait=false")
-    wait_until(lambda: gone(admin, "cri-missing"), 60, "cri-missing deleted")
+    wait_until(lambda: waiting_reason("cri-missing") == "ErrImagePull", 60, "ErrImagePull")
+    wait_until(lambda: waiting_reason("cri-missing") == "ImagePullBackOff", 30, "ImagePullBackOff")
+    # A reference kube cannot parse (an upper-case repository) waits with the kubelet's InvalidImageName.
+    body = image_pod("cri-invalid", agent.node, "true")
+    body["spec"]["containers"][0]["image"] = "Kubenode/BusyBox:1"
+    apply(kubectl, tmp_path, body)
+    wait_until(lambda: waiting_reason("cri-invalid") == "InvalidImageName", 60, "InvalidImageName")
+    message = pod_status(admin, "cri-invalid")["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert message == (
+        'Failed to apply default image tag "Kubenode/BusyBox:1": '
+        'couldn\'t parse image name "Kubenode/BusyBox:1": invalid reference format'
+    )
+    for name in ("cri-missing", "cri-invalid"):
+        delete(kubectl, admin, name)
 
 
 def test_an_agent_sigkill_and_restart_leaves_one_container(
@@ -276,3 +291,44 @@ def test_a_runtime_that_goes_away_shows_in_status_and_is_used_again_when_back(
     wait_until(lambda: running(admin, "cri-away"), 90, "cri-away Running once containerd is back")
     kubectl.run("delete", "pod", "cri-away", "--wait=false")
     wait_until(lambda: gone(admin, "cri-away"), 60, "cri-away deleted")
+
+
+def test_an_endpoint_that_is_not_there_is_one_error_and_process_pods_still_run(
+    api: ApiServerProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    endpoint = f"unix://{tmp_path}/no-runtime.sock"
+    lonely = AgentProcess(api.kubeconfig, settings={"containerRuntimeEndpoint": endpoint})
+    lonely.kubeconfig = api.kubeconfig_for(f"system:node:{lonely.node}", ["system:nodes"])
+    try:
+        lonely.start()
+        errors = [line for line in lonely.log().splitlines() if " ERROR " in line]
+        assert (
+            len(errors) == 1
+            and f"container runtime endpoint {endpoint}: rpc error: code = UNAVAILABLE" in errors[0]
+        )
+        apply(
+            kubectl,
+            tmp_path,
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "host-processes"},
+                "handler": "kubenode-process",
+            },
+        )
+        on_host = image_pod("lonely-process", lonely.node, "sleep 600")
+        on_host["spec"]["runtimeClassName"] = "host-processes"
+        apply(kubectl, tmp_path, on_host)
+        apply(kubectl, tmp_path, image_pod("lonely-image", lonely.node, "sleep 600"))
+        wait_until(lambda: running(admin, "lonely-process"), 60, "the process pod Running")
+        status = wait_until(
+            lambda: (s := pod_status(admin, "lonely-image")).get("reason") == "SyncError" and s,
+            60,
+            "the image pod's status names the runtime",
+        )
+        assert f"container runtime {endpoint}" in status["message"]
+        for name in ("lonely-process", "lonely-image"):
+            delete(kubectl, admin, name)
+    finally:
+        leaks = lonely.close()
+    assert not leaks, f"cgroups left behind: {leaks}"

@@ -419,6 +419,8 @@ class CRIRuntime(ContainerSequence):
     ) -> None:
         """StopContainer (all at once, within the grace period), the exits recorded, the sandbox removed."""
         del target, cancelled
+        with self._lock:
+            started_here = uid in self._sandbox_configs or any(k[0] == uid for k in self._ids)
         try:
             running = [c for c in self._containers(uid) if c.state == cri.CONTAINER_RUNNING]
             timeout = max(grace(), MIN_KILL_GRACE_S)
@@ -439,7 +441,10 @@ class CRIRuntime(ContainerSequence):
             for sandbox in self._sandboxes(uid):
                 self._remove_sandbox(sandbox.id)
         except CRIError as exc:
-            raise self._failed(exc) from None
+            if not (exc.unavailable and not started_here):
+                raise self._failed(exc) from None
+            # The runtime is away and this agent never ran anything of the pod: there is nothing to stop.
+            log.warning("pod %s: not stopped in the runtime (%s); this agent started nothing of it", uid, exc)
         with self._lock:
             for key in [k for k in self._ids if k[0] == uid]:
                 del self._ids[key]
