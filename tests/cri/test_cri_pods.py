@@ -332,3 +332,29 @@ def test_an_endpoint_that_is_not_there_is_one_error_and_process_pods_still_run(
     finally:
         leaks = lonely.close()
     assert not leaks, f"cgroups left behind: {leaks}"
+
+
+def test_the_security_context_reaches_the_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    body = image_pod(
+        "cri-secure",
+        agent.node,
+        "id -u; id -g; id -G; touch /written 2>/dev/null || echo read-only; sleep 600",
+        securityContext={"runAsUser": 65534, "runAsGroup": 65534, "readOnlyRootFilesystem": True},
+    )
+    body["spec"]["securityContext"] = {
+        "supplementalGroups": [4242],
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    apply(kubectl, tmp_path, body)
+    wait_until(lambda: running(admin, "cri-secure"), 60, "cri-secure Running")
+    logs = wait_until(
+        lambda: "read-only" in (out := kubectl.out("logs", "cri-secure")) and out,
+        20,
+        "the container's output",
+    )
+    uid, gid, groups, written = logs.splitlines()
+    assert (uid, gid, written) == ("65534", "65534", "read-only")
+    assert "4242" in groups.split()
+    delete(kubectl, admin, "cri-secure")

@@ -345,6 +345,7 @@ class CRIRuntime(ContainerSequence):
             return
         try:
             env = container_env(pod, c, self.host, device_env)
+            security = self._security(pod, c) if self._security is not None else None
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -363,7 +364,7 @@ class CRIRuntime(ContainerSequence):
             cpuset=record.cpuset,
             device_specs=record.device_specs.get(c.name, ()),
             mount_specs=record.mounts.get(c.name, ()),
-            security=self._security(pod, c) if self._security is not None else None,
+            security=security,
         )
         try:
             cid = str(

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
 from agent.kuberuntime.cri.client import CRIError
 from agent.kuberuntime.cri.runtime import CRIRuntime
+from agent.kuberuntime.cri.security import container_security
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.selector import RuntimeSelector
 
@@ -35,6 +37,7 @@ def with_cri_runtime(agent: NodeAgent, config: AgentConfig) -> RuntimeSelector:
         log_root=config.pod_logs_dir,
         backoff=process.backoff,
         pre_start=agent._pre_start_devices,
+        security=functools.partial(container_security, policy=process.security),
     )
     try:
         version = cri.version()
