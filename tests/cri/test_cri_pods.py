@@ -21,7 +21,7 @@ from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
 from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
-from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
+from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import gone, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
@@ -57,7 +57,7 @@ def agent(api: ApiServerProcess, containerd: ContainerdProcess, logs_dir: Path) 
         "podLogsDir": str(logs_dir),
         "listen": f"{host_ip()}:0",
     }
-    process = AgentProcess(api.kubeconfig, settings=settings)
+    process = AgentProcess(api.kubeconfig, settings=settings, plugin=True)  # the static device plugin
     process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
     try:
         yield process.start()
@@ -358,3 +358,37 @@ def test_the_security_context_reaches_the_container(
     assert (uid, gid, written) == ("65534", "65534", "read-only")
     assert "4242" in groups.split()
     delete(kubectl, admin, "cri-secure")
+
+
+def test_device_plugin_devices_env_and_the_cpuset_reach_the_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    body = image_pod(
+        "cri-dongle",
+        agent.node,
+        "echo serial=$DONGLE_SERIAL; ls /dev | grep dongle; sleep 600",
+        resources={"limits": {"example.com/dongle": "1"}},
+    )
+    wait_until(
+        lambda: admin.get(NODES, agent.node)["status"]["allocatable"].get("example.com/dongle") == "2",
+        30,
+        "the plugin's dongles on the Node",
+    )
+    apply(kubectl, tmp_path, body)
+    wait_until(lambda: running(admin, "cri-dongle"), 60, "cri-dongle Running")
+    logs = wait_until(
+        lambda: "dongle" in (out := kubectl.out("logs", "cri-dongle")).split("\n", 1)[-1] and out,
+        20,
+        "the container's output",
+    )
+    serial, device = logs.splitlines()[:2]
+    assert (serial, device) in (("serial=A0", "dongle0"), ("serial=A1", "dongle1"))
+    # The container's cpuset is the one the agent gave the pod (the shared pool here).
+    uid = admin.get(PODS, "cri-dongle", "default")["metadata"]["uid"]
+    [container] = of_pod(runtime, uid)[1]
+    pod_dir = pod_cgroup(agent, uid)
+    assert pod_dir is not None
+    cpuset_dir = Path(str(pod_dir).replace("/cpu/", "/cpuset/"))
+    pod_cpus = (cpuset_dir / "cpuset.cpus").read_text().strip()
+    assert (cpuset_dir / container.id / "cpuset.cpus").read_text().strip() == pod_cpus
+    delete(kubectl, admin, "cri-dongle")
