@@ -209,11 +209,18 @@ def test_an_agent_sigkill_and_restart_leaves_one_container(
     agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
 ) -> None:
     apply(kubectl, tmp_path, image_pod("cri-adopt", agent.node, "sleep 600"))
+    apply(kubectl, tmp_path, image_pod("cri-orphan", agent.node, "sleep 600"))
     wait_until(lambda: running(admin, "cri-adopt"), 60, "cri-adopt Running")
+    wait_until(lambda: running(admin, "cri-orphan"), 60, "cri-orphan Running")
     uid = admin.get(PODS, "cri-adopt", "default")["metadata"]["uid"]
+    orphan = admin.get(PODS, "cri-orphan", "default")["metadata"]["uid"]
     _, before = of_pod(runtime, uid)
     agent.kill()
+    # Deleted while the agent is down: the restarted agent finds its sandbox and container and removes them.
+    kubectl.run("delete", "pod", "cri-orphan", "--grace-period=0", "--force")
     agent.start()
+    wait_until(lambda: of_pod(runtime, orphan) == ([], []), 30, "the orphan removed from containerd")
+    wait_until(lambda: pod_cgroup(agent, orphan) is None, 20, "the orphan's pod cgroup removed")
     # The restarted agent reports the pod again (its status server answers with it) and started nothing new.
     wait_until(
         lambda: "adopted running container" in agent.log(), 30, "the restarted agent adopts the container"
