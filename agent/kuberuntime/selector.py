@@ -111,6 +111,12 @@ class RuntimeSelector:
         else:
             self.process.kill_pod(uid, record, target, grace, cancelled)
 
+    def exec_sync(self, uid: str, container: str, command: Sequence[str], timeout: float) -> Any:
+        """Exec probes: ExecSync for CRI pods; the process runtime's own way (if it has one) for the rest."""
+        if self._of(uid) is self.cri:
+            return self.cri.exec_sync(uid, container, command, timeout)
+        return self.process.exec_sync(uid, container, command, timeout)  # type: ignore[attr-defined]
+
     def forget(self, uid: str) -> None:
         self.process.forget(uid)
         self.cri.forget(uid)

@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 
 from agent.kuberuntime.cri.client import CRIClient
+from agent.kuberuntime.cri.runtime import CRIRuntime
+from agent.kuberuntime.envvars import HostInfo
 from agent.nodestatus.reporter import host_ip
+from agent.pod.podrecord import RecordStore
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
@@ -399,3 +402,24 @@ def test_device_plugin_devices_env_and_the_cpuset_reach_the_container(
     pod_cpus = (cpuset_dir / "cpuset.cpus").read_text().strip()
     assert (cpuset_dir / container.id / "cpuset.cpus").read_text().strip() == pod_cpus
     delete(kubectl, admin, "cri-dongle")
+
+
+def test_exec_sync_passes_the_exit_code_and_output(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, containerd: ContainerdProcess, tmp_path: Path
+) -> None:
+    apply(kubectl, tmp_path, image_pod("cri-exec", agent.node, "sleep 600"))
+    wait_until(lambda: running(admin, "cri-exec"), 60, "cri-exec Running")
+    uid = admin.get(PODS, "cri-exec", "default")["metadata"]["uid"]
+    # The runtime as the prober uses it; any instance finds the container by its labels.
+    runtime = CRIRuntime(
+        containerd.endpoint,
+        RecordStore(tmp_path / "state"),
+        HostInfo(agent.node),
+        node=agent.node,
+        log_root=tmp_path / "logs",
+    )
+    code, out, err = runtime.exec_sync(uid, "main", ["/bin/sh", "-c", "echo out; echo err >&2; exit 7"], 5)
+    assert (code, out, err) == (7, b"out\n", b"err\n")
+    with pytest.raises(LookupError, match="container sidecar of pod"):
+        runtime.exec_sync(uid, "sidecar", ["true"], 5)
+    delete(kubectl, admin, "cri-exec")

@@ -464,6 +464,27 @@ class CRIRuntime(ContainerSequence):
         self.backoff.forget_prefix(f"{uid}/")
         self.images.forget(uid)
 
+    def exec_sync(
+        self, uid: str, container: str, command: Sequence[str], timeout: float
+    ) -> tuple[int, bytes, bytes]:
+        """ExecSync in the pod's running container (exec probes): exit code, stdout, stderr.
+
+        Raises LookupError when the container is not running, RuntimeError when the runtime fails."""
+        try:
+            found = [c for c in self._containers(uid, container) if c.state == cri.CONTAINER_RUNNING]
+            if not found:
+                raise LookupError(f"container {container} of pod {uid} is not running")
+            # ExecSync's timeout is whole seconds; 0 would mean none. The call's deadline allows for it.
+            seconds = max(1, int(timeout + 0.999))
+            answer = self._call(
+                "ExecSync",
+                cri.ExecSyncRequest(container_id=found[0].id, cmd=list(command), timeout=seconds),
+                seconds + 10,
+            )
+        except CRIError as exc:
+            raise self._failed(exc) from None
+        return int(answer.exit_code), bytes(answer.stdout), bytes(answer.stderr)
+
     def node_images(self) -> list[dict[str, Any]]:
         """status.images as the kubelet reports them: names (tags, then digests) and sizes."""
         listed = self._call_images("ListImages", cri.ListImagesRequest())
