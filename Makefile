@@ -58,7 +58,7 @@ CONTAINERD_DEPS := containerd runc busybox-static
 containerd-deps:
 	@$(MAKE) --no-print-directory podman-deps PODMAN_DEPS="$(CONTAINERD_DEPS)"
 
-# The image examples/pods/image-pod.yaml names, built here and imported into the containerd at
+# The image examples/cri/image-pod.yaml names, built here and imported into the containerd at
 # CONTAINERD_ADDRESS (a socket path; the host's default is /run/containerd/containerd.sock).
 CONTAINERD_ADDRESS ?= /run/containerd/containerd.sock
 example-image: $(STAMP) containerd-deps
