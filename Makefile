@@ -73,6 +73,7 @@ bench: $(STAMP) containerd-deps
 	rm -f $(BENCH_FIGURES)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/volume_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_cluster_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_e2e_bench.py
@@ -80,6 +81,7 @@ bench: $(STAMP) containerd-deps
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/apiserver_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cdihook_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/hostile_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/topology_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cgroup2_guest_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cri_bench.py
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md

@@ -44,9 +44,44 @@ def register(subparsers: Any) -> None:
         "--pod-pids-limit", type=int, help="pids.max of every pod cgroup (default -1: unlimited)"
     )
     parser.add_argument(
+        "--container-log-max-size", help="rotate a container's log past this size (default 10Mi)"
+    )
+    parser.add_argument(
+        "--container-log-max-files",
+        type=int,
+        help="log files kept per container, the live one included (default 5)",
+    )
+    evictions = parser.add_argument_group("the eviction manager (docs/agent.md)")
+    evictions.add_argument(
+        "--eviction-hard", help="hard thresholds: memory.available<100Mi,nodefs.available<10%%,..."
+    )
+    evictions.add_argument("--eviction-soft", help="soft thresholds, same form")
+    evictions.add_argument(
+        "--eviction-soft-grace-period", help="per soft threshold: memory.available=1m30s,..."
+    )
+    evictions.add_argument(
+        "--eviction-minimum-reclaim", help="per signal: memory.available=0Mi,nodefs.available=500Mi"
+    )
+    evictions.add_argument(
+        "--eviction-pressure-transition-period", type=float, help="seconds a pressure condition stays (300)"
+    )
+    evictions.add_argument(
+        "--eviction-max-pod-grace-period", type=int, help="grace of a soft eviction, seconds (0: the pod's)"
+    )
+    parser.add_argument(
         "--allow-privileged",
         choices=["true", "false"],
         help="whether containers may run privileged: true (the default, as the kubelet's) or false",
+    )
+    topology = parser.add_argument_group("Topology Manager (the kubelet's; see docs/topology.md)")
+    topology.add_argument(
+        "--topology-manager-policy",
+        help="none (default), best-effort, restricted or single-numa-node",
+    )
+    topology.add_argument("--topology-manager-scope", help="container (default) or pod")
+    topology.add_argument(
+        "--topology-manager-policy-options",
+        help="key=value,...: prefer-closest-numa-nodes=true, max-allowable-numa-nodes=N",
     )
     parser.add_argument(
         "--container-runtime-endpoint",
@@ -169,6 +204,17 @@ def _config(args: argparse.Namespace) -> Any:
         "max_pods": args.max_pods,
         "system_reserved": args.system_reserved,
         "kube_reserved": args.kube_reserved,
+        "container_log_max_size": args.container_log_max_size,
+        "eviction_hard": args.eviction_hard,
+        "eviction_soft": args.eviction_soft,
+        "eviction_soft_grace_period": args.eviction_soft_grace_period,
+        "eviction_minimum_reclaim": args.eviction_minimum_reclaim,
+        "eviction_pressure_transition_period": args.eviction_pressure_transition_period,
+        "eviction_max_pod_grace_period": args.eviction_max_pod_grace_period,
+        "container_log_max_files": args.container_log_max_files,
+        "topology_manager_policy": args.topology_manager_policy,
+        "topology_manager_scope": args.topology_manager_scope,
+        "topology_manager_policy_options": args.topology_manager_policy_options,
         "container_runtime_endpoint": args.container_runtime_endpoint,
         "pod_logs_dir": args.pod_logs_dir,
     }

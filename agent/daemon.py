@@ -23,6 +23,7 @@ from agent.config.sources import ManifestSource, PodSource
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,10 @@ def active_pod_infos(agent: NodeAgent) -> list[PodInfo]:
 
 
 def build_node_agent(
-    config: AgentConfig, devices: DeviceManager | None, extra_sources: Sequence[PodSource] = ()
+    config: AgentConfig,
+    devices: DeviceManager | None,
+    extra_sources: Sequence[PodSource] = (),
+    objects: ConfigObjects = NO_OBJECTS,
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
     from agent.cm.cgroups import make_pod_cgroups
@@ -113,7 +117,9 @@ def build_node_agent(
         for name, amount in reserved(config).items():
             if name in allocatable:
                 allocatable[name] = max(0, allocatable[name] - amount)
-    agent = NodeAgent(config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable)
+    agent = NodeAgent(
+        config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable, objects=objects
+    )
     if config.container_runtime_endpoint:
         from agent.kuberuntime.cri.wiring import with_cri_runtime
 
@@ -137,7 +143,12 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.nodestatus.cluster import ClusterMembership
 
         cluster = ClusterMembership.connect(config)
-    agent = build_node_agent(config, devices, [cluster.source] if cluster is not None else [])
+    agent = build_node_agent(
+        config,
+        devices,
+        [cluster.source] if cluster is not None else [],
+        cluster.objects if cluster is not None else NO_OBJECTS,
+    )
     from agent.server.metrics import AgentMetrics
 
     metrics = AgentMetrics(config.node_name, agent.pods)

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def drain(config: AgentConfig) -> int:
     records = config.state_dir / "pods"
-    before = len(list(records.glob("*"))) if records.is_dir() else 0
+    before = len(list(records.glob("*.json"))) if records.is_dir() else 0
     with tempfile.TemporaryDirectory(prefix="kubenode-drain-") as no_pods:
         # No status endpoint and no device manager: nothing may be allocated or reported while draining.
         quiet = dataclasses.replace(config, manifests=Path(no_pods), listen="", device_plugin_dir=None)

@@ -30,18 +30,25 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManager
+from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
+from agent.eviction.manager import EvictionManager, PodUsage
+from agent.eviction.podusage import pod_usage, reclaim_dead_logs
+from agent.eviction.signals import Observation, observe
+from agent.eviction.thresholds import parse_thresholds
 from agent.kuberuntime.envvars import HostInfo
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
-from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, rfc3339
+from agent.logs.manager import ContainerLogManager
+from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.podworkers.podsync import (
     CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
 )
@@ -49,7 +56,10 @@ from agent.podworkers.podsync import PodSyncer
 from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
+from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
+from kubenode.model.quantity import to_amount
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +91,18 @@ class NodeAgent(PodSyncer):
         devices: DeviceManager | None = None,
         clock: Callable[[], float] = time.monotonic,
         allocatable: Mapping[str, int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
     ) -> None:
         self.config = config
         self.cgroups = cgroups
         self.devices = devices
+        self.topology = topology_manager_for(
+            config.topology_manager_policy,
+            config.topology_manager_scope,
+            config.topology_manager_policy_options,
+            str(config.sysfs_root),
+            devices,
+        )
         self.sources = list(sources)
         self._clock = clock
         self._base_allocatable = dict(allocatable or host_allocatable(config.max_pods))
@@ -98,9 +116,32 @@ class NodeAgent(PodSyncer):
             pre_start=self._pre_start_devices,
             cgroup_pids=cgroups.pids,
             cgroup_oom_kills=cgroups.oom_kills,
-            security=SecurityPolicy(config.allow_privileged, config.state_dir / "seccomp"),
+            security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
+            objects=objects,
         )
+        self.volumes = VolumeManager(config.state_dir, self.host, objects)
+        self.pod_event: Callable[[Pod, str, str, str], None] | None = None
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)
+        self.evictions = EvictionManager(
+            self,
+            parse_thresholds(
+                config.eviction_hard,
+                config.eviction_soft,
+                config.eviction_soft_grace_period,
+                config.eviction_minimum_reclaim,
+            ),
+            self._observe_signals,
+            period=config.eviction_monitoring_period,
+            transition_period=config.eviction_pressure_transition_period,
+            max_pod_grace_period=config.eviction_max_pod_grace_period,
+            clock=clock,
+        )
+        self.log_manager = ContainerLogManager(
+            self._live_logs,
+            max_size=to_amount("memory", config.container_log_max_size),
+            max_files=config.container_log_max_files,
+            interval=config.container_log_monitor_interval,
+        )
         self.cpu_pool = CPUPool()
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
@@ -141,9 +182,69 @@ class NodeAgent(PodSyncer):
         self.housekeeping()
         self._loop_thread = threading.Thread(target=self._loop, name="agent-loop", daemon=True)
         self._loop_thread.start()
+        self.log_manager.start()
+        if self.config.eviction_monitoring_period > 0:  # 0: no eviction manager (hollow nodes, tests)
+            self.evictions.start()
+
+    # ----- the eviction manager's view of the node (agent/eviction) --------------------------------------
+
+    def _observe_signals(self) -> dict[str, Observation]:
+        def pods_working_set() -> int:
+            return sum(u.memory for u in self.eviction_candidates())
+
+        allocatable = self.allocatable()
+        return observe(
+            self.config.state_dir,
+            self._base_allocatable.get("memory", 0),
+            allocatable.get("memory", 0),
+            pods_working_set,
+        )
+
+    def eviction_candidates(self) -> list[PodUsage]:
+        return [
+            pod_usage(
+                pod,
+                self.cgroups,
+                self.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid),
+                self.config.state_dir,
+            )
+            for pod in self.active_pods()
+        ]
+
+    def evict_pod(self, pod: Pod, message: str, grace_override: int | None) -> None:
+        """The kubelet's evictPod: the pod fails with reason Evicted, then is killed (the status manager
+        records the Evicted event with the message)."""
+        with self._lock:
+            record = self._records.get(pod.uid)
+            if record is not None:
+                record.phase, record.reason, record.message = "Failed", "Evicted", message
+        if record is not None:
+            with contextlib.suppress(RecordWriteError):
+                self.store.save(record)
+        self.workers.update_pod(
+            UpdatePodOptions(UpdateType.KILL, pod, grace_period_override=grace_override, evict=True)
+        )
+
+    def reclaim_dead_container_logs(self) -> int:
+        with self._lock:
+            records = list(self._records.values())
+        return reclaim_dead_logs(records)
+
+    def _live_logs(self) -> list[Path]:
+        """The live log of every running container (the log manager rotates those)."""
+        with self._lock:
+            records = list(self._records.values())
+        return [
+            Path(c.log_path)
+            for record in records
+            for c in list(record.containers.values())
+            if c.state == RUNNING and c.log_path
+        ]
 
     def stop(self, *, terminate_pods: bool = False, timeout: float = 60.0) -> None:
         """Stop watching and syncing. With terminate_pods, first stop every pod and remove its cgroup."""
+        self.log_manager.stop()
+        self.evictions.stop()
         for source in self.sources:
             source.stop()
         if terminate_pods:
@@ -214,6 +315,7 @@ class NodeAgent(PodSyncer):
         # Listed before the workers are asked what they know (as the kubelet's HandlePodCleanups does):
         # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.
         pod_cgroups = set(self.cgroups.list_pods())
+        volume_dirs = self.volumes.pod_uids_on_disk()
         with self._lock:
             admitted = [
                 p for uid, p in self._desired.items() if uid not in self._rejected and uid not in self._held
@@ -235,7 +337,14 @@ class NodeAgent(PodSyncer):
             known = set(self.workers.known_uids())
             wanted = set(self._desired)
             stale_records = {uid for uid in self._records if uid not in wanted and uid not in known}
+            records = set(self._records)
         self._cleanup_orphans(stale_records | (pod_cgroups - known - wanted))
+        # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
+        # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
+        self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})
+        # Listed before the workers were asked, like the cgroups: a pod added meanwhile is never taken.
+        for uid in self.volumes.cleanup_orphans(volume_dirs - known - wanted - records):
+            log.info("removed the volumes of orphaned pod %s", uid)
         now = self._clock()
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
@@ -251,6 +360,7 @@ class NodeAgent(PodSyncer):
             try:
                 self.runtime.kill_pod(uid, record, self.cgroups, lambda: ORPHAN_GRACE_S)
                 self.cgroups.destroy(uid)
+                self.volumes.unmount_pod(uid)
             except (CgroupError, RuntimeError) as exc:
                 log.warning("cleaning up orphaned pod %s: %s", uid, exc)
                 continue
@@ -258,6 +368,8 @@ class NodeAgent(PodSyncer):
                 self.devices.free_pod(uid)
             self.runtime.forget(uid)
             self.store.delete(uid)
+            if record is not None:
+                self.runtime.remove_logs(record.namespace, record.name, uid)
 
     # ----- status ------------------------------------------------------------------------------
 
@@ -303,6 +415,9 @@ class NodeAgent(PodSyncer):
             pod_json(view, self.limits_of(view.record.uid) if view.record.cgroup else {})
             for view in self.pods()
         ]
+        if self.topology is not None:  # what the Topology Manager saw and chose, for `kubenode trace`
+            for item in items:
+                item["kubenode"]["topology"] = self.topology.describe(item["metadata"]["uid"])
         return {
             "kind": "PodList",
             "apiVersion": "v1",

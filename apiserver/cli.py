@@ -39,7 +39,8 @@ def _port(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "apiserver", help="serve the Kubernetes API (nodes, pods, events, namespaces, leases) from SQLite"
+        "apiserver",
+        help="serve the Kubernetes API (nodes, pods, services, events, namespaces, leases) from SQLite",
     )
     parser.add_argument(
         "--data-dir",
@@ -47,7 +48,9 @@ def register(subparsers: Any) -> None:
         help=f"database, tokens, certificates (default {DEFAULT_DATA_DIR})",
     )
     parser.add_argument(
-        "--bind-address", default="127.0.0.1", help="address to listen on; TLS unless loopback"
+        "--bind-address",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); HTTPS on every address, loopback included",
     )
     parser.add_argument("--port", type=_port, default=6443, help="port to listen on (0 picks a free one)")
     parser.add_argument(

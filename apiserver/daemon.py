@@ -3,9 +3,10 @@
 Flow: take the data dir's lock (a second process on it is refused, naming the holder), load
 the token file (created with the bootstrap users on first start), make the CA and serving
 certificate (always TLS: kubectl sends tokens only over TLS), replay the SQLite log into
-the watch cache, start the writer process, create the default namespaces, listen, write the
-admin kubeconfig, print `serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening,
-end the watches and close the database.
+the watch cache, start the writer process, create the default namespaces, listen, create (or
+re-point) the `default/kubernetes` Service at the port, write the admin kubeconfig, print
+`serving on <url>`, sd_notify READY; on SIGTERM/SIGINT stop listening, end the watches and
+close the database.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from aiohttp import web
 
 from apiserver.handlers.app import build_app
 from apiserver.handlers.common import ApiContext
+from apiserver.handlers.httperrors import StatusRunner
 from apiserver.registry import build_strategies, utc_now
 from apiserver.registry.kinds import event_last_seen
+from apiserver.registry.services import KUBERNETES_SERVICE, ServiceStrategy, kubernetes_service
 from apiserver.storage.cache import Filter
 from apiserver.storage.store import Store
 from kubenode import sdnotify
@@ -94,6 +97,23 @@ async def _ensure_namespaces(ctx: ApiContext) -> None:
             strategy.new_metadata(obj, "")
             strategy.prepare_create(obj)
             await ctx.store.write("namespaces", "", name, obj, "ADDED")
+
+
+async def _ensure_kubernetes_service(ctx: ApiContext, port: int) -> None:
+    """default/kubernetes, pointing at this server's port (kube's controlplane controller keeps it so)."""
+    strategy = ctx.strategies["services"]
+    assert isinstance(strategy, ServiceStrategy)
+    wanted = kubernetes_service(strategy, port)
+    current = ctx.store.latest("services", "default", KUBERNETES_SERVICE)
+    if current is None:
+        strategy.new_metadata(wanted, "default")
+        strategy.prepare_create(wanted)
+        await ctx.store.write("services", "default", KUBERNETES_SERVICE, wanted, "ADDED")
+        return
+    obj = orjson.loads(current.data)
+    if obj.get("spec", {}).get("ports") != wanted["spec"]["ports"]:
+        obj.setdefault("spec", {})["ports"] = wanted["spec"]["ports"]
+        await ctx.store.write("services", "default", KUBERNETES_SERVICE, obj, "MODIFIED")
 
 
 def _report_objects(ctx: ApiContext) -> None:
@@ -188,6 +208,9 @@ async def serve(options: Options) -> None:
     _private_file(data_dir / DB_NAME)  # Secrets live in it; SQLite gives its -wal and -shm the same mode
     store = Store(data_dir / DB_NAME, {p: s.index for p, s in strategies.items()}, options.watch_cache_size)
     store.load()
+    services = strategies["services"]
+    if isinstance(services, ServiceStrategy):  # allocation reads the stored Services' IPs and NodePorts
+        services.allocated = lambda: (e.fields for e in store.cache.entries("services", Filter()))
     # The loaded objects live until deleted: keep them out of the cyclic GC's full passes, and run those
     # passes less often, so a collection of a big heap does not stall watch delivery.
     gc.collect()
@@ -211,7 +234,7 @@ async def serve(options: Options) -> None:
     try:
         await _ensure_namespaces(ctx)
         app = build_app(ctx, authenticator, authorizer)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
+        runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=ssl_context, backlog=1024)
         try:
@@ -221,6 +244,7 @@ async def serve(options: Options) -> None:
                 f"cannot listen on {options.bind_address}:{options.port}: {exc.strerror}"
             ) from None
         port = runner.addresses[0][1]
+        await _ensure_kubernetes_service(ctx, port)
         url = _url(options.bind_address, port, tls)
         kubeconfig = options.write_kubeconfig or data_dir / "admin.kubeconfig"
         token = token_for(token_file, ADMIN_USER)

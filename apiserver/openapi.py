@@ -62,7 +62,7 @@ def _camel(text: str) -> str:
 
 def operations(resources: Sequence[ResourceInfo]) -> list[tuple[str, str, Operation]]:
     """(path, method, Operation) for each verb and subresource, laid out as kube-apiserver's paths."""
-    return [entry for r in resources for entry in _resource_operations(r)]
+    return [entry for r in resources if r.has_client_model for entry in _resource_operations(r)]
 
 
 def _resource_operations(r: ResourceInfo) -> list[tuple[str, str, Operation]]:
@@ -239,7 +239,8 @@ class Documents:
         with self._lock:
             if self._v3 is None:
                 docs = {}
-                for group, version in dict.fromkeys((r.group, r.version) for r in self.resources):
+                documented = (r for r in self.resources if r.has_client_model)
+                for group, version in dict.fromkeys((r.group, r.version) for r in documented):
                     body = orjson.dumps(v3_document(group, version, self.resources))
                     docs[_gv_path(group, version)] = (body, hashlib.sha512(body).hexdigest().upper())
                 self._v3 = docs

@@ -40,6 +40,8 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("", "v1", "Event", "CoreV1Event"),
     ("", "v1", "EventList", "CoreV1EventList"),
     ("", "v1", "Binding", "V1Binding"),
+    ("", "v1", "Service", "V1Service"),
+    ("", "v1", "ServiceList", "V1ServiceList"),
     ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
     ("coordination.k8s.io", "v1", "LeaseList", "V1LeaseList"),
     ("policy", "v1", "Eviction", "V1Eviction"),
@@ -59,6 +61,7 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
 # served kinds: (type, JSON field) -> (strategy, merge key or ""). A list not named here is replaced whole.
 PATCH_META: dict[tuple[str, str], tuple[str, str]] = {
     ("ObjectMeta", "finalizers"): ("merge", ""),
+    ("ServiceSpec", "ports"): ("merge", "port"),
     ("ObjectMeta", "ownerReferences"): ("merge", "uid"),
     ("PodSpec", "volumes"): ("merge,retainKeys", "name"),
     ("PodSpec", "initContainers"): ("merge", "name"),

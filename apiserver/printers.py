@@ -14,6 +14,7 @@ from typing import Any
 
 from apiserver.printers_config import CONFIG_PRINTERS
 from apiserver.resources import ResourceInfo
+from apiserver.serviceprinter import SERVICE_COLUMNS, service_cells
 from apiserver.tablecells import (
     AGE,
     NAME,
@@ -291,6 +292,29 @@ def lease_cells(lease: Obj, now: datetime) -> list[Any]:
     ]
 
 
+TOPOLOGY_COLUMNS = [
+    NAME,
+    column("Policy", "The node's Topology Manager policy (attribute topologyManagerPolicy)."),
+    column("Scope", "The node's Topology Manager scope (attribute topologyManagerScope)."),
+    column("Zones", "The NUMA zones the node publishes."),
+    AGE,
+]
+
+
+def topology_cells(nrt: Obj, now: datetime) -> list[Any]:
+    attributes = {
+        a.get("name"): a.get("value", "") for a in nrt.get("attributes") or [] if isinstance(a, dict)
+    }
+    zones = [z.get("name", "") for z in nrt.get("zones") or [] if isinstance(z, dict)]
+    return [
+        _meta(nrt).get("name", ""),
+        attributes.get("topologyManagerPolicy", ""),
+        attributes.get("topologyManagerScope", ""),
+        ",".join(zones),
+        since(_meta(nrt).get("creationTimestamp"), now),
+    ]
+
+
 NAMESPACE_COLUMNS = [NAME, column("Status", "The status of the namespace"), AGE]
 
 
@@ -317,6 +341,8 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("", "namespaces"): (NAMESPACE_COLUMNS, namespace_cells),
     ("coordination.k8s.io", "leases"): (LEASE_COLUMNS, lease_cells),
     **CONFIG_PRINTERS,
+    ("", "services"): (SERVICE_COLUMNS, service_cells),
+    ("topology.node.k8s.io", "noderesourcetopologies"): (TOPOLOGY_COLUMNS, topology_cells),
 }
 
 

@@ -3,7 +3,8 @@
 Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
 clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
 `drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers), ConfigMap and Secret
-(`kubectl create configmap|secret`) and the self-reviews of `kubectl auth` (auth/reviews.py). Any other kind
+(`kubectl create configmap|secret`), Service (`kubectl create service`) and the self-reviews of `kubectl auth`
+(auth/reviews.py). Any other kind
 gets `None`, which the caller answers with 415 as before.
 """
 
@@ -134,6 +135,39 @@ def binding(data: bytes) -> dict[str, Any]:
     }
 
 
+def _service_port(data: bytes) -> dict[str, Any]:
+    """ServicePort: name 1, protocol 2, port 3, targetPort 4 = IntOrString {type 1, intVal 2, strVal 3},
+    nodePort 5, appProtocol 6."""
+    port: dict[str, Any] = {
+        k: pw.string(data, i) for k, i in (("name", 1), ("protocol", 2), ("appProtocol", 6))
+    }
+    port = {k: v for k, v in port.items() if v}
+    for key, number in (("port", 3), ("nodePort", 5)):
+        if (value := pw.varint(data, number)) is not None:
+            port[key] = value
+    if target := pw.message(data, 4):
+        port["targetPort"] = pw.string(target, 3) if pw.varint(target, 1) == 1 else pw.varint(target, 2) or 0
+    return port
+
+
+def service(data: bytes) -> dict[str, Any]:
+    """core/v1 Service: metadata 1, spec 2 {ports 1, selector 2, clusterIP 3, type 4, externalIPs 5,
+    sessionAffinity 7, externalName 10, clusterIPs 18} (what `kubectl create service` sets)."""
+    raw = pw.message(data, 2)
+    spec: dict[str, Any] = {}
+    if ports := [_service_port(p) for p in pw.repeated(raw, 1)]:
+        spec["ports"] = ports
+    if selector := _string_map(raw, 2):
+        spec["selector"] = selector
+    for key, number in (("clusterIP", 3), ("type", 4), ("sessionAffinity", 7), ("externalName", 10)):
+        if value := pw.string(raw, number):
+            spec[key] = value
+    for key, number in (("externalIPs", 5), ("clusterIPs", 18)):
+        if values := [v.decode() for v in pw.repeated(raw, number)]:
+            spec[key] = values
+    return {"kind": "Service", "apiVersion": "v1", "metadata": object_meta(pw.message(data, 1)), "spec": spec}
+
+
 def rules_review(raw: bytes) -> dict[str, Any]:
     """authorization/v1 SelfSubjectRulesReview: spec = 2 {namespace = 1}."""
     namespace = pw.string(pw.message(raw, 2), 1)
@@ -177,6 +211,7 @@ DECODERS = {
     "DeleteOptions": delete_options,
     "Eviction": eviction,
     "Binding": binding,
+    "Service": service,
     "SelfSubjectAccessReview": access_review,
     "SelfSubjectRulesReview": rules_review,
     "ConfigMap": config_map,

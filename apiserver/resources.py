@@ -33,6 +33,9 @@ class ResourceInfo:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     subresources: tuple[SubresourceInfo, ...] = ()
+    # False for a resource the official client has no model for (served as kube serves a CRD): it is
+    # left out of the OpenAPI documents, and its strategy checks bodies itself.
+    has_client_model: bool = True
 
     @property
     def group_version(self) -> str:
@@ -100,8 +103,35 @@ RUNTIMECLASSES = ResourceInfo(
     "node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", namespaced=False, verbs=ALL_VERBS
 )
 
+SERVICES = ResourceInfo(
+    "",
+    "v1",
+    "services",
+    "service",
+    "Service",
+    namespaced=True,
+    verbs=ALL_VERBS,
+    short_names=("svc",),
+    categories=("all",),
+    subresources=(SubresourceInfo("status", "Service", STATUS_VERBS),),
+)
+
+# The CRD of k8stopologyawareschedwg/noderesourcetopology-api, cluster-scoped, one object per node.
+NODE_RESOURCE_TOPOLOGIES = ResourceInfo(
+    "topology.node.k8s.io",
+    "v1alpha2",
+    "noderesourcetopologies",
+    "noderesourcetopology",
+    "NodeResourceTopology",
+    namespaced=False,
+    verbs=ALL_VERBS,
+    short_names=("node-res-topo",),
+    has_client_model=False,
+)
+
 SERVED: tuple[ResourceInfo, ...] = (
-    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES,
+    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
+    NODE_RESOURCE_TOPOLOGIES,
 )  # fmt: skip
 
 # Not a stored resource: the legacy POST /api/v1/namespaces/{ns}/bindings (body names the pod).

@@ -47,6 +47,7 @@ MERGE_KEYS: dict[str, dict[str, str]] = {
     "Namespace": {**_COMMON, "status.conditions": "type"},
     "Event": dict(_COMMON),
     "Lease": dict(_COMMON),
+    "Service": {**_COMMON, "spec.ports": "port"},
 }
 # Lists with patchStrategy "merge,retainKeys" honour $retainKeys inside their elements as well.
 _ORDER = "$setElementOrder/"

@@ -3,7 +3,8 @@
     API server   -> the pod (profile = spec.schedulerName, node, QoS) and its Scheduled or
                     FailedScheduling events (the scheduler's message);
     the Node     -> the agent's status endpoint (status.addresses + daemonEndpoints.kubeletEndpoint.Port);
-    agent /pods  -> the devices allocated per container, the pod cgroup, the container pids;
+    agent /pods  -> the devices allocated per container, the pod cgroup, the container pids, and under a
+                    Topology Manager policy each resource's NUMA hints and the merged affinity;
     the kernel   -> the pod cgroup in every hierarchy with the limit files as read, the processes in it
                     with their /proc/<pid>/cgroup, the CPU used so far (cpuacct.usage or cpu.stat);
                     the env each container got from the device plugins, from /proc/<pid>/environ.
@@ -79,6 +80,7 @@ def trace_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
             "events": _scheduling_events(client, namespace, name, str(meta.get("uid") or "")),
         },
         "agent": None,
+        "topology": None,
         "containers": [],
         "cgroup": None,
         "processes": [],
@@ -92,6 +94,7 @@ def trace_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
         return result
     kubenode = view.get("kubenode") or {}
     result["agent"] = {"endpoint": view["_endpoint"], "worker": kubenode.get("worker")}
+    result["topology"] = kubenode.get("topology")
     statuses = {c.get("name"): c for c in (view.get("status") or {}).get("containerStatuses") or []}
     spec_env = {
         c.get("name"): {e.get("name") for e in c.get("env") or []} for c in spec.get("containers") or []
@@ -200,6 +203,20 @@ def _container_of(pid: int, container_of: dict[int, str]) -> str | None:
 # -- text ---------------------------------------------------------------------------------------------
 
 
+def topology_lines(topology: dict[str, Any] | None) -> list[str]:
+    """The Topology Manager's view: per merge unit each resource's hints, then the merged affinity."""
+    if not topology:
+        return []
+    lines = [f"Topology   policy {topology['policy']}  scope {topology['scope']}"]
+    for decision in topology["decisions"]:
+        verdict = "admitted" if decision["admitted"] else "refused: TopologyAffinityError"
+        lines.append(f"           {decision['container']}: merged {decision['merged']}, {verdict}")
+        for resource, hints in decision["hints"].items():
+            shown = hints if isinstance(hints, str) else " ".join(hints) or "none possible"
+            lines.append(f"             hints {resource}: {shown}")
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     pod, scheduling = result["pod"], result["scheduling"]
     lines = [
@@ -211,6 +228,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"           {event['reason']} (x{event['count']}, {event['from']}): {event['message']}")
     if result["agent"]:
         lines.append(f"Agent      {result['agent']['endpoint']}  worker {result['agent']['worker']}")
+    lines += topology_lines(result.get("topology"))
     for container in result["containers"]:
         devices = " ".join(f"{r}={','.join(ids)}" for r, ids in sorted(container["devices"].items())) or "-"
         lines.append(f"Container  {container['name']}  pid {container['pid']}  devices {devices}")

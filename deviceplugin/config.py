@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from kubenode import yamlload
 from kubenode.cpuset import parse_cpuset
 from kubenode.deviceapi import (
     DEFAULT_KUBELET_DIR,
@@ -139,7 +140,7 @@ def load_config(path: str | os.PathLike[str]) -> PluginConfig:
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yamlload.load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     return parse_config(data, source=Path(path).name)

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from agent.cm.cgroups.sweep import sweep_v1_root
+from agent.volumemanager.mountutil import unmount_all_under
 
 REPO = Path(__file__).resolve().parents[1]
 _STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")
@@ -164,5 +165,7 @@ class AgentProcess:
         self.stop()
         self.stop_plugin()
         leftovers = sweep_v1_root(self.root)
+        # The pods' volumes stay when an agent stops (a restarted one adopts them): unmount them here.
+        unmount_all_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
         return leftovers

@@ -8,6 +8,12 @@ it at a point that moves from cycle to cycle (at once, then once 10%, 25%, 50%, 
 the batch's containers have appeared), then forks agent B on the same state and waits, with a
 deadline, until every pod of the batch runs exactly one container process. The copies each
 pod's cgroup holds at that moment are the result; a healthy agent never leaves more than one.
+
+Every pod has volumes (a memory-backed emptyDir, a tmpfs on the host, and a downwardAPI volume, mounted
+in the container's own namespace at a path the host lacks), so a kill also lands between a tmpfs mount
+and a container start. After each cycle agent B must also have left exactly the batch's volumes: one
+pod directory and one tmpfs per pod of the batch, none of the previous batch (which it removed as
+orphans); `stale_volume_dirs` and `stale_mounts` count what was left over, summed over the cycles.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
 from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
+from agent.volumemanager.mountutil import mounts_under
 from harness.manifests import fast_agent_config, write_manifest
 
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
@@ -89,6 +96,18 @@ def converged(root: str, uids: list[str]) -> bool:
     return all(now.get(u) == 1 for u in uids)
 
 
+def volume_leftovers(state: Path, uids: list[str]) -> tuple[int, int]:
+    """(pod volume directories of other pods, tmpfs mounts beyond one per pod of the batch) under `state`."""
+    pods_dir = state / "pods"
+    dirs = {e.name for e in os.scandir(pods_dir) if e.is_dir()} if pods_dir.is_dir() else set()
+    mounts = mounts_under(state)
+    return len(dirs - set(uids)), max(0, len(mounts) - len(uids))
+
+
+def volumes_settled(state: Path, uids: list[str]) -> bool:
+    return volume_leftovers(state, uids) == (0, 0)
+
+
 def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
     for old in manifests.iterdir():
         old.unlink()
@@ -104,6 +123,13 @@ def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
               containers:
               - name: main
                 command: [sleep, "600"]
+                volumeMounts:
+                - {{name: scratch, mountPath: /kn-hostile-volumes/scratch}}
+                - {{name: info, mountPath: /kn-hostile-volumes/info}}
+              volumes:
+              - {{name: scratch, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}
+              - name: info
+                downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
             """
         write_manifest(manifests, f"c{cycle}-p{p}.yaml", text)
         uids.append(uid)
@@ -133,6 +159,7 @@ def main() -> int:
     root, manifests, state = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     cycles, pods = int(sys.argv[4]), int(sys.argv[5])
     result_copies: dict[str, int] = {}
+    stale_dirs = stale_mounts = 0
     crashed = 0
     begun = time.monotonic()
     for cycle in range(cycles):
@@ -148,6 +175,9 @@ def main() -> int:
         now = copies(root)
         for uid in uids:
             result_copies[uid] = now.get(uid, 0)
+        wait_for(functools.partial(volumes_settled, state, uids), CONVERGE_DEADLINE_S)
+        dirs, mounts = volume_leftovers(state, uids)
+        stale_dirs, stale_mounts = stale_dirs + dirs, stale_mounts + mounts
         crashed += not kill(agent)
     result = {
         "cycles": cycles,
@@ -156,6 +186,8 @@ def main() -> int:
         "min_copies": min(result_copies.values()),
         "pods_with_extra_copies": sum(n > 1 for n in result_copies.values()),
         "agents_that_died_on_their_own": crashed,
+        "stale_volume_dirs": stale_dirs,
+        "stale_mounts": stale_mounts,
         "seconds": round(time.monotonic() - begun, 1),
     }
     print(json.dumps(result))

@@ -43,8 +43,11 @@ from scheduler.filters import (
     run_filters,
     static_code,
 )
+from scheduler.numa import PLUGIN as NUMA_PLUGIN
+from scheduler.numa import NodeTopology, Placement
+from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
 from scheduler.preemption import Preemption, find_preemption
-from scheduler.profile import Configuration, Profile
+from scheduler.profile import NUMA, Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.scoring import total_scores
 
@@ -118,6 +121,8 @@ class Scheduler:
         self._last_leftover_flush = self.clock.now()
         # Extenders of the configuration (scheduler.extenders); None keeps the plain path as it was.
         self.extenders = ExtenderChain(self.config.extenders) if self.config.extenders else None
+        # Nodes' NodeResourceTopology objects, for the NUMA filter and score (scheduler/numa.py).
+        self.topologies = TopologyStore()
 
     def profile_for(self, pod: Pod) -> Profile | None:
         return self.config.profiles.get(pod.scheduler_name)
@@ -144,6 +149,17 @@ class Scheduler:
                 return any(node.allocatable.get(r, 0) > old.allocatable.get(r, 0) for r in qp.pod.requests)
 
             self.queue.move_all(helped)
+            self.wakeup.notify_all()
+
+    def update_topology(self, topology: NodeTopology | None, name: str = "") -> None:
+        """A node published its NUMA zones (None: its object is gone): pods the NUMA filter turned down
+        may fit now."""
+        with self.lock:
+            if topology is None:
+                self.topologies.remove(name)
+            else:
+                self.topologies.put(topology)
+            self.queue.move_all(lambda qp: NUMA_PLUGIN in qp.rejected_by)
             self.wakeup.notify_all()
 
     def remove_node(self, name: str) -> None:
@@ -185,8 +201,8 @@ class Scheduler:
                 self._assigned_pod_gone()
 
     def _assigned_pod_gone(self) -> None:
-        """An assigned pod left: pods NodeResourcesFit rejected may fit now."""
-        self.queue.move_all(lambda qp: not qp.rejected_by or FIT_PLUGIN in qp.rejected_by)
+        """An assigned pod left: pods NodeResourcesFit or the NUMA filter rejected may fit now."""
+        self.queue.move_all(lambda qp: not qp.rejected_by or bool({FIT_PLUGIN, NUMA_PLUGIN} & qp.rejected_by))
         self.wakeup.notify_all()
 
     # --- helpers ----------------------------------------------------------------------
@@ -197,7 +213,13 @@ class Scheduler:
             return False
         demand = Demand.of(pod, self.profile_for(pod))
         held = self.reserved_for(pod).get(slot, {})
-        return not NodeFree(table, slot, demand, held).shortfalls()
+        if NodeFree(table, slot, demand, held).shortfalls():
+            return False
+        name = table.node(slot).name
+        return self.topologies.admits(pod, name, lambda: self._pods_on(name))
+
+    def _pods_on(self, node: str) -> list[Pod]:
+        return [state.pod for state in self.cache.pods_on(node)]
 
     def reserved_for(self, pod: Pod) -> Reserved:
         """What pods nominated to nodes, of at least this pod's priority, hold there."""
@@ -217,7 +239,14 @@ class Scheduler:
         name = nomination.node if nomination else pod.nominated_node_name
         return self.cache.table.slot.get(name) if name else None
 
-    def _pick(self, pod: Pod, profile: Profile, demand: Demand, result: FilterResult) -> int | None:
+    def _pick(
+        self,
+        pod: Pod,
+        profile: Profile,
+        demand: Demand,
+        result: FilterResult,
+        placements: dict[int, Placement],
+    ) -> int | None:
         nominated = self._nominated_slot(pod)
         if nominated is not None and result.feasible[nominated]:
             return nominated
@@ -225,6 +254,8 @@ class Scheduler:
         if len(feasible) <= 1:
             return int(feasible[0]) if len(feasible) else None
         totals = total_scores(self.cache.table, profile, pod, demand, result.feasible)
+        if placements and profile.weights.get(NUMA):
+            totals += profile.weights[NUMA] * numa_scores(placements, self.cache.table.size)
         if self.extenders is not None:
             totals += self.extenders.scores(pod, self.cache.table, result.feasible)
         totals = totals[feasible]
@@ -271,10 +302,11 @@ class Scheduler:
             return Outcome(pod, None, NO_NODES)
         reserved = self.reserved_for(pod)
         result = run_filters(table, pod, demand, reserved)
+        placements = filter_numa(self.topologies, table, pod, result, self._pods_on)
         if self.extenders is not None and (failure := self.extenders.filter(pod, table, result)):
             self.queue.add_error(qp)  # an extender error fails the cycle: back off and retry
             return Outcome(pod, None, failure, error=True)
-        slot = self._pick(pod, profile, demand, result)
+        slot = self._pick(pod, profile, demand, result, placements)
         if slot is None:
             return self._fail(qp, demand, result, reserved)
         node = table.node(slot).name

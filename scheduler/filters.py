@@ -12,7 +12,7 @@ vectorised comparisons per requested resource.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -139,11 +139,22 @@ class FilterResult:
     codes: npt.NDArray[np.int64]  # static verdict per slot
     failures: list[tuple[str, BoolArray]]  # fit reasons per slot (meaningful where codes == OK)
     active: BoolArray
+    # Later plugins' (plugin, reason, nodes) on nodes every filter above passed; preemption cannot help there.
+    rejections: list[tuple[str, str, BoolArray]] = field(default_factory=list)
+
+    def reject(self, plugin: str, reason: str, bad: BoolArray) -> None:
+        """A plugin after NodeResourcesFit turns down some of the feasible nodes."""
+        bad = bad & self.feasible
+        if bad.any():
+            self.rejections.append((plugin, reason, bad))
+            self.feasible = self.feasible & ~bad
 
     @property
     def resolvable(self) -> BoolArray:
         """Nodes where only NodeResourcesFit failed: preemption might help there."""
         resolvable: BoolArray = self.active & (self.codes == OK) & ~self.feasible
+        for _, _, bad in self.rejections:
+            resolvable &= ~bad
         return resolvable
 
     def histogram(self) -> dict[str, int]:
@@ -157,6 +168,8 @@ class FilterResult:
             count = int(np.count_nonzero(ok & bad))
             if count:
                 counts[reason] = counts.get(reason, 0) + count
+        for _, reason, bad in self.rejections:
+            counts[reason] = counts.get(reason, 0) + int(np.count_nonzero(bad))
         return counts
 
     def rejected_by(self) -> frozenset[str]:
@@ -167,6 +180,7 @@ class FilterResult:
         ok = self.active & (self.codes == OK)
         if any(np.any(ok & bad) for _, bad in self.failures):
             plugins.add(FIT_PLUGIN)
+        plugins.update(plugin for plugin, _, _ in self.rejections)
         return frozenset(plugins)
 
 

@@ -14,6 +14,8 @@ Routing, as kube-scheduler's event handlers:
   unassigned pod of one of our profiles to the queue, any other pod is ignored (so this
   scheduler can run beside kube-scheduler); delete -> engine.remove_pod, which drops a pod
   that was queued or in flight and frees what an assigned one held;
+- NodeResourceTopology objects: add/update -> engine.update_topology (which moves the pods the NUMA
+  filter turned down), delete or an object that does not parse -> engine.update_topology(None, name);
 - a pod of ours that fails to parse gets one Warning FailedScheduling event naming the field
   (again only if its object changes) and never enters the queue, so it is not retried in a
   loop; an update that fixes it lets it in.
@@ -26,12 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubenode.kubeclient import NODES, PODS, KubeClient
+from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, NODES, PODS, KubeClient
 from kubenode.kubeclient.informer import Informer
 from kubenode.model.errors import ValidationError
 from kubenode.model.objects import Node, Pod
 from kubenode.model.parse import parse_node, parse_pod
 from scheduler.engine import Scheduler
+from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +146,15 @@ def decode_node(obj: dict[str, Any]) -> Node | BadObject:
         return _bad("Node", obj, f"cannot decode: {exc}")
 
 
+def decode_topology(obj: dict[str, Any]) -> NodeTopology | BadObject:
+    try:
+        return parse_node_topology(obj)
+    except TopologyError as exc:
+        return _bad("NodeResourceTopology", obj, str(exc))
+    except Exception as exc:
+        return _bad("NodeResourceTopology", obj, f"cannot decode: {exc}")
+
+
 class EventRouter:
     """The informers' handlers: each event becomes an engine call."""
 
@@ -170,6 +182,22 @@ class EventRouter:
 
     def node_deleted(self, node: Node | BadObject) -> None:
         self.engine.remove_node(node.name)
+
+    # --- NUMA topologies ---------------------------------------------------------------
+    def topology_added(self, topology: NodeTopology | BadObject) -> None:
+        if isinstance(topology, BadObject):
+            log.warning("NodeResourceTopology %s ignored: %s", topology.name, topology.message)
+            self.engine.update_topology(None, topology.name)
+            return
+        self.engine.update_topology(topology)
+
+    def topology_updated(self, old: NodeTopology | BadObject, new: NodeTopology | BadObject) -> None:
+        self.topology_added(new)
+
+    def topology_deleted(self, topology: NodeTopology | BadObject) -> None:
+        self.engine.update_topology(
+            None, topology.node if isinstance(topology, NodeTopology) else topology.name
+        )
 
     # --- pods -------------------------------------------------------------------------
     def pod_added(self, pod: Pod | BadObject) -> None:
@@ -225,4 +253,16 @@ def node_informer(client: KubeClient, router: EventRouter) -> Informer[Node | Ba
         on_update=router.node_updated,
         on_delete=router.node_deleted,
         name="nodes",
+    )
+
+
+def topology_informer(client: KubeClient, router: EventRouter) -> Informer[NodeTopology | BadObject]:
+    return Informer(
+        client,
+        NODE_RESOURCE_TOPOLOGIES,
+        decode=decode_topology,
+        on_add=router.topology_added,
+        on_update=router.topology_updated,
+        on_delete=router.topology_deleted,
+        name="noderesourcetopologies",
     )

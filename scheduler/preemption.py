@@ -87,6 +87,8 @@ def find_preemption(
                 return None, TERMINATING
     counts: dict[str, int] = {}
     unresolvable = int((result.active & (result.codes != 0)).sum())
+    # Nodes a later plugin (the NUMA filter) turned down: the what-if below cannot model them.
+    unresolvable += sum(int(bad.sum()) for _, _, bad in result.rejections)
     if unresolvable:
         counts[NOT_HELPFUL] = unresolvable
     best: tuple[tuple[int, int, int, float], int, list[PodState]] | None = None

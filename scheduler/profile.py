@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from kubenode import yamlload
 from kubenode.model.errors import ValidationError
 from kubenode.model.fields import Fields
 from kubenode.model.resources import (
@@ -36,9 +37,11 @@ FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
 AFFINITY = "NodeAffinity"
 TAINTS = "TaintToleration"
+NUMA = "NodeResourceTopologyMatch"  # kubenode's NUMA-aware plugin (scheduler/numa.py)
 
-# kube-scheduler's default score plugins and weights (apis/config/v1/default_plugins.go).
-DEFAULT_WEIGHTS: Mapping[str, int] = {TAINTS: 3, AFFINITY: 2, FIT: 1, BALANCED: 1}
+# kube-scheduler's default score plugins and weights (apis/config/v1/default_plugins.go), and kubenode's
+# NodeResourceTopologyMatch (it scores only pods asking for resources that nodes publish per NUMA zone).
+DEFAULT_WEIGHTS: Mapping[str, int] = {TAINTS: 3, AFFINITY: 2, FIT: 1, BALANCED: 1, NUMA: 1}
 # Default score plugins kubenode has no inputs for (no images, topology spread or
 # inter-pod affinity): they may be disabled in a profile but not enabled.
 UNSUPPORTED_SCORE_PLUGINS = frozenset(
@@ -251,7 +254,7 @@ def parse_configuration(data: Any, source: str) -> Configuration:
 
 def load_configuration(path: Path) -> Configuration:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlload.load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValidationError(str(path), "", f"cannot read profile: {exc}") from None
     return parse_configuration(data, str(path))

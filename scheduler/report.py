@@ -33,6 +33,14 @@ def render_table(result: SimulationResult) -> str:
             )
     if rows:
         lines += ["", *table_lines(("NODE", "RESOURCE", "REQUESTED", "ALLOCATABLE", "USED"), rows)]
+    zones = [
+        [name, zone, resource, format_amount(resource, available), format_amount(resource, allocatable)]
+        for name, usage in result.nodes.items()
+        for zone, resources in usage.zones.items()
+        for resource, (available, allocatable) in sorted(resources.items())
+    ]
+    if zones:
+        lines += ["", *table_lines(("NODE", "NUMA ZONE", "RESOURCE", "AVAILABLE", "ALLOCATABLE"), zones)]
     return "\n".join(lines)
 
 

@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, KubeClient
 from kubenode.kubeclient.config import ClientConfig
+from kubenode.kubeclient.errors import Forbidden, KubeError, NotFound
 from kubenode.kubeclient.events import WARNING, EventRecorder
 from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig, LeaderElector
 from kubenode.model.objects import Pod
@@ -34,7 +35,7 @@ from scheduler.apibinder import ApiBinder, pod_reference
 from scheduler.clock import MonotonicClock
 from scheduler.engine import Outcome, Scheduler
 from scheduler.extenders import with_extender_binder
-from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer
+from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer, topology_informer
 from scheduler.metrics import MetricsServer, SchedulerMetrics
 from scheduler.profile import Configuration
 from scheduler.queue import QueuedPod
@@ -117,6 +118,10 @@ class LiveScheduler:
         self.router = EventRouter(self.engine, self._report_bad_pod, pod_gone=self.status.forget)
         self.nodes = node_informer(self.client, self.router)
         self.pods = pod_informer(self.client, self.router)
+        self.topologies = topology_informer(self.client, self.router)
+        # Whether the API serves NodeResourceTopology (a kube-apiserver without the CRD does not): only
+        # then does scheduling wait for its informer, so that no pod is bound on a stale NUMA picture.
+        self._serves_topologies = True
         self._threads: list[threading.Thread] = []
 
     # --- leadership -------------------------------------------------------------------
@@ -177,7 +182,8 @@ class LiveScheduler:
 
     # --- the loop ---------------------------------------------------------------------
     def synced(self) -> bool:
-        return self.nodes.has_synced.is_set() and self.pods.has_synced.is_set()
+        topologies = self.topologies.has_synced.is_set() or not self._serves_topologies
+        return self.nodes.has_synced.is_set() and self.pods.has_synced.is_set() and topologies
 
     def _schedule_loop(self) -> None:
         engine = self.engine
@@ -210,6 +216,18 @@ class LiveScheduler:
         self.recorder.start()
         self.nodes.start()
         self.pods.start()
+        try:
+            self.client.list(NODE_RESOURCE_TOPOLOGIES, limit=1)
+        except NotFound:
+            self._serves_topologies = False
+            log.info("the API serves no NodeResourceTopology: the NUMA filter stays idle")
+        except Forbidden as err:  # waiting for an informer that can never list would stop all scheduling
+            self._serves_topologies = False
+            log.warning("NodeResourceTopology may not be read (%s): the NUMA filter stays idle", err)
+        except KubeError as err:  # the informer retries; scheduling waits for it
+            log.warning("listing NodeResourceTopology: %s", err)
+        if self._serves_topologies:
+            self.topologies.start()
         if self.elector is not None:
             elector = self.elector
             self._spawn(lambda: elector.run(self._stop), "leader-election")
@@ -223,6 +241,8 @@ class LiveScheduler:
             thread.join(15)
         self.nodes.stop()
         self.pods.stop()
+        if self._serves_topologies:
+            self.topologies.stop()
         self.engine.close()
         self.status.close()
         self.recorder.stop()

@@ -1,7 +1,10 @@
 """The simulator: a cluster file in, the engine's placements out, with an in-memory binder.
 
 The file holds Node and Pod objects (and optionally PriorityClass objects, which fill
-in `spec.priority` from `priorityClassName` as the API server's admission does). Bound
+in `spec.priority` from `priorityClassName` as the API server's admission does, and
+NodeResourceTopology objects stating a node's NUMA zones: its policy, scope and per-zone
+allocatable devices; `available` defaults to allocatable, and the file's bound pods are
+placed on top as the node's Topology Manager would place them). Bound
 pods are loaded into the cache; pending pods go through the same engine as the live
 scheduler. Time is simulated: when only backed-off pods remain, the clock jumps to the
 next backoff expiry, so preemptors get their retry. The run ends when no pod is active
@@ -23,6 +26,7 @@ from kubenode.model.quantity import format_amount
 from scheduler.cache import parse_start_time
 from scheduler.clock import ManualClock
 from scheduler.engine import Outcome, Scheduler
+from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
 from scheduler.profile import Configuration
 
 
@@ -37,12 +41,20 @@ class PodResult:
 class NodeUsage:
     allocatable: dict[str, int]
     requested: dict[str, int]
+    # NUMA zone -> resource -> (available, allocatable), for a node with a NodeResourceTopology
+    zones: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
-    def formatted(self) -> dict[str, dict[str, str]]:
-        return {
+    def formatted(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "allocatable": {r: format_amount(r, v) for r, v in sorted(self.allocatable.items())},
             "requested": {r: format_amount(r, v) for r, v in sorted(self.requested.items())},
         }
+        if self.zones:
+            out["zones"] = {
+                zone: {r: {"available": a, "allocatable": t} for r, (a, t) in sorted(res.items())}
+                for zone, res in self.zones.items()
+            }
+        return out
 
 
 @dataclass
@@ -82,6 +94,7 @@ class ClusterObjects:
     pods: list[Pod] = field(default_factory=list)
     invalid_pods: list[PodResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    topologies: list[NodeTopology] = field(default_factory=list)
 
 
 def _pod_key(obj: Mapping[str, Any], where: str) -> str:
@@ -139,8 +152,13 @@ def read_cluster(path: Path) -> ClusterObjects:
                 else:
                     pod_sources[pod.key] = source
                     cluster.pods.append(pod)
+            elif kind == "NodeResourceTopology":
+                cluster.topologies.append(parse_node_topology(obj, source))
             elif kind != "PriorityClass":
-                cluster.errors.append(f"{source}: kind {kind!r} ignored (only Node, Pod and PriorityClass)")
+                known = "Node, Pod, PriorityClass and NodeResourceTopology"
+                cluster.errors.append(f"{source}: kind {kind!r} ignored (only {known})")
+        except TopologyError as exc:
+            cluster.errors.append(f"invalid NodeResourceTopology: {exc}")
         except ValidationError as exc:
             if kind == "Pod":
                 cluster.invalid_pods.append(PodResult(_pod_key(obj, where), None, f"invalid pod: {exc}"))
@@ -173,6 +191,8 @@ def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed:
     result = SimulationResult(errors=list(cluster.errors))
     for node in cluster.nodes:
         engine.add_node(node)
+    for topology in cluster.topologies:
+        engine.update_topology(topology)
     pending: list[Pod] = []
     node_names = {node.name for node in cluster.nodes}
     for pod in cluster.pods:
@@ -209,8 +229,15 @@ def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed:
         node = table.node(slot)
         requested = {r: int(table.requested[table.row[r], slot]) for r in table.resources}
         shown = {r: v for r, v in requested.items() if v or r in node.allocatable}
-        result.nodes[name] = NodeUsage(dict(node.allocatable), shown)
+        result.nodes[name] = NodeUsage(dict(node.allocatable), shown, _zones(engine, name))
     return result
+
+
+def _zones(engine: Scheduler, node: str) -> dict[str, dict[str, tuple[int, int]]]:
+    topology = engine.topologies.effective_for(node, [state.pod for state in engine.cache.pods_on(node)])
+    if topology is None:
+        return {}
+    return {z.name: {r: (z.available.get(r, 0), t) for r, t in z.allocatable.items()} for z in topology.zones}
 
 
 def _run(engine: Scheduler, clock: ManualClock, budget: int) -> None:

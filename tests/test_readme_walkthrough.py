@@ -25,8 +25,8 @@ def test_walkthrough_plugin_covers_the_example_pods() -> None:
     offered = {r.name for r in load_config(str(ROOT / config_path)).resources}
     wanted = set()
     for path in sorted((ROOT / "examples/pods").glob("*.yaml")):
-        pod = yaml.safe_load(path.read_text())
-        for container in pod["spec"]["containers"]:
+        pods = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Pod"]
+        for container in [c for pod in pods for c in pod["spec"]["containers"]]:
             limits = container.get("resources", {}).get("limits", {})
             wanted |= {name for name in limits if is_extended_resource_name(name)}
     assert wanted and wanted <= offered, (wanted, offered)

@@ -18,12 +18,14 @@ from typing import Any
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
+    "volume_bench": "node agent, volumes",
     "agent_cluster_bench": "node agent, joined to a cluster",
     "scheduler_bench": "scheduler",
     "scheduler_e2e_bench": "scheduler against the API server",
     "apiserver_bench": "API server",
     "cdihook_bench": "CDI cpuset hook",
     "hostile_bench": "under hostile input (issue 14)",
+    "topology_bench": "Topology Manager admission (issue 28)",
     "cgroup2_guest_bench": "node agent, cgroup v2 guest (qemu TCG emulation)",
 }
 

@@ -3,7 +3,9 @@
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
 `nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
 `listen`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`, `resyncInterval`,
-`manifestRescanInterval`.
+`manifestRescanInterval`, and the kubelet's `topologyManagerPolicy`, `topologyManagerScope`,
+`topologyManagerPolicyOptions` (with `sysfsRoot`, where the NUMA nodes and their distances are read; a
+fake tree works too).
 Unknown keys are an error naming the file and the key.
 """
 
@@ -18,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from agent.eviction.thresholds import DEFAULT_HARD
 from kubenode.model import ValidationError
+from kubenode.model.quantity import to_amount
 from kubenode.model.resources import is_dns1123_subdomain
 from kubenode.ports import AGENT_STATUS_PORT
 
@@ -70,8 +74,30 @@ class AgentConfig:
     pod_status_resync_interval: float = 10.0  # the status manager's full reconcile
     api_backoff_max: float = 10.0  # longest wait between tries to reach the API server
     crash_loop_backoff_initial: float = 10.0  # the kubelet's first crash-loop back-off (tests shorten it)
+    # The kubelet's container log rotation: the live log's size, the files kept per container (the live one
+    # included) and how often they are checked.
+    container_log_max_size: str = "10Mi"
+    container_log_max_files: int = 5
+    container_log_monitor_interval: float = 10.0
+    # The eviction manager (agent/eviction): the kubelet's flags and defaults. Thresholds as the flags write
+    # them (memory.available<100Mi,...) or as the config file's mapping (memory.available: 100Mi).
+    eviction_hard: Any = DEFAULT_HARD
+    eviction_soft: Any = ""
+    eviction_soft_grace_period: Any = ""
+    eviction_minimum_reclaim: Any = ""
+    eviction_pressure_transition_period: float = 300.0
+    eviction_max_pod_grace_period: int = 0
+    eviction_monitoring_period: float = 10.0
     # Whether a container may run privileged (the kubelet's --allow-privileged, whose default was true).
     allow_privileged: bool = True
+    # The kubelet's Topology Manager (agent/cm/topologymanager): none keeps allocation unaligned, as before.
+    topology_manager_policy: str = "none"
+    topology_manager_scope: str = "container"
+    topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    sysfs_root: Path = Path("/sys")
+    # How long a ConfigMap or Secret read from the API server is used before it is read again (the TTL of
+    # the kubelet's cache-based managers; one minute, their default). Tests shorten it.
+    config_map_and_secret_ttl: float = 60.0
     # CRI (issue 27): "" runs every pod as host processes; unix:///path runs pods through that runtime
     # (agent/kuberuntime/selector.py). CRI pods log under pod_logs_dir, the kubelet's podLogsDir.
     container_runtime_endpoint: str = ""
@@ -98,6 +124,35 @@ class AgentConfig:
             raise ValidationError(
                 source, "allowPrivileged", f"must be true or false, got {self.allow_privileged!r}"
             )
+        try:
+            if to_amount("memory", self.container_log_max_size) <= 0:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise ValidationError(
+                source,
+                "containerLogMaxSize",
+                f"must be a positive quantity such as 10Mi, got {self.container_log_max_size!r}",
+            ) from None
+        if self.container_log_max_files < 2:
+            raise ValidationError(
+                source, "containerLogMaxFiles", "must be at least 2 (the live log and one rotated)"
+            )
+        if self.container_log_monitor_interval <= 0:
+            raise ValidationError(
+                source, "containerLogMonitorInterval", "must be a positive number of seconds"
+            )
+        from agent.eviction.thresholds import parse_thresholds
+
+        try:
+            parse_thresholds(
+                self.eviction_hard,
+                self.eviction_soft,
+                self.eviction_soft_grace_period,
+                self.eviction_minimum_reclaim,
+            )
+        except ValueError as exc:
+            field, _, problem = str(exc).partition(": ")
+            raise ValidationError(source, field, problem) from None
         if self.container_runtime_endpoint:
             from agent.kuberuntime.cri.client import socket_path
 
@@ -117,6 +172,51 @@ class AgentConfig:
             raw = getattr(self, key)
             parse_reserved(raw, source, _camel(key))
             setattr(self, key, dict(raw) if isinstance(raw, dict) else _pairs_text(raw))
+        self._validate_topology(source)
+
+    def _validate_topology(self, source: str) -> None:
+        """The kubelet's NewManager checks, this machine's NUMA nodes included (a policy other than none
+        on more nodes than max-allowable-numa-nodes is refused, as the kubelet refuses to start)."""
+        from agent.cm.topologymanager import (
+            POLICIES,
+            SCOPES,
+            TopologyManagerError,
+            new_manager,
+            parse_options_text,
+            parse_policy_options,
+        )
+        from agent.cm.topologymanager.options import PolicyOptionError
+
+        if self.topology_manager_policy not in POLICIES:
+            raise ValidationError(
+                source,
+                "topologyManagerPolicy",
+                f'unknown policy: "{self.topology_manager_policy}" (known: {", ".join(POLICIES)})',
+            )
+        if self.topology_manager_scope not in SCOPES:
+            raise ValidationError(
+                source,
+                "topologyManagerScope",
+                f'unknown scope: "{self.topology_manager_scope}" (known: {", ".join(SCOPES)})',
+            )
+        options = self.topology_manager_policy_options
+        try:
+            if not isinstance(options, dict):
+                options = parse_options_text(str(options or ""))
+            self.topology_manager_policy_options = {str(k): str(v) for k, v in options.items()}
+            parse_policy_options(self.topology_manager_policy_options)
+        except PolicyOptionError as exc:
+            raise ValidationError(source, "topologyManagerPolicyOptions", str(exc)) from None
+        self.sysfs_root = Path(self.sysfs_root or "/sys")
+        try:
+            new_manager(
+                self.topology_manager_policy,
+                self.topology_manager_scope,
+                self.topology_manager_policy_options,
+                sysfs_root=self.sysfs_root,
+            )
+        except TopologyManagerError as exc:
+            raise ValidationError(source, "topologyManagerPolicy", str(exc)) from None
 
 
 def describe_config_error(exc: ValidationError) -> str:
@@ -154,7 +254,9 @@ def load_config(path: Path | None) -> AgentConfig:
 
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
-    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "pod_logs_dir"):
+    if name.startswith("eviction_") and isinstance(value, dict):
+        return value  # thresholds as a mapping, as the kubelet's config file writes them
+    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root", "pod_logs_dir"):
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None

@@ -7,6 +7,13 @@ env, then the container's `env` in order. Values may reference earlier variables
 supports the downward-API fields that make sense for a process; `resourceFieldRef`
 resolves limits/requests with the divisor, rounding up, with node allocatable standing
 in for an unset limit (as the kubelet does).
+
+ConfigMaps and Secrets (read through agent/util/configobjects.py, only those the pod names): `envFrom`
+comes first, each source's keys in order with its `prefix` (keys that are not valid variable names are
+skipped, as the kubelet skips them); then `env`, whose `configMapKeyRef` and `secretKeyRef` take one key.
+A missing object or key is a ContainerConfigError with the kubelet's text (`configmap "app" not found`,
+`couldn't find key k in ConfigMap ns/app`) unless the reference is `optional`, in which case the
+variable is left out.
 """
 
 from __future__ import annotations
@@ -16,11 +23,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agent.util.configobjects import (
+    CONFIGMAPS,
+    NO_OBJECTS,
+    ConfigLookupError,
+    ConfigObject,
+    ConfigObjects,
+    not_found,
+)
 from kubenode.model import Container, EnvVar, Pod
 from kubenode.model.quantity import QuantityError, to_amount
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _REFERENCE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _LABEL_REF = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 
 
@@ -93,6 +109,42 @@ def resource_value(pod: Pod, container: Container, ref: tuple[str, str, str], ho
     return str(math.ceil((amount or 0) / divisor))
 
 
+def _object(
+    pod: Pod, resource: str, name: str, optional: bool, objects: ConfigObjects
+) -> ConfigObject | None:
+    try:
+        obj = objects.get(resource, pod.namespace, name)
+    except ConfigLookupError as exc:
+        raise ContainerConfigError(str(exc)) from None
+    if obj is None and not optional:
+        raise ContainerConfigError(not_found(resource, name))
+    return obj
+
+
+def _key_value(pod: Pod, ref: tuple[str, str, str, bool], objects: ConfigObjects) -> str | None:
+    resource, name, key, optional = ref
+    obj = _object(pod, resource, name, optional, objects)
+    if obj is None:
+        return None
+    if key not in obj.data:
+        if optional:
+            return None
+        kind = "ConfigMap" if resource == CONFIGMAPS else "Secret"
+        raise ContainerConfigError(f"couldn't find key {key} in {kind} {pod.namespace}/{name}")
+    return obj.data[key].decode("utf-8", "replace")
+
+
+def _env_from(pod: Pod, container: Container, objects: ConfigObjects) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for source in container.env_from:
+        obj = _object(pod, source.resource, source.name, source.optional, objects)
+        for key, value in (obj.data if obj is not None else {}).items():
+            name = source.prefix + key
+            if _ENV_NAME.fullmatch(name):
+                env[name] = value.decode("utf-8", "replace")
+    return env
+
+
 def _value(pod: Pod, container: Container, var: EnvVar, env: Mapping[str, str], host: HostInfo) -> str:
     if var.field_path is not None:
         return field_value(pod, var.field_path, host)
@@ -102,11 +154,21 @@ def _value(pod: Pod, container: Container, var: EnvVar, env: Mapping[str, str], 
 
 
 def container_env(
-    pod: Pod, container: Container, host: HostInfo, device_env: Mapping[str, str] | None = None
+    pod: Pod,
+    container: Container,
+    host: HostInfo,
+    device_env: Mapping[str, str] | None = None,
+    objects: ConfigObjects = NO_OBJECTS,
 ) -> dict[str, str]:
     env = {"PATH": DEFAULT_PATH, "HOSTNAME": pod.name}
     env.update(device_env or {})
+    env.update(_env_from(pod, container, objects))
     for var in container.env:
+        if var.key_ref is not None:
+            value = _key_value(pod, var.key_ref, objects)
+            if value is not None:
+                env[var.name] = value
+            continue
         try:
             env[var.name] = _value(pod, container, var, env, host)
         except ContainerConfigError as exc:

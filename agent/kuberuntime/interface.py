@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.runtime import PodKillTarget
 from agent.pod.podrecord import PodRecord
+from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
 
 
@@ -27,6 +29,7 @@ class PodRuntime(Protocol):
         procs_files: Sequence[str],
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
     ) -> float | None:
         """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint)."""
 
@@ -48,6 +51,12 @@ class PodRuntime(Protocol):
         cancelled: threading.Event | None = None,
     ) -> None:
         """Stop every container of the pod within the grace period; record the exits."""
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
+        """Where the pod's container logs are (`<ns>_<name>_<uid>` under the runtime's log root)."""
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the pod's log directory (the pod is gone)."""
 
     def forget(self, uid: str) -> None:
         """Drop what the runtime keeps about a pod that is gone."""

@@ -22,6 +22,7 @@ cannot be known, so it is reported as unknown.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import signal
@@ -35,6 +36,7 @@ import psutil
 
 if TYPE_CHECKING:
     from agent.kuberuntime.securitycontext import ProcessSecurity
+from agent.volumemanager.namespace import NamespacePlan, enter_container_namespace, report_and_raise
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
@@ -111,13 +113,6 @@ def join_cgroup(procs_files: Sequence[str]) -> None:
             os.close(fd)
 
 
-def _prepare_child(procs_files: Sequence[str], security: ProcessSecurity | None) -> None:
-    """In the child between fork and exec: into the pod cgroup, then down to the container's privileges."""
-    join_cgroup(procs_files)
-    if security is not None:
-        security.apply_in_child()
-
-
 @dataclass(frozen=True)
 class Identity:
     pod_uid: str
@@ -181,6 +176,23 @@ def kill_session(pid: int) -> None:
     signal_process(pid, signal.SIGKILL)
 
 
+def _prepare_child(
+    procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
+) -> None:
+    """In the child between fork and exec: into the pod cgroup first (so nothing runs outside its limits),
+    then the container's own mount namespace with its volumes (agent/volumemanager/namespace.py, which
+    needs root), then down to the container's privileges (its securityContext; a read-only root is
+    remounted inside the namespace the volumes are in, so the volumes stay writable)."""
+    join_cgroup(procs_files)
+    if namespace is not None:
+        try:
+            enter_container_namespace(namespace)
+        except BaseException as exc:
+            report_and_raise(namespace, exc)
+    if security is not None:
+        security.apply_in_child()
+
+
 def spawn(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -189,8 +201,11 @@ def spawn(
     procs_files: Sequence[str],
     identity: Identity | None = None,
     security: ProcessSecurity | None = None,
+    namespace: NamespacePlan | None = None,
 ) -> SpawnedProcess:
-    if working_dir and not os.path.isdir(working_dir):
+    """Start the container process; with a `namespace` plan it runs in its own mount namespace, where
+    the workingDir is entered after the mounts (it may be a mountPath, or exist only there)."""
+    if namespace is None and working_dir and not os.path.isdir(working_dir):
         raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
     files = list(procs_files)
@@ -200,12 +215,18 @@ def spawn(
     # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
     os.fchmod(fd, 0o640)
+    error_read, error_write = os.pipe2(os.O_CLOEXEC) if namespace is not None else (-1, -1)
+    if namespace is not None:
+        read_only_root = security is not None and security.read_only_root
+        namespace = dataclasses.replace(
+            namespace, working_dir=working_dir, error_fd=error_write, read_only_root=read_only_root
+        )
     with open(fd, "ab", buffering=0) as log:
         try:
             popen = subprocess.Popen(
                 list(argv),
                 env=stamped,
-                cwd=working_dir or "/",
+                cwd=working_dir if working_dir and namespace is None else "/",
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -213,13 +234,32 @@ def spawn(
                 close_fds=True,
                 # The pid must be in the pod cgroup before exec, and the process must have given up what its
                 # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
-                preexec_fn=lambda: _prepare_child(files, security),
+                preexec_fn=lambda: _prepare_child(files, security, namespace),
             )
         except subprocess.SubprocessError as exc:
+            reason = _child_error(error_read, error_write)
+            if reason:
+                raise ProcessStartError(reason) from None  # it names the mountPath or the workingDir
             raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
         except OSError as exc:
+            _child_error(error_read, error_write)
             raise ProcessStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    _child_error(error_read, error_write)
     return SpawnedProcess(popen)
+
+
+def _child_error(read_fd: int, write_fd: int) -> str:
+    """What the child wrote before failing (empty if nothing, or if there is no pipe); closes the pipe."""
+    if read_fd < 0:
+        return ""
+    os.close(write_fd)
+    try:
+        chunks = []
+        while chunk := os.read(read_fd, 4096):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(read_fd)
 
 
 def signal_process(pid: int, sig: signal.Signals) -> None:

@@ -27,10 +27,12 @@ is left.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -57,6 +59,9 @@ from agent.pod.podrecord import (
     RecordWriteError,
     rfc3339,
 )
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
+from agent.volumemanager.manager import MountedVolume
+from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
 from kubenode.model import Container, Pod
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,14 @@ MIN_KILL_GRACE_S = 2  # the kubelet runtime's minimumGracePeriodInSeconds
 START_ERROR_EXIT_CODE = 128
 CONFIG_ERROR_RETRY_S = 10.0
 NAME_MAX = 255  # bytes in one path component on Linux
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a pod's containers start: its cgroup's procs files and its volumes on the host."""
+
+    procs_files: Sequence[str]
+    volumes: Mapping[str, MountedVolume]
 
 
 class PodKillTarget(Protocol):
@@ -88,8 +101,11 @@ class ProcessRuntime(ContainerSequence):
         cgroup_pids: Callable[[str], set[int]] | None = None,
         security: SecurityPolicy | None = None,
         cgroup_oom_kills: Callable[[str], int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
     ) -> None:
         self.logs_dir = Path(state_dir) / "logs"
+        self.pods_dir = Path(state_dir) / "pods"
+        self.objects = objects  # ConfigMaps and Secrets for env (set when the agent joins a cluster)
         # Called with (pod uid, container name) before every (re)start, as the kubelet calls the device
         # manager's PreStartContainer; it raises ContainerConfigError to hold the container back.
         self._pre_start = pre_start
@@ -170,10 +186,13 @@ class ProcessRuntime(ContainerSequence):
         procs_files: Sequence[str],
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
     ) -> float | None:
         """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint).
 
-        Stops starting containers once `cancelled` is set (termination was requested)."""
+        Stops starting containers once `cancelled` is set (termination was requested). `volumes` are the
+        pod's volumes, ready on the host (the volume manager's), for the containers' mount namespaces."""
+
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
         self.relist(record)
@@ -181,7 +200,8 @@ class ProcessRuntime(ContainerSequence):
             self.reconcile(record, self._cgroup_pids(pod.uid), kill_unknown=True)
         hints: list[float] = []
         try:
-            self._start_due(pod, record, procs_files, device_env, hints, cancelled)
+            where = _Where(procs_files, volumes or {})
+            self._start_due(pod, record, where, device_env, hints, cancelled)
         finally:
             # One write for all of this sync's starts; the stamped processes are found again without it.
             record.phase = pod_phase(pod, record)
@@ -195,7 +215,7 @@ class ProcessRuntime(ContainerSequence):
         pod: Pod,
         c: Container,
         record: PodRecord,
-        procs_files: Sequence[str],
+        where: _Where,
         device_env: Mapping[str, str],
         hints: list[float],
     ) -> None:
@@ -209,9 +229,10 @@ class ProcessRuntime(ContainerSequence):
             )
             return
         try:
-            env = container_env(pod, c, self.host, device_env)
+            env = container_env(pod, c, self.host, device_env, self.objects)
             argv = container_argv(c, env)
             security = process_security(pod, c, self.security)
+            namespace = self._namespace(pod, c, where.volumes)
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -220,9 +241,8 @@ class ProcessRuntime(ContainerSequence):
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
         try:
-            proc = spawn(
-                argv, env, c.working_dir, log_path, procs_files, Identity.new(pod.uid, c.name), security
-            )
+            identity = Identity.new(pod.uid, c.name)
+            proc = spawn(argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace)
         except ProcessStartError as exc:
             mark_exited(rec, START_ERROR_EXIT_CODE, "StartError", str(exc), self._clock())
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
@@ -238,12 +258,34 @@ class ProcessRuntime(ContainerSequence):
         rec.adopted = False
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
+    def _namespace(self, pod: Pod, c: Container, volumes: Mapping[str, MountedVolume]) -> NamespacePlan:
+        """The container's mount namespace: its volumeMounts (a plan that cannot be honoured is a
+        CreateContainerConfigError, as the kubelet's failure to prepare a subPath is)."""
+        try:
+            mounts = container_mounts(c, volumes)
+        except MountPlanError as exc:
+            raise ContainerConfigError(str(exc)) from None
+        staging = ""
+        if mounts:
+            # An empty directory of the pod's, where a shadow of / is built if a mountPath needs one.
+            path = self.pods_dir / pod.uid / "mntns" / c.name
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            staging = str(path)
+        return NamespacePlan(mounts, staging)
+
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
+        return self.pod_logs_dir(pod.namespace, pod.name, pod.uid) / container / f"{restart}.log"
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
         """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
-        directory = f"{pod.namespace}_{pod.name}_{pod.uid}"
+        directory = f"{namespace}_{name}_{uid}"
         if len(directory.encode()) > NAME_MAX:
-            directory = pod.uid  # a 253-character name would not fit in one path component
-        return self.logs_dir / directory / container / f"{restart}.log"
+            directory = uid  # a 253-character name would not fit in one path component
+        return self.logs_dir / directory
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
+        shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
 
     # ----- killing -----------------------------------------------------------------------------
 

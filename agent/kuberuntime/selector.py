@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.cri.runtime import CRIRuntime
 from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
 from agent.pod.podrecord import PodRecord
+from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,17 @@ class RuntimeSelector:
         procs_files: Sequence[str],
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
     ) -> float | None:
-        return self.choose(pod).sync_containers(pod, record, procs_files, device_env, cancelled)
+        return self.choose(pod).sync_containers(pod, record, procs_files, device_env, cancelled, volumes)
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
+        owner = self._of(uid) or self.process
+        return owner.pod_logs_dir(namespace, name, uid)
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        self.process.remove_logs(namespace, name, uid)
+        self.cri.remove_logs(namespace, name, uid)
 
     def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
         owner: Runtime = self.cri if self.cri.owns(record.uid) else self.process

@@ -11,7 +11,8 @@ the runtime's `_launch`: a host process (runtime.ProcessRuntime) or a CRI contai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.pod.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
@@ -27,7 +28,7 @@ class ContainerSequence:
         pod: Pod,
         c: Container,
         record: PodRecord,
-        procs_files: Sequence[str],
+        where: Any,
         device_env: Mapping[str, str],
         hints: list[float],
     ) -> None:
@@ -38,7 +39,7 @@ class ContainerSequence:
         self,
         pod: Pod,
         record: PodRecord,
-        procs_files: Sequence[str],
+        where: Any,
         device_env: Mapping[str, Mapping[str, str]],
         hints: list[float],
         cancelled: threading.Event | None,
@@ -48,14 +49,14 @@ class ContainerSequence:
             env = device_env.get(c.name, {})
             if c.is_sidecar:
                 if rec.state != RUNNING:
-                    self._start_or_wait(pod, c, record, procs_files, env, hints, init=True)
+                    self._start_or_wait(pod, c, record, where, env, hints, init=True)
                 if rec.state != RUNNING:
                     break  # later init containers wait for the sidecar to run
                 continue
             if rec.state == TERMINATED and rec.exit_code == 0:
                 continue
             if rec.state != RUNNING:
-                self._start_or_wait(pod, c, record, procs_files, env, hints, init=True)
+                self._start_or_wait(pod, c, record, where, env, hints, init=True)
             break  # wait for this init container to complete
         else:
             for c in pod.containers:
@@ -64,7 +65,7 @@ class ContainerSequence:
                 rec = record.containers[c.name]
                 if rec.state != RUNNING:
                     env = device_env.get(c.name, {})
-                    self._start_or_wait(pod, c, record, procs_files, env, hints, init=False)
+                    self._start_or_wait(pod, c, record, where, env, hints, init=False)
 
     def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
         code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
@@ -77,7 +78,7 @@ class ContainerSequence:
         pod: Pod,
         c: Container,
         record: PodRecord,
-        procs_files: Sequence[str],
+        where: Any,
         device_env: Mapping[str, str],
         hints: list[float],
         *,
@@ -102,7 +103,7 @@ class ContainerSequence:
             if rec.state == TERMINATED:
                 rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
             rec.restart_count += 1
-        self._launch(pod, c, record, procs_files, device_env, hints)
+        self._launch(pod, c, record, where, device_env, hints)
 
 
 def pod_phase(pod: Pod, record: PodRecord) -> str:

@@ -5,8 +5,10 @@ and makes the client and the API pod source, which the agent gets as a second so
 to the manifest directory. `attach(agent, devices, metrics)` then adds, on top of that
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
-(agent/status/statusmanager.py, told of every sync), and mirror pods for the static pods
-(agent/pod/mirrorpods.py). `start()` starts them after the agent; `stop()` stops them in reverse.
+(agent/status/statusmanager.py, told of every sync), mirror pods for the static pods
+(agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
+(agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
+in reverse.
 
 Everything here imports `kubenode.kubeclient`; the daemon imports this module only when the
 agent joins a cluster, so a standalone agent never loads the client.
@@ -21,14 +23,16 @@ from typing import TYPE_CHECKING
 from agent.apis.config import AgentConfig
 from agent.config.apisource import ApiPodSource
 from agent.lifecycle.admission import host_allocatable
+from agent.util.configobjects import CachedConfigObjects, api_fetcher
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient, KubeConfigError
 from kubenode.kubeclient import config as kubeconfig
 from kubenode.kubeclient.events import EventRecorder
-from kubenode.model import ValidationError
+from kubenode.model import Pod, ValidationError
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent, DeviceManager
+    from agent.cm.topologymanager.publisher import TopologyPublisher
     from agent.node import NodeAgent
     from agent.nodestatus.reporter import NodeStatusReporter
     from agent.pod.mirrorpods import MirrorPods
@@ -45,10 +49,12 @@ class ClusterMembership:
     client: KubeClient
     source: ApiPodSource
     recorder: EventRecorder
+    objects: CachedConfigObjects
     reporter: NodeStatusReporter | None = None
     lease: LeaseRenewer | None = None
     status: StatusManager | None = None
     mirrors: MirrorPods | None = None
+    topology: TopologyPublisher | None = None
     _started: list[str] = field(default_factory=list)
 
     @classmethod
@@ -64,7 +70,10 @@ class ClusterMembership:
         )
         source = ApiPodSource(client, config.node_name, backoff_max=config.api_backoff_max)
         recorder = EventRecorder(client, "kubelet", config.node_name)
-        return cls(config, client, source, recorder)
+        # The ConfigMaps and Secrets of the pods' volumes and env, read one by one (the Node authorizer
+        # lets a node read only those its pods reference).
+        objects = CachedConfigObjects(api_fetcher(client), config.config_map_and_secret_ttl)
+        return cls(config, client, source, recorder, objects)
 
     def attach(
         self, agent: NodeAgent, devices: DeviceManager | None, metrics: AgentMetrics | None, *, port: int = 0
@@ -85,8 +94,10 @@ class ClusterMembership:
             facts=facts,
             port=port,
             recorder=self.recorder,
+            pressure=agent.evictions.pressure,
         )
         reporter = self.reporter
+        agent.evictions.on_change = reporter.poke  # a pressure condition reaches the Node at once
         self.lease = node_lease(self.client, config, lambda: reporter.node_uid)
         self.mirrors = MirrorPods(self.client, agent, config.node_name, lambda: reporter.node_uid)
         self.status = StatusManager(
@@ -103,8 +114,26 @@ class ClusterMembership:
         self.source.on_mirrors = self.mirrors.mirrors_seen
         self.mirrors.on_mirrors_changed = self.status.resync
         agent.observers.append(self.status.pod_synced)
+        agent.pod_event = self._pod_event
         if devices is not None:
             devices.add_listener(self._device_changed)
+            from agent.cm.topologymanager.publisher import TopologyPublisher
+
+            self.topology = TopologyPublisher(
+                self.client,
+                config.node_name,
+                devices,
+                config.topology_manager_policy,
+                config.topology_manager_scope,
+                str(config.sysfs_root),
+            )
+
+    def _pod_event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
+        from kubenode.kubeclient.events import ObjectReference
+
+        self.recorder.event(
+            ObjectReference("Pod", pod.name, pod.namespace, pod.uid, "v1"), kind, reason, message
+        )
 
     def _device_changed(self, event: DeviceEvent) -> None:
         if event.kind != "allocated" and self.reporter is not None:
@@ -118,6 +147,7 @@ class ClusterMembership:
             ("lease", self.lease),
             ("status", self.status),
             ("mirrors", self.mirrors),
+            ("topology", self.topology),
         ):
             if part is not None:
                 part.start()
@@ -130,6 +160,7 @@ class ClusterMembership:
             "lease": self.lease,
             "status": self.status,
             "mirrors": self.mirrors,
+            "topology": self.topology,
         }
         for name in reversed(self._started):
             part = parts[name]

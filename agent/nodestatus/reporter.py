@@ -56,6 +56,12 @@ CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
 )
+# The kubelet's reasons and messages while the eviction manager reports pressure.
+UNDER_PRESSURE = {
+    "MemoryPressure": ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+    "DiskPressure": ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+    "PIDPressure": ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+}
 
 
 def _read(path: str) -> str:
@@ -152,8 +158,11 @@ class NodeStatusReporter(BackgroundLoop):
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
         recorder: EventRecorder | None = None,
+        pressure: Callable[[], Mapping[str, bool]] = dict,
     ) -> None:
         super().__init__()
+        # MemoryPressure, DiskPressure, PIDPressure from the eviction manager (agent/eviction).
+        self._pressure = pressure
         self.client = client
         self.config = config
         self.facts = facts or host_facts()
@@ -204,7 +213,10 @@ class NodeStatusReporter(BackgroundLoop):
         capacity, allocatable = self.resources()
         self._reported_devices = {n for n in capacity if "/" in n}
         conditions = []
+        pressure = self._pressure()
         for kind, status, reason, message in CONDITIONS:
+            if pressure.get(kind):
+                status, reason, message = "True", *UNDER_PRESSURE[kind]
             if kind == "Ready" and not all(capacity.get(r) for r in (CPU, MEMORY, PODS)):
                 status, reason, message = "False", "KubeletNotReady", "missing cpu, memory or pods capacity"
             conditions.append({"type": kind, "status": status, "reason": reason, "message": message})

@@ -4,9 +4,11 @@ The kubelet's podManager with HandlePodAdditions, HandlePodUpdates and HandlePod
 source's snapshot -> `_on_snapshot` -> a UID gone from it is `_remove`d (a kill for the pod
 workers; a rejected pod's record is dropped) -> a new pod is `_add`ed: held while an earlier pod
 of the same namespace/name still terminates; otherwise admitted by `agent.lifecycle.admission.admit`
-against the active pods and the node's allocatable (pods adopted from the previous run are not
-admitted again), held as WaitingForDevicePlugin while the plugin of a missing extended resource
-may still register, or rejected with phase Failed; an admitted pod goes to the workers as a
+against the active pods and the node's allocatable, then by the Topology Manager when a policy other
+than none is set (agent/cm/topologymanager: it allocates the devices of an admitted pod with the merged
+NUMA affinity; a refused pod gets TopologyAffinityError and keeps no device) (pods adopted from the
+previous run are not admitted again), held as WaitingForDevicePlugin while the plugin of a missing
+extended resource may still register, or rejected with phase Failed; an admitted pod goes to the workers as a
 create -> a changed pod is `_update`d (an update for its worker).
 
 `PodManager` is the first of NodeAgent's parts (agent/node.py owns the state and the loop,
@@ -22,6 +24,7 @@ from collections.abc import Callable
 
 from agent.apis.config import AgentConfig
 from agent.cm.devicemanager import DeviceManager
+from agent.cm.topologymanager import TopologyManager
 from agent.config.sources import ManifestError, SourceSnapshot
 from agent.lifecycle.admission import Rejection, admit
 from agent.pod.podrecord import PodRecord, RecordStore
@@ -35,6 +38,7 @@ log = logging.getLogger("agent.node")
 class PodManager:
     config: AgentConfig
     devices: DeviceManager | None
+    topology: TopologyManager | None
     workers: PodWorkers
     store: RecordStore
     observers: list[Callable[[str, str, float | None], None]]
@@ -118,6 +122,8 @@ class PodManager:
     def _remove(self, uid: str) -> None:
         pod = self._desired.pop(uid, None)
         self._held.pop(uid, None)
+        if self.topology is not None:
+            self.topology.remove_pod(uid)
         if uid in self._rejected:
             del self._rejected[uid]
             self._records.pop(uid, None)
@@ -152,7 +158,15 @@ class PodManager:
 
     def _admission(self, pod: Pod) -> Rejection | None:
         others = [p for p in self.active_pods() if p.uid != pod.uid]
-        return admit(pod, others, self.allocatable())
+        rejection = admit(pod, others, self.allocatable())
+        if rejection is not None or self.topology is None:
+            return rejection
+        result = self.topology.admit(pod)
+        if result.admit:
+            return None
+        if self.devices is not None:  # what earlier containers of the pod got is given back
+            self.devices.free_pod(pod.uid)
+        return Rejection(result.reason, result.message)
 
     def _pod_for(self, uid: str) -> Pod | None:
         with self._lock:

@@ -1,13 +1,17 @@
 """SyncPod, SyncTerminatingPod and SyncTerminatedPod: what the pod workers call for one pod.
 
-The kubelet's syncPod family (pkg/kubelet/kubelet.go). Flow of `sync_pod`: devices for every
+The kubelet's syncPod family (pkg/kubelet/kubelet.go). Flow of `sync_pod`: every volume ready
+(the volume manager's mount_pod; a failure is a FailedMount Warning event per volume and a retry
+with the volume manager's backoff, no container starts) -> devices for every
 container from the device manager (its Allocate; a failure before the pod ever ran fails it
 for good with UnexpectedAdmissionError, as the kubelet's admission-time allocation does) ->
 the exclusive CPUs the CPU plugin returned in KUBENODE_CPUSET claimed in the CPU pool (the
 other pods' cpusets rewritten) -> the QoS tiers updated for a new pod -> the pod cgroup
-ensured with its cpuset -> the containers started or restarted by the process runtime.
+ensured with its cpuset -> the containers started or restarted by the process runtime, each
+in its own mount namespace with its volumeMounts.
 `sync_terminating_pod`: SIGTERM, the grace period, SIGKILL, the final phase.
-`sync_terminated_pod`: the pod cgroup removed, devices and CPUs freed, the record dropped
+`sync_terminated_pod`: the pod cgroup removed, its volumes unmounted and removed, devices and CPUs
+freed, the record dropped
 unless a source still wants the pod.
 
 `PodSyncer` is NodeAgent's second part (after agent/pod/podmanager.py; agent/node.py owns the state).
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
@@ -28,6 +33,7 @@ from agent.pod.podmanager import PodManager
 from agent.pod.podrecord import PodRecord
 from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
 from agent.podworkers.workers import TERMINAL_PHASES
+from agent.volumemanager.manager import VolumeManager, VolumeSetupError
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from kubenode.model import Container, Pod
 from kubenode.model.resources import is_extended_resource_name
@@ -47,6 +53,10 @@ class PodSyncer(PodManager):
     cgroups: PodCgroups
     runtime: PodRuntime  # the process runtime, or with a CRI endpoint the selector over both
     cpu_pool: CPUPool
+    volumes: VolumeManager
+    # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount), when the
+    # agent joined a cluster.
+    pod_event: Callable[[Pod, str, str, str], None] | None
     _qos_lock: threading.Lock
 
     def _record(self, pod: Pod) -> PodRecord:
@@ -76,6 +86,14 @@ class PodSyncer(PodManager):
             return SyncResult(terminal=True)
         record.qos = pod.qos_class.value
         try:
+            volumes = self.volumes.mount_pod(pod)
+        except VolumeSetupError as exc:
+            for message in exc.messages():
+                log.warning("pod %s: %s", pod.key, message)
+                if self.pod_event is not None:
+                    self.pod_event(pod, "Warning", "FailedMount", message)
+            return SyncResult(requeue_after=exc.retry_after)
+        try:
             device_env, exclusive = self._allocate_devices(pod, record)
         except DeviceManagerError as exc:
             if record.containers:
@@ -103,7 +121,7 @@ class PodSyncer(PodManager):
         if ctx.cancelled.is_set():
             return SyncResult()
         hint = self.runtime.sync_containers(
-            pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled
+            pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled, volumes
         )
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
@@ -168,8 +186,11 @@ class PodSyncer(PodManager):
 
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
         self.cgroups.destroy(pod.uid)
+        self.volumes.unmount_pod(pod.uid)
         if self.devices is not None:
             self.devices.free_pod(pod.uid)
+        if self.topology is not None:
+            self.topology.remove_pod(pod.uid)
         if self.cpu_pool.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
@@ -182,6 +203,7 @@ class PodSyncer(PodManager):
             self.store.save(self._record(pod))
         else:
             self.store.delete(pod.uid)
+            self.runtime.remove_logs(pod.namespace, pod.name, pod.uid)
         self._update_qos(self.active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
         self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now

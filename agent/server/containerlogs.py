@@ -26,6 +26,7 @@ from typing import Any
 
 from agent.apis.config import AgentConfig
 from agent.kuberuntime import crilog
+from agent.logs.reader import Follower, snapshot
 from agent.server.httpapi import StreamRequest
 from kubenode.nodeproxyauth import Verifier
 
@@ -110,19 +111,17 @@ class ContainerLogs:
     ) -> AsyncIterator[bytes]:
         limit = options["limitBytes"]
         sent = 0
+        # Across the log's rotations (agent/logs): the rotated files, then the live one.
+        data, offset = snapshot(path, options["tailLines"])
         cri = self._cri_root is not None and path.is_relative_to(self._cri_root)
         try:
-            data = path.read_bytes()
             written = path.stat().st_mtime
         except OSError:
-            data, written = b"", time.time()
-        offset = len(data)
+            written = time.time()
         since = options["sinceSeconds"]
         if since is not None and written < time.time() - since:
             data = b""
         lines = data.splitlines(keepends=True)
-        if options["tailLines"] is not None:
-            lines = lines[-options["tailLines"] :] if options["tailLines"] > 0 else []
         for line in lines:
             if cri:
                 chunk = crilog.content(line, options["timestamps"])
@@ -138,15 +137,10 @@ class ContainerLogs:
         loop = asyncio.get_running_loop()
         pending = b""
         checked = time.monotonic()
+        follower = Follower(path, offset)
         while not request.disconnected() and (limit is None or sent < limit):
-            try:
-                with path.open("rb") as file:
-                    file.seek(offset)
-                    new = file.read(CHUNK)
-            except OSError:
-                new = b""
+            new = follower.read(CHUNK)
             if new:
-                offset += len(new)
                 pending += new
                 *complete, pending = pending.split(b"\n")
                 now = time.time()

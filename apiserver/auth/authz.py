@@ -108,6 +108,8 @@ SCHEDULER_RULES = (
     rule("create", resources=("bindings", "pods/binding")),
     rule("patch update", resources=("pods/status",)),
     rule("get list watch", resources=("namespaces",)),
+    # kubenode: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC grants this).
+    rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
@@ -122,6 +124,7 @@ NODE_RULES = (
     rule("create", resources=("pods/eviction",)),
     rule("get list watch", resources=("namespaces",)),
     rule("get list watch", groups=("node.k8s.io",), resources=("runtimeclasses",)),
+    rule("get list watch", resources=("services",)),
 )
 GRAPH_RESOURCES = (
     "secrets",
@@ -180,6 +183,14 @@ class NodeRBACAuthorizer:
         return Decision(False, forbidden_message(user, info))
 
     def _node(self, node: str, user: UserInfo, info: RequestInfo) -> Decision | None:
+        if info.is_resource_request and info.resource == "noderesourcetopologies":
+            # kubenode: a node publishes its own NodeResourceTopology (named as the node) and reads any.
+            if info.verb in ("get", "list", "watch") or info.name in ("", node):
+                return ALLOW if info.api_group == "topology.node.k8s.io" else None
+            return Decision(
+                False,
+                forbidden_message(user, info, "can only access the NodeResourceTopology of its own node"),
+            )
         if info.is_resource_request and info.api_group == "coordination.k8s.io" and info.resource == "leases":
             # kube's authorizeLease: only the node's own Lease in kube-node-lease (create: name in body).
             if info.verb not in NODE_LEASE_VERBS or info.subresource:

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from apiserver.auth.files import write_private
+from kubenode import yamlload
 
 CLUSTER_NAME = "kubenode"
 
@@ -53,7 +54,7 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None, 
     ~/.kube/config) keeps its other clusters, users and contexts; a file that is not one is replaced."""
     document = kubeconfig_document(server, token, ca_pem, user)
     with contextlib.suppress(OSError, yaml.YAMLError):  # no file yet, or not YAML: ours alone
-        document = merged(yaml.safe_load(path.read_text()), document)
+        document = merged(yamlload.load(path.read_text()), document)
     write_private(path, yaml.safe_dump(document, sort_keys=False).encode())
 
 

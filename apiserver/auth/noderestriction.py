@@ -42,6 +42,9 @@ def _forbidden(info: RequestInfo, name: str, why: str) -> str:
     return f"{subject} is forbidden: {why}"
 
 
+WRITES = ("create", "update", "patch", "delete")
+
+
 def admit(
     user: UserInfo, info: RequestInfo, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
 ) -> str | None:
@@ -54,11 +57,14 @@ def admit(
         why = _pod(node, info, old, new)
     elif info.api_group == "" and info.resource == "nodes":
         why = _node(node, info, name, old, new)
-    elif info.api_group == "coordination.k8s.io" and info.resource == "leases":  # noqa: SIM102
+    elif info.api_group == "coordination.k8s.io" and info.resource == "leases":
         if info.verb in ("create", "update", "patch", "delete") and (
             name != node or info.namespace != "kube-node-lease"
         ):
             why = "can only access node lease with the same name as the requesting node"
+    elif info.resource == "noderesourcetopologies" and info.verb in WRITES and name != node:
+        # kubenode: a node writes only its own NodeResourceTopology
+        why = f'node "{node}" can only write the NodeResourceTopology named after itself'
     return None if why is None else _forbidden(info, name, why)
 
 

@@ -30,6 +30,7 @@ import yaml
 
 from apiserver.auth import UserInfo
 from apiserver.request import RequestInfo
+from kubenode import yamlload
 
 log = logging.getLogger("apiserver.audit")
 
@@ -169,7 +170,7 @@ def _subjects(doc: str, obj: Mapping[str, Any], namespace: str) -> tuple[Subject
 def load_policy(path: Path) -> Policy:
     """Read every RBAC document of `path`; raises PolicyError naming the file, document and field."""
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        documents = [d for d in yamlload.load_all(path.read_text()) if d is not None]
     except (OSError, yaml.YAMLError) as exc:
         raise PolicyError(f"{path}: {exc}") from None
     roles: dict[tuple[str, str, str], tuple[PolicyRule, ...]] = {}

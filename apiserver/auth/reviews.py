@@ -47,7 +47,15 @@ def _reply(body: dict[str, Any], code: int = 201) -> web.Response:
     return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
 
 
+def _check_dry_run(request: web.Request) -> None:
+    """A review stores nothing, so dryRun=All changes nothing; another value is kube's 422 as on a create."""
+    from apiserver.handlers.common import dry_run_requested
+
+    dry_run_requested(request, "create")
+
+
 async def _body(request: web.Request) -> dict[str, Any] | None:
+    _check_dry_run(request)
     raw = await request.read()
     try:
         if request.content_type == protobody.MEDIA_TYPE:  # kubectl's typed client sends nothing else
@@ -76,6 +84,7 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
 
     async def self_review(request: web.Request) -> web.Response:
         user: UserInfo | None = request.get("user")
+        _check_dry_run(request)
         if user is None:
             return _reply(api_error(401, "Unauthorized", "Unauthorized"), 401)
         info = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}

@@ -2,7 +2,9 @@
 
 Middleware order, as kube-apiserver's handler chain: time the request (metrics), authenticate
 (401, except the health checks and /version), derive the RequestInfo, authorize (403), then the
-handler; every APIError becomes its Status body, anything unexpected a 500 Status.
+handler; every APIError becomes its Status body, anything unexpected a 500 Status. What aiohttp refuses
+before the app sees it (request line or headers too long, malformed HTTP) is answered as a Status by
+handlers/httperrors.py.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from apiserver.handlers.common import CONTEXT, METRICS, ApiContext, error_response, optional_module
 from apiserver.handlers.rest import dispatch
 from apiserver.request import request_info
 from apiserver.resources import SERVED
-from apiserver.status import APIError, internal, unavailable
+from apiserver.status import APIError, bad_request, internal, unavailable
 from apiserver.storage.log import StorageBroken
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,10 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     except StorageBroken as exc:
         code = 503
         return error_response(unavailable(str(exc)))
+    except (HttpProcessingError, RequestPayloadError) as exc:  # a body aiohttp could not read
+        code = 400  # (bad chunking, a Content-Encoding that does not decode)
+        reason = exc.message if isinstance(exc, HttpProcessingError) else " ".join(str(exc).split())
+        return error_response(bad_request(f"the request body could not be read: {reason}"))
     except web.HTTPException as exc:
         code = exc.status
         if exc.status == 404:
@@ -76,7 +84,9 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
                     405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
                 )
             )
-        raise
+        if exc.status < 400:
+            raise  # redirects and the like are not errors
+        return error_response(APIError(exc.status, exc.reason.replace(" ", ""), exc.reason))
     except Exception as exc:
         log.exception("%s %s failed", request.method, request.path)
         return error_response(internal(str(exc)))

@@ -17,7 +17,7 @@ from apiserver.registry import Clock, Strategy
 from apiserver.request import RequestInfo
 from apiserver.resources import ResourceInfo
 from apiserver.selectors import parse_field_selector, parse_label_selector
-from apiserver.status import APIError, bad_request, too_large, unsupported_media_type
+from apiserver.status import APIError, bad_request, invalid, too_large, unsupported_media_type
 from apiserver.storage.cache import Filter
 from apiserver.storage.store import Store
 
@@ -117,8 +117,10 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
 def _yaml(data: bytes) -> Any:
     import yaml
 
-    try:
-        return yaml.safe_load(data)
+    from kubenode import yamlload
+
+    try:  # anchors and aliases within go-yaml's budget, as kube-apiserver reads them
+        return yamlload.load(data)
     except yaml.YAMLError as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
 
@@ -160,6 +162,57 @@ def to_table(
     )
 
 
+# The options kind whose dryRun field a verb reads (kube validates it as that kind, 422 when unknown).
+OPTIONS_KIND = {
+    "create": "CreateOptions",
+    "update": "UpdateOptions",
+    "patch": "PatchOptions",
+    "delete": "DeleteOptions",
+    "deletecollection": "DeleteOptions",
+}
+
+
+def _go_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dry_run_requested(request: web.Request, verb: str, body_values: object = None) -> bool:
+    """Whether a write is a dry run: `?dryRun=All` (or a DeleteOptions/Eviction body's `dryRun`).
+
+    Any other value is refused as kube's ValidateDryRun does, before anything is read or written:
+    422 `CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"x"}: ...`."""
+    values = request.query.getall("dryRun", [])
+    if body_values is not None:
+        if not isinstance(body_values, list) or not all(isinstance(v, str) for v in body_values):
+            raise bad_request(f"dryRun must be a list of strings, got {body_values!r}")
+        values = [*values, *body_values]
+    unsupported = [v for v in values if v != "All"]
+    if unsupported:
+        shown = "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
+        message = f'Unsupported value: {shown}: supported values: "All"'
+        kind = OPTIONS_KIND.get(verb, "CreateOptions")
+        raise invalid(kind, "", [("dryRun", "FieldValueNotSupported", message)], "meta.k8s.io")
+    return bool(values)
+
+
+def query_resource_version(request: web.Request) -> int:
+    """`resourceVersion` of a get, list or watch as a revision (0 when unset or "0").
+
+    kube parses it with strconv.ParseUint and answers 400 `invalid resource version: ...` otherwise."""
+    raw = request.query.get("resourceVersion", "")
+    if raw in ("", "0"):
+        return 0
+    problem = "invalid syntax" if not (raw.isascii() and raw.isdigit()) else ""
+    if not problem and int(raw) >= 2**64:
+        problem = "value out of range"
+    if problem:
+        raise bad_request(
+            f"invalid resource version: resourceVersion: Invalid value: {_go_quote(raw)}: "
+            f"strconv.ParseUint: parsing {_go_quote(raw)}: {problem}"
+        )
+    return int(raw)
+
+
 def query_int(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":
@@ -175,10 +228,13 @@ def query_bool(request: web.Request, name: str) -> bool:
 
 
 def strict_fields(request: web.Request) -> bool:
-    """fieldValidation=Strict (kubectl's default) makes unknown fields a 400; Warn and Ignore drop them."""
+    """fieldValidation=Strict (kubectl's default) makes unknown fields a 400; Warn and Ignore drop them;
+    anything else is kube's 422 (ValidateFieldValidation)."""
     value = request.query.get("fieldValidation", "")
     if value not in ("", "Strict", "Warn", "Ignore"):
-        raise bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {value!r}")
+        kind = {"POST": "CreateOptions", "PUT": "UpdateOptions"}.get(request.method, "PatchOptions")
+        message = f'Unsupported value: {_go_quote(value)}: supported values: "", "Ignore", "Strict", "Warn"'
+        raise invalid(kind, "", [("fieldValidation", "FieldValueNotSupported", message)], "meta.k8s.io")
     return value == "Strict"
 
 

@@ -8,11 +8,19 @@ deleted at once, in one request (pods included, without their grace period).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from apiserver.handlers.common import ApiContext, json_bytes, json_object, list_filter, query_int, read_json
+from apiserver.handlers.common import (
+    ApiContext,
+    dry_run_requested,
+    json_bytes,
+    json_object,
+    list_filter,
+    query_int,
+    read_json,
+)
 from apiserver.handlers.writes import admit, check_preconditions, latest_or_404, load, store_delete
 from apiserver.registry import Strategy
 from apiserver.registry.kinds import UNDELETABLE_NAMESPACES
@@ -23,8 +31,14 @@ from apiserver.status import APIError, bad_request, forbidden, success_status
 PROPAGATION = ("Orphan", "Background", "Foreground")
 
 
-def delete_options(body: Any, request: web.Request | None) -> tuple[int | None, dict[str, Any]]:
-    """(gracePeriodSeconds, preconditions) from a DeleteOptions body, else from the query."""
+class DeleteOptions(NamedTuple):
+    grace: int | None  # gracePeriodSeconds
+    preconditions: dict[str, Any]
+    dry_run: object  # the body's dryRun (None if absent); dry_run_requested() validates and joins the query's
+
+
+def delete_options(body: Any, request: web.Request | None) -> DeleteOptions:
+    """gracePeriodSeconds, preconditions and dryRun from a DeleteOptions body, else from the query."""
     options: dict[str, Any] = {}
     if isinstance(body, dict):
         if body.get("kind") not in (None, "DeleteOptions"):
@@ -42,12 +56,13 @@ def delete_options(body: Any, request: web.Request | None) -> tuple[int | None, 
         raise APIError(
             422,
             "Invalid",
-            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}"',
+            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": '
+            'supported values: "Foreground", "Background", "Orphan", "nil"',
         )
     preconditions = options.get("preconditions") or {}
     if not isinstance(preconditions, dict):
         raise bad_request("preconditions must be an object")
-    return grace, preconditions
+    return DeleteOptions(grace, preconditions, options.get("dryRun"))
 
 
 async def delete(
@@ -55,7 +70,9 @@ async def delete(
 ) -> web.Response:
     resource = strategy.info
     body = await read_json(request, allow_empty=True)
-    grace, preconditions = delete_options(body, request)
+    grace, preconditions, body_dry_run = delete_options(body, request)
+    # kube reads dryRun from the body when there is one, else from the query; either one makes a dry run here.
+    dry_run = dry_run_requested(request, info.verb, body_dry_run)
     old = latest_or_404(ctx, strategy, namespace, info.name)
     old_obj = load(old)
     check_preconditions(
@@ -65,8 +82,9 @@ async def delete(
     if resource.plural == "namespaces":
         if info.name in UNDELETABLE_NAMESPACES:
             raise forbidden(f'namespaces "{info.name}" is forbidden: this namespace may not be deleted')
-        await delete_namespace_contents(ctx, info.name)
-    entry, gone = await store_delete(ctx, strategy, old, grace, ctx.clock())
+        if not dry_run:
+            await delete_namespace_contents(ctx, info.name)
+    entry, gone = await store_delete(ctx, strategy, old, grace, ctx.clock(), dry_run=dry_run)
     if not gone or resource.plural == "pods":
         return json_bytes(entry.data)
     details = {"name": old.name, "kind": resource.plural, "uid": old_obj.get("metadata", {}).get("uid", "")}
@@ -92,7 +110,8 @@ async def delete_collection(
     """Delete every matching object (each as a DELETE would), answering the list of what was deleted."""
     resource = strategy.info
     body = await read_json(request, allow_empty=True)
-    grace, _ = delete_options(body, request)
+    grace, _, body_dry_run = delete_options(body, request)
+    dry_run = dry_run_requested(request, info.verb, body_dry_run)
     filter_ = list_filter(request, strategy, namespace)
     items = []
     for entry in list(ctx.store.cache.entries(resource.plural, filter_)):
@@ -100,7 +119,7 @@ async def delete_collection(
         if current is None:
             continue
         admit(ctx, user, info, load(current), None)
-        written, _gone = await store_delete(ctx, strategy, current, grace, ctx.clock())
+        written, _gone = await store_delete(ctx, strategy, current, grace, ctx.clock(), dry_run=dry_run)
         items.append(load(written))
     return json_object(
         {

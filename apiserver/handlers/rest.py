@@ -18,11 +18,14 @@ from aiohttp import web
 from apiserver.handlers import deletes, podlogs, subresources, watch
 from apiserver.handlers.common import (
     CONTEXT,
+    OPTIONS_KIND,
     ApiContext,
+    dry_run_requested,
     json_bytes,
     json_object,
     list_filter,
     query_int,
+    query_resource_version,
     read_json,
     strict_fields,
     table_requested,
@@ -59,11 +62,14 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
     if resource.plural == "bindings":
         if info.verb != "create" or info.name:
             raise method_not_allowed(f"{info.verb} is not supported on bindings")
+        dry_run_requested(request, info.verb)
         return await subresources.legacy_binding(request, ctx, info, user)
     strategy = ctx.strategies[resource.plural]
     if resource.namespaced and not info.namespace and info.verb not in ("list", "watch"):
         raise _not_served()  # only lists and watches span namespaces (/api/v1/pods)
     namespace = info.namespace if resource.namespaced else ""
+    if info.verb in OPTIONS_KIND:
+        dry_run_requested(request, info.verb)  # an unsupported dryRun value is refused before anything else
     if info.subresource:
         sub = resource.subresource(info.subresource)
         if sub is None:
@@ -103,6 +109,7 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
 
 def get(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str, name: str) -> web.Response:
     resource = strategy.info
+    query_resource_version(request)  # validated; any stored version is at least as new as one we served
     entry = ctx.store.get(resource.plural, namespace, name)
     if entry is None:
         raise not_found(resource.plural, name, resource.group)
@@ -130,7 +137,8 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
 def list_(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str) -> web.Response:
     resource = strategy.info
     filter_ = list_filter(request, strategy, namespace)
-    limit = query_int(request, "limit") or 0
+    limit = max(query_int(request, "limit") or 0, 0)  # kube lists everything for a limit <= 0
+    query_resource_version(request)
     token = request.query.get("continue", "")
     after = None
     revision = ctx.store.revision
@@ -171,14 +179,6 @@ def list_(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: 
 
 
 # -- writes -------------------------------------------------------------------------------------------------
-
-
-def _dry_run(request: web.Request) -> bool:
-    values = request.query.getall("dryRun", [])
-    for value in values:
-        if value != "All":
-            raise bad_request(f"Invalid dry run value: {value!r}, must be All")
-    return bool(values)
 
 
 async def create(
@@ -224,7 +224,7 @@ async def create_object(
     else:
         raise already_exists(resource.plural, name, resource.group)
     headers = warning_headers(warnings)
-    if _dry_run(request):
+    if dry_run_requested(request, info.verb):
         return json_object(obj, 201, headers)
     entry = await ctx.store.write(resource.plural, namespace, name, obj, "ADDED")
     return json_bytes(entry.data, 201, headers)
@@ -305,7 +305,7 @@ async def _store_update_reply(
         new,
         status_only=info.subresource == "status",
         expected_rv=expected,
-        dry_run=_dry_run(request),
+        dry_run=dry_run_requested(request, info.verb),
         warnings=warnings,
     )
     return json_bytes(entry.data, 200, warning_headers(warnings))

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver.handlers.common import ApiContext, json_object, read_json
+from apiserver.handlers.common import ApiContext, dry_run_requested, json_object, read_json
 from apiserver.handlers.deletes import delete_options
 from apiserver.handlers.writes import admit, check_preconditions, latest_or_404, load, store_delete
 from apiserver.registry import Strategy
@@ -33,7 +33,13 @@ def _check_kind(body: Any, kind: str, api_versions: tuple[str, ...]) -> Mapping[
 
 
 async def _bind(
-    ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any, namespace: str, body: Mapping[str, Any]
+    ctx: ApiContext,
+    strategy: Strategy,
+    info: RequestInfo,
+    user: Any,
+    namespace: str,
+    body: Mapping[str, Any],
+    dry_run: bool,
 ) -> web.Response:
     meta = body.get("metadata") or {}
     target = body.get("target") or {}
@@ -52,7 +58,8 @@ async def _bind(
     annotations = meta.get("annotations") or {}
     bind(pod, str(target["name"]), {str(k): str(v) for k, v in annotations.items()}, ctx.clock())
     admit(ctx, user, info, load(old), pod)
-    await ctx.store.write("pods", namespace, pod_name, pod, "MODIFIED")
+    if not dry_run:
+        await ctx.store.write("pods", namespace, pod_name, pod, "MODIFIED")
     return json_object(success_status(201), 201)
 
 
@@ -65,9 +72,9 @@ async def binding(
         raise bad_request(
             f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
         )
-    return await _bind(
-        ctx, strategy, info, user, info.namespace, {**body, "metadata": {**meta, "name": info.name}}
-    )
+    named = {**body, "metadata": {**meta, "name": info.name}}
+    dry_run = dry_run_requested(request, info.verb)
+    return await _bind(ctx, strategy, info, user, info.namespace, named, dry_run)
 
 
 async def legacy_binding(request: web.Request, ctx: ApiContext, info: RequestInfo, user: Any) -> web.Response:
@@ -85,17 +92,20 @@ async def legacy_binding(request: web.Request, ctx: ApiContext, info: RequestInf
         "binding",
         str((body.get("metadata") or {}).get("name") or ""),
     )
-    return await _bind(ctx, strategy, pod_info, user, info.namespace, body)
+    dry_run = dry_run_requested(request, info.verb)
+    return await _bind(ctx, strategy, pod_info, user, info.namespace, body, dry_run)
 
 
 async def eviction(
     request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any
 ) -> web.Response:
     body = _check_kind(await read_json(request), "Eviction", ("policy/v1", "policy/v1beta1"))
-    grace, preconditions = delete_options(body.get("deleteOptions"), None)
+    grace, preconditions, body_dry_run = delete_options(body.get("deleteOptions"), None)
+    # kube copies the request's dryRun into the Eviction's DeleteOptions (propagateDryRun): either one counts.
+    dry_run = dry_run_requested(request, info.verb, body_dry_run)
     old = latest_or_404(ctx, strategy, info.namespace, info.name)
     pod = load(old)
     check_preconditions(strategy, old, pod, preconditions.get("uid"), preconditions.get("resourceVersion"))
     admit(ctx, user, info, pod, None)
-    await store_delete(ctx, strategy, old, grace, ctx.clock())
+    await store_delete(ctx, strategy, old, grace, ctx.clock(), dry_run=dry_run)
     return json_object(success_status(201), 201)

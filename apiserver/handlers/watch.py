@@ -26,6 +26,7 @@ from apiserver.handlers.common import (
     list_filter,
     query_bool,
     query_int,
+    query_resource_version,
     table_requested,
     to_table,
 )
@@ -69,12 +70,7 @@ async def serve(
         raise bad_request("sendInitialEvents requires resourceVersionMatch=NotOlderThan")
     timeout = query_int(request, "timeoutSeconds")
     duration = float(timeout) if timeout and timeout > 0 else ctx.min_request_timeout * (1 + random.random())
-    requested = 0
-    if rv_text not in ("", "0"):
-        try:
-            requested = int(rv_text)
-        except ValueError:
-            raise bad_request(f"invalid resource version: {rv_text!r}") from None
+    requested = query_resource_version(request)
     table = table_requested(request)
 
     # -- synchronous: register and take the starting events together --

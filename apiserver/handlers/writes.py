@@ -148,10 +148,17 @@ async def store_update(
 
 
 async def store_delete(
-    ctx: ApiContext, strategy: Strategy, old: Entry, requested_grace: int | None, now: datetime.datetime
+    ctx: ApiContext,
+    strategy: Strategy,
+    old: Entry,
+    requested_grace: int | None,
+    now: datetime.datetime,
+    *,
+    dry_run: bool = False,
 ) -> tuple[Entry, bool]:
     """Delete `old` as kube's generic registry does: graceful (pods bound to a node), held by finalizers,
-    or at once. Returns the entry written and whether the object is gone."""
+    or at once. Returns the entry written (under dry_run: what would be, nothing written) and whether the
+    object is (or would be) gone."""
     resource = strategy.info
     obj = load(old)
     meta = obj.setdefault("metadata", {})
@@ -165,7 +172,11 @@ async def store_delete(
         meta["deletionGracePeriodSeconds"] = grace
         if "generation" in meta:
             meta["generation"] = int(meta["generation"]) + 1
+        if dry_run:
+            return Entry(old.resource, old.namespace, old.name, old.rev, orjson.dumps(obj), {}, {}), False
         entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "MODIFIED")
         return entry, False
+    if dry_run:
+        return old, True
     entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "DELETED")
     return entry, True

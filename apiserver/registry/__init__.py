@@ -7,7 +7,20 @@ from apiserver.registry.config import ConfigMapStrategy, SecretStrategy
 from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy
 from apiserver.registry.pods import PodStrategy
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
-from apiserver.resources import CONFIGMAPS, EVENTS, LEASES, NAMESPACES, NODES, PODS, RUNTIMECLASSES, SECRETS
+from apiserver.registry.services import ServiceStrategy
+from apiserver.registry.topology import NodeResourceTopologyStrategy
+from apiserver.resources import (
+    CONFIGMAPS,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    PODS,
+    RUNTIMECLASSES,
+    SECRETS,
+    SERVICES,
+)
 
 
 def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
@@ -21,6 +34,8 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "configmaps": ConfigMapStrategy(CONFIGMAPS, clock),
         "secrets": SecretStrategy(SECRETS, clock),
         "runtimeclasses": RuntimeClassStrategy(RUNTIMECLASSES, clock),
+        "services": ServiceStrategy(SERVICES, clock),
+        "noderesourcetopologies": NodeResourceTopologyStrategy(NODE_RESOURCE_TOPOLOGIES, clock),
     }
 
 

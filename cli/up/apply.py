@@ -1,5 +1,5 @@
 """Apply a directory of manifests through the API with `kubectl apply`'s outcome: created, configured or
-unchanged.
+unchanged. Pods and the ConfigMaps they read (applied first, so the pods' volumes find them).
 
 Each object is created with the `kubectl.kubernetes.io/last-applied-configuration` annotation kubectl
 writes; when it exists already, a strategic merge patch sets the labels and annotations (a pod's spec is
@@ -16,10 +16,13 @@ from typing import Any
 
 import yaml
 
-from kubenode.kubeclient import PODS, AlreadyExists, KubeClient
+from kubenode import yamlload
+from kubenode.kubeclient import PODS, AlreadyExists, KubeClient, Resource
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+APPLIED_KINDS = ("Pod", "ConfigMap")
+CONFIGMAPS = Resource("configmaps", "ConfigMap")
 
 
 class ManifestError(Exception):
@@ -41,15 +44,15 @@ def read_manifests(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
         if path.suffix not in MANIFEST_SUFFIXES or path.name.startswith("."):
             continue
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
+            documents = yamlload.load_all(path.read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ManifestError(f"{path}: {exc}") from None
         for document in documents:
             if document is None:
                 continue
-            if not isinstance(document, dict) or document.get("kind") != "Pod":
+            if not isinstance(document, dict) or document.get("kind") not in APPLIED_KINDS:
                 kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
-                raise ManifestError(f"{path}: kind {kind!r}: only Pods are applied")
+                raise ManifestError(f"{path}: kind {kind!r}: only Pods and ConfigMaps are applied")
             if not (document.get("metadata") or {}).get("name"):
                 raise ManifestError(f"{path}: metadata.name is required")
             objects.append((path, document))
@@ -69,7 +72,18 @@ def last_applied(manifest: dict[str, Any], namespace: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n"
 
 
+def apply_object(client: KubeClient, manifest: dict[str, Any]) -> Applied:
+    """A Pod or a ConfigMap (whose data, unlike a pod's spec, is replaced when it changed)."""
+    return (
+        apply_pod(client, manifest) if manifest.get("kind") == "Pod" else _apply(client, CONFIGMAPS, manifest)
+    )
+
+
 def apply_pod(client: KubeClient, manifest: dict[str, Any]) -> Applied:
+    return _apply(client, PODS, manifest)
+
+
+def _apply(client: KubeClient, resource: Resource, manifest: dict[str, Any]) -> Applied:
     meta = manifest.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
     name = meta["name"]
@@ -80,14 +94,18 @@ def apply_pod(client: KubeClient, manifest: dict[str, Any]) -> Applied:
     }
     body["metadata"]["annotations"][LAST_APPLIED] = applied
     try:
-        client.create(PODS, body, namespace)
+        client.create(resource, body, namespace)
         return Applied(namespace, name, "created", manifest.get("spec") or {})
     except AlreadyExists:
         pass
-    current = client.get(PODS, name, namespace)
+    current = client.get(resource, name, namespace)
     annotations = (current.get("metadata") or {}).get("annotations") or {}
     if annotations.get(LAST_APPLIED) == applied:
         return Applied(namespace, name, "unchanged", manifest.get("spec") or {})
-    patch = {"metadata": {"labels": meta.get("labels") or {}, "annotations": body["metadata"]["annotations"]}}
-    client.patch(PODS, name, patch, namespace)
+    patch: dict[str, Any] = {
+        "metadata": {"labels": meta.get("labels") or {}, "annotations": body["metadata"]["annotations"]}
+    }
+    if resource is CONFIGMAPS:
+        patch["data"] = manifest.get("data") or {}
+    client.patch(resource, name, patch, namespace)
     return Applied(namespace, name, "configured", manifest.get("spec") or {})

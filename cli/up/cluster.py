@@ -30,6 +30,7 @@ import yaml
 
 from cli import cgroupview
 from cli.up.process import Child, end_leftovers
+from kubenode import yamlload
 from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, NotFound, load_kubeconfig
 from kubenode.kubeclient.timefmt import parse_time
 
@@ -301,7 +302,7 @@ def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
 
 
 def plugin_resources(config: Path) -> list[str]:
-    document = yaml.safe_load(config.read_text()) or {}
+    document = yamlload.load(config.read_text()) or {}
     return [str(r["name"]) for r in document.get("resources") or [] if isinstance(r, dict) and "name" in r]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.agentstatus import agent_pods, endpoint_of
-from cli.up.apply import Applied, ManifestError, apply_pod, read_manifests
+from cli.up.apply import Applied, ManifestError, apply_object, read_manifests
 from cli.up.cluster import Cluster, Options, StartError, example
 from cli.up.table import SETTLED_PHASES, agent_views, pod_key, render, rows, shortfalls
 from kubenode.kubeclient import PODS, KubeClient, KubeError
@@ -71,7 +71,11 @@ class Session:
             say(f"\nexport KUBECONFIG={self.cluster.kubeconfig}\n")
             client = self.cluster.client
             assert client is not None
-            applied = [apply_pod(client, manifest) for _, manifest in manifests]
+            configmaps = [m for _, m in manifests if m.get("kind") == "ConfigMap"]
+            for item in [apply_object(client, manifest) for manifest in configmaps]:
+                say(f"configmap/{item.name} {item.outcome}")
+            pods = [m for _, m in manifests if m.get("kind") == "Pod"]
+            applied = [apply_object(client, manifest) for manifest in pods]
             for item in applied:
                 say(f"pod/{item.name} {item.outcome}")
             if self.args.once:

@@ -17,7 +17,8 @@ Modules:
   service-account tokens).
 - `client`: `KubeClient` with get / list / list_all / create / update / patch (strategic, merge, json) /
   delete (grace, uid and resourceVersion preconditions) / watch, with the config's TLS and auth;
-  `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`.
+  `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`,
+  `NODE_RESOURCE_TOPOLOGIES`.
 - `transport`: the unary verbs' HTTP/1.1 over kept-alive connections (watches stream over urllib3).
 - `errors`: `KubeError` > `TransportError` (no answer) and `ApiError(code, reason, message, status)` >
   `NotFound`, `Conflict` > `AlreadyExists`, `Gone`, `Forbidden`, `Unauthorized`, `Invalid`; `is_retryable`.
@@ -34,7 +35,16 @@ Modules:
 Nothing here imports an engine (agent/, scheduler/, apiserver/, deviceplugin/).
 """
 
-from kubenode.kubeclient.client import EVENTS, LEASES, NAMESPACES, NODES, PODS, KubeClient, Resource
+from kubenode.kubeclient.client import (
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    PODS,
+    KubeClient,
+    Resource,
+)
 from kubenode.kubeclient.config import ClientConfig, load, load_incluster, load_kubeconfig
 from kubenode.kubeclient.errors import (
     AlreadyExists,
@@ -56,6 +66,7 @@ __all__ = [
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "NODE_RESOURCE_TOPOLOGIES",
     "PODS",
     "AlreadyExists",
     "ApiError",

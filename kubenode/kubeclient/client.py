@@ -77,6 +77,14 @@ NODES = Resource("nodes", "Node", namespaced=False)
 NAMESPACES = Resource("namespaces", "Namespace", namespaced=False)
 EVENTS = Resource("events", "Event")
 LEASES = Resource("leases", "Lease", group="coordination.k8s.io")
+# The per-NUMA-zone resources a node publishes (the noderesourcetopology-api CRD's shape).
+NODE_RESOURCE_TOPOLOGIES = Resource(
+    "noderesourcetopologies",
+    "NodeResourceTopology",
+    group="topology.node.k8s.io",
+    version="v1alpha2",
+    namespaced=False,
+)
 
 
 def _quote(segment: str) -> str:

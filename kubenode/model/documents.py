@@ -3,9 +3,10 @@
 
 Files may come from anyone who can write a manifest, so decoding is bounded: a file is
 read only up to `MAX_DOCUMENT_BYTES` (the API server's 3 MiB request limit), YAML
-aliases are refused (the API server takes JSON, which has none; an alias bomb of a
-kilobyte expands to gigabytes), and a parse error names the line and column and the
-kind of problem, never the text found there (the file might not be the user's to show).
+anchors and aliases expand only within go-yaml's budget as with kubectl (kubenode/yamlload.py:
+an alias bomb of a kilobyte, which would expand to gigabytes, is refused after a few thousand
+nodes), and a parse error names the line and column and the kind of problem, never the text
+found there (the file might not be the user's to show).
 """
 
 from __future__ import annotations
@@ -20,23 +21,10 @@ from typing import Any
 
 import yaml
 
+from kubenode import yamlload
 from kubenode.model.errors import ValidationError
 
 MAX_DOCUMENT_BYTES = 3 * 2**20
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """The safe loader, refusing any alias (`*name`, and so `<<: *name` merges too)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(
-                None,
-                None,
-                "aliases are not allowed (the API server takes JSON, which has none)",
-                self.peek_event().start_mark,  # type: ignore[no-untyped-call]
-            )
-        return super().compose_node(parent, index)
 
 
 def _parse_error(exc: Exception) -> str:
@@ -76,7 +64,7 @@ def decode_objects(text: str, source: str) -> list[tuple[str, Mapping[str, Any]]
             decoded = json.loads(text)
             docs = decoded if isinstance(decoded, list) else [decoded]
         else:
-            docs = list(yaml.load_all(text, Loader=_NoAliasLoader))
+            docs = yamlload.load_all(text)
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
         # ValueError also covers JSON's int-to-str digit limit; RecursionError, nesting thousands deep.
         raise ValidationError(source, "", f"cannot parse: {_parse_error(exc)}") from None

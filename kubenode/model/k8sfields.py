@@ -11,6 +11,35 @@ FIELDS: dict[str, frozenset[str]] = {
             "podAntiAffinity",
         }
     ),
+    "V1ConfigMapEnvSource": frozenset(
+        {
+            "name",
+            "optional",
+        }
+    ),
+    "V1ConfigMapKeySelector": frozenset(
+        {
+            "key",
+            "name",
+            "optional",
+        }
+    ),
+    "V1ConfigMapProjection": frozenset(
+        {
+            "items",
+            "name",
+            "optional",
+        }
+    ),
+    "V1ConfigMapVolumeSource": frozenset(
+        {
+            "defaultMode",
+            "defaultUser",
+            "items",
+            "name",
+            "optional",
+        }
+    ),
     "V1Container": frozenset(
         {
             "args",
@@ -40,6 +69,41 @@ FIELDS: dict[str, frozenset[str]] = {
             "workingDir",
         }
     ),
+    "V1DownwardAPIProjection": frozenset(
+        {
+            "items",
+        }
+    ),
+    "V1DownwardAPIVolumeFile": frozenset(
+        {
+            "fieldRef",
+            "mode",
+            "path",
+            "resourceFieldRef",
+            "user",
+        }
+    ),
+    "V1DownwardAPIVolumeSource": frozenset(
+        {
+            "defaultMode",
+            "defaultUser",
+            "items",
+        }
+    ),
+    "V1EmptyDirVolumeSource": frozenset(
+        {
+            "medium",
+            "mode",
+            "sizeLimit",
+        }
+    ),
+    "V1EnvFromSource": frozenset(
+        {
+            "configMapRef",
+            "prefix",
+            "secretRef",
+        }
+    ),
     "V1EnvVar": frozenset(
         {
             "name",
@@ -54,6 +118,20 @@ FIELDS: dict[str, frozenset[str]] = {
             "fileKeyRef",
             "resourceFieldRef",
             "secretKeyRef",
+        }
+    ),
+    "V1HostPathVolumeSource": frozenset(
+        {
+            "path",
+            "type",
+        }
+    ),
+    "V1KeyToPath": frozenset(
+        {
+            "key",
+            "mode",
+            "path",
+            "user",
         }
     ),
     "V1Node": frozenset(
@@ -188,6 +266,13 @@ FIELDS: dict[str, frozenset[str]] = {
             "weight",
         }
     ),
+    "V1ProjectedVolumeSource": frozenset(
+        {
+            "defaultMode",
+            "defaultUser",
+            "sources",
+        }
+    ),
     "V1ResourceFieldSelector": frozenset(
         {
             "containerName",
@@ -200,6 +285,35 @@ FIELDS: dict[str, frozenset[str]] = {
             "claims",
             "limits",
             "requests",
+        }
+    ),
+    "V1SecretEnvSource": frozenset(
+        {
+            "name",
+            "optional",
+        }
+    ),
+    "V1SecretKeySelector": frozenset(
+        {
+            "key",
+            "name",
+            "optional",
+        }
+    ),
+    "V1SecretProjection": frozenset(
+        {
+            "items",
+            "name",
+            "optional",
+        }
+    ),
+    "V1SecretVolumeSource": frozenset(
+        {
+            "defaultMode",
+            "defaultUser",
+            "items",
+            "optional",
+            "secretName",
         }
     ),
     "V1Taint": frozenset(
@@ -217,6 +331,63 @@ FIELDS: dict[str, frozenset[str]] = {
             "operator",
             "tolerationSeconds",
             "value",
+        }
+    ),
+    "V1Volume": frozenset(
+        {
+            "awsElasticBlockStore",
+            "azureDisk",
+            "azureFile",
+            "cephfs",
+            "cinder",
+            "configMap",
+            "csi",
+            "downwardAPI",
+            "emptyDir",
+            "ephemeral",
+            "fc",
+            "flexVolume",
+            "flocker",
+            "gcePersistentDisk",
+            "gitRepo",
+            "glusterfs",
+            "hostPath",
+            "image",
+            "iscsi",
+            "name",
+            "nfs",
+            "persistentVolumeClaim",
+            "photonPersistentDisk",
+            "portworxVolume",
+            "projected",
+            "quobyte",
+            "rbd",
+            "scaleIO",
+            "secret",
+            "storageos",
+            "vsphereVolume",
+        }
+    ),
+    "V1VolumeMount": frozenset(
+        {
+            "bindMountOptions",
+            "mountPath",
+            "mountPropagation",
+            "name",
+            "readOnly",
+            "recursiveReadOnly",
+            "subPath",
+            "subPathExpr",
+        }
+    ),
+    "V1VolumeProjection": frozenset(
+        {
+            "clusterTrustBundle",
+            "configMap",
+            "downwardAPI",
+            "podCertificate",
+            "secret",
+            "serviceAccountToken",
         }
     ),
 }

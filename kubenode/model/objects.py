@@ -33,6 +33,69 @@ class EnvVar:
     key_ref: tuple[str, str, str, bool] | None = None
 
 
+EMPTY_DIR = "emptyDir"
+HOST_PATH = "hostPath"
+CONFIG_MAP = "configMap"
+SECRET = "secret"
+DOWNWARD_API = "downwardAPI"
+PROJECTED = "projected"
+VOLUME_KINDS = (EMPTY_DIR, HOST_PATH, CONFIG_MAP, SECRET, DOWNWARD_API, PROJECTED)
+DEFAULT_MODE = 0o644  # kube's SecretVolumeSourceDefaultMode, ConfigMapVolumeSourceDefaultMode, ...
+
+
+@dataclass(frozen=True)
+class KeyToPath:
+    """One `items` entry (a key, or for downwardAPI a field, written to a relative path)."""
+
+    path: str
+    key: str = ""
+    mode: int | None = None
+    field_path: str | None = None  # downwardAPI fieldRef
+    resource_field: tuple[str, str, str] | None = None  # downwardAPI resourceFieldRef
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One source of files: a ConfigMap, a Secret or downward API fields."""
+
+    kind: str  # configMap | secret | downwardAPI
+    name: str = ""
+    items: tuple[KeyToPath, ...] = ()
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Volume:
+    name: str
+    kind: str  # one of VOLUME_KINDS, or the unsupported type's field name
+    medium: str = ""  # emptyDir: "" (disk) or "Memory"
+    size_limit: int | None = None  # emptyDir, bytes
+    path: str = ""  # hostPath
+    host_path_type: str = ""
+    projections: tuple[Projection, ...] = ()
+    default_mode: int = DEFAULT_MODE
+
+    @property
+    def is_projected(self) -> bool:
+        return self.kind in (CONFIG_MAP, SECRET, DOWNWARD_API, PROJECTED)
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    name: str
+    mount_path: str
+    read_only: bool = False
+    sub_path: str = ""
+
+
+@dataclass(frozen=True)
+class EnvFromSource:
+    resource: str  # configmaps | secrets
+    name: str
+    prefix: str = ""
+    optional: bool = False
+
+
 @dataclass(frozen=True)
 class Container:
     name: str
@@ -45,6 +108,8 @@ class Container:
     limits: Mapping[str, int] = field(default_factory=dict)
     # "Always" on an init container makes it a sidecar (restartable init container).
     restart_policy: str = ""
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    env_from: tuple[EnvFromSource, ...] = ()
 
     @property
     def is_sidecar(self) -> bool:
@@ -114,6 +179,7 @@ class Pod:
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    volumes: tuple[Volume, ...] = ()
     phase: str = "Pending"
     nominated_node_name: str = ""
     start_time: str = ""

@@ -39,6 +39,7 @@ from kubenode.model.resources import (
     is_overcommit_allowed,
     qualified_name_problem,
 )
+from kubenode.model.volumes import parse_env_from, parse_mounts, parse_volumes
 
 # Pod UIDs become cgroup and file names: keep them to letters, digits and '-'
 # (the systemd driver maps '-' to '_' and back, so '_' must not occur).
@@ -179,6 +180,8 @@ def _container(obj: Fields, init: bool) -> Container:
         requests=requests,
         limits=limits,
         restart_policy=restart_policy,
+        volume_mounts=parse_mounts(obj),
+        env_from=parse_env_from(obj),
     )
 
 
@@ -294,6 +297,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {echo(uid)}")
 
     spec = obj.child("spec", "V1PodSpec")
+    volumes = parse_volumes(spec)
     containers = tuple(_container(c, init=False) for c in spec.children("containers", "V1Container"))
     if not containers:
         raise spec.error("containers", "Required value: a pod needs at least one container")
@@ -354,6 +358,7 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         required_node_affinity=required,
         preferred_node_affinity=tuple(preferred),
         tolerations=_tolerations(spec),
+        volumes=volumes,
         phase=status.string("phase", "Pending"),
         nominated_node_name=status.string("nominatedNodeName"),
         start_time=str(status.data.get("startTime") or ""),

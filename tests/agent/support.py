@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import textwrap
@@ -18,6 +19,7 @@ from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
 from agent.cm.devicemanager import DeviceManager
 from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from harness.manifests import fast_agent_config
 
 MOUNT = V1_MOUNT
@@ -116,12 +118,19 @@ class Harness:
         *,
         devices: DeviceManager | None = None,
         allocatable: dict[str, int] | None = None,
+        objects: ConfigObjects = NO_OBJECTS,
+        **settings: Any,
     ) -> None:
-        self.config = fast_agent_config(root, manifests, state_dir)
+        self.config = dataclasses.replace(fast_agent_config(root, manifests, state_dir), **settings)
         self.cgroups = make_pod_cgroups(root)
         self.source = ManifestSource(manifests, "testnode", rescan_interval=1.0)
         self.agent = NodeAgent(
-            self.config, self.cgroups, [self.source], devices=devices, allocatable=allocatable
+            self.config,
+            self.cgroups,
+            [self.source],
+            devices=devices,
+            allocatable=allocatable,
+            objects=objects,
         )
         self.started = False
 

@@ -115,7 +115,7 @@ def test_a_sysctl_refuses_a_process_pod_at_admission() -> None:
 # The probe file lies on the root filesystem (tmp_path is on it): readOnlyRootFilesystem makes it read-only.
 PROBE = (
     "id; grep -E 'NoNewPrivs|CapEff|CapBnd|Seccomp:' /proc/self/status; touch {dir}/$HOSTNAME && echo rw;"
-    " sleep 1000"
+    " echo done; sleep 1000"
 )
 
 
@@ -174,7 +174,7 @@ def test_the_issues_pod_runs_as_it_asks(
     write_manifest(manifests, "c.yaml", manifest("plain", {}, {}, tmp_path))
     write_manifest(manifests, "d.yaml", manifest("ro", {}, {"readOnlyRootFilesystem": True}, tmp_path))
     text = wait_until(
-        lambda: "Seccomp" in log_of(state, "asks") and log_of(state, "asks"), 20, "the pod's output"
+        lambda: "done" in log_of(state, "asks") and log_of(state, "asks"), 20, "the pod's output"
     )
     assert re.search(r"uid=1000\b.* gid=1000\b", text), text
     assert status_fields(text) == {
@@ -185,7 +185,7 @@ def test_the_issues_pod_runs_as_it_asks(
     }
     assert "rw" not in text.split()
     read_only = wait_until(
-        lambda: "Seccomp" in log_of(state, "ro") and log_of(state, "ro"), 20, "the ro pod's output"
+        lambda: "done" in log_of(state, "ro") and log_of(state, "ro"), 20, "the ro pod's output"
     )
     assert (
         "uid=0(root)" in read_only and "Read-only file system" in read_only and "rw" not in read_only.split()
@@ -205,7 +205,7 @@ def test_the_issues_pod_runs_as_it_asks(
     assert "container has runAsNonRoot and image will run as root" in waiting["message"]
 
     plain = wait_until(
-        lambda: "Seccomp" in log_of(state, "plain") and log_of(state, "plain"), 20, "the plain pod's output"
+        lambda: "done" in log_of(state, "plain") and log_of(state, "plain"), 20, "the plain pod's output"
     )
     assert "uid=0(root)" in plain
     # A non-privileged root container holds the runtime's default set, not the agent's.

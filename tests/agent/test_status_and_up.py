@@ -20,6 +20,7 @@ from agent.config.sources import SourceSnapshot
 from agent.daemon import RunningAgent
 from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
+from agent.volumemanager.mountutil import mounts_under
 from cli.main import main
 from harness.manifests import write_manifest
 from tests.agent.support import Harness, cgroup_dirs, pod_manifest, require_cgroup_v1, sweep
@@ -92,12 +93,14 @@ def test_kubenode_up_once_shows_pods_cgroups_and_limits() -> None:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
         lines = result.stdout.splitlines()
         rows = {line.split()[1]: line.split() for line in lines if line.startswith("default ")}
-        for name in ("web", "worker", "idle", "pinned", "gpu-job"):
+        for name in ("web", "worker", "idle", "pinned", "gpu-job", "greeter"):
             assert rows[name][3] == "Running", result.stdout
         assert "main:gpu=demo-gpu-0" in rows["gpu-job"]
         assert rows["web"][4:] == ["Guaranteed", "-", rows["web"][6], "25000/100000", "67108864"], rows["web"]
-        assert "5/5 pods got what they asked for" in result.stdout
+        assert "6/6 pods got what they asked for" in result.stdout
+        assert "configmap/greeter created" in result.stdout
         assert not cgroup_dirs(root), "kubenode up left cgroups behind"
+        assert not mounts_under(Path(data)), "kubenode up left the pods' volumes mounted"
     finally:
         sweep(root)
         shutil.rmtree(data, ignore_errors=True)

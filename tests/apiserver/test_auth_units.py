@@ -238,3 +238,21 @@ def test_pki_and_kubeconfig(tmp_path: Path) -> None:
     doc = kubeconfig_document("https://10.1.2.3:6443", "tok", cert.ca_pem)
     assert doc["clusters"][0]["cluster"]["certificate-authority-data"]
     assert doc["users"][0]["user"] == {"token": "tok"}
+
+
+def test_node_resource_topology_access() -> None:
+    authz = new_authorizer("Node,RBAC")
+    nrt = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+    assert authz.authorize(SCHEDULER, info("GET", nrt, watch="1")).allowed
+    assert not authz.authorize(SCHEDULER, info("PUT", f"{nrt}/a")).allowed
+    for method, path in [("GET", nrt), ("POST", nrt), ("PUT", f"{nrt}/a"), ("GET", f"{nrt}/b")]:
+        assert authz.authorize(NODE_A, info(method, path)).allowed, (method, path)
+    other = authz.authorize(NODE_A, info("PUT", f"{nrt}/b"))
+    assert not other.allowed and "NodeResourceTopology of its own node" in other.message
+    # A create names the object in its body: NodeRestriction holds the node to its own name.
+    create = info("POST", nrt)
+    assert admit(NODE_A, create, None, {"metadata": {"name": "a"}}) is None
+    assert admit(NODE_A, create, None, {"metadata": {"name": "b"}}) == (
+        'noderesourcetopologies.topology.node.k8s.io "b" is forbidden: '
+        'node "a" can only write the NodeResourceTopology named after itself'
+    )

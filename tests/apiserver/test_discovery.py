@@ -22,10 +22,14 @@ def test_discovery_documents() -> None:
     assert {by_name[n]["shortNames"][0] for n in ("nodes", "namespaces", "events")} == {"no", "ns", "ev"}
     assert not by_name["nodes"]["namespaced"]
     groups = api_groups(SERVED)["groups"]
-    assert [g["name"] for g in groups] == ["coordination.k8s.io", "node.k8s.io"]
+    assert [g["name"] for g in groups] == ["coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io"]
     assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
     leases = api_resources("coordination.k8s.io", "v1", SERVED)
     assert leases["groupVersion"] == "coordination.k8s.io/v1" and leases["resources"][0]["kind"] == "Lease"
+    topology = api_resources("topology.node.k8s.io", "v1alpha2", SERVED)["resources"]
+    assert [(r["name"], r["kind"], r["namespaced"]) for r in topology] == [
+        ("noderesourcetopologies", "NodeResourceTopology", False)
+    ]
 
 
 def test_served_discovery_and_version(api: ApiServerProcess) -> None:

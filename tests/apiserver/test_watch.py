@@ -143,8 +143,10 @@ def test_field_selector_watch_sees_a_pod_arrive_and_leave(api: ApiServerProcess)
 def test_timeout_seconds_ends_the_stream(api: ApiServerProcess) -> None:
     started = time.monotonic()
     stream = Stream(api, "timeoutSeconds=1&resourceVersion=0")
-    assert stream.ended.wait(5)
-    assert 0.9 <= time.monotonic() - started < 4
+    # Ends by itself (without timeoutSeconds a watch lasts 30-60 min), not before the second is up; no upper
+    # bound on the clock, which a loaded machine would stretch.
+    assert stream.ended.wait(60)
+    assert time.monotonic() - started >= 0.9
 
 
 def test_stuck_watcher_blocks_neither_writes_nor_other_watchers(api: ApiServerProcess) -> None:

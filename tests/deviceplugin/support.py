@@ -13,7 +13,7 @@ import grpc
 from kubenode.api.deviceplugin.v1beta1 import api_pb2_grpc
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.005) -> bool:
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.005) -> bool:
     """Poll `predicate` until true or the deadline passes; returns the last result."""
     deadline = time.monotonic() + timeout
     while True:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,23 +44,26 @@ def get(server: StatusServer, path: str, timeout: float = 5.0) -> tuple[int, byt
 def test_idle_connections_cost_no_thread_and_never_lock_out_a_probe(
     serve: Callable[..., StatusServer],
 ) -> None:
-    server = serve(header_timeout=1.0)
+    # The idle connections keep their slots for a minute: a probe that had to wait for them to time out would
+    # itself time out (30 s), while one served beside them answers at once, however loaded the machine is.
+    server = serve(header_timeout=60.0)
     threads_before = threading.active_count()
     idle = [socket.create_connection(tuple(server.address.rsplit(":", 1)), timeout=5) for _ in range(300)]  # type: ignore[arg-type]
     try:
-        started = time.monotonic()
-        code, body = get(server, "/healthz")
-        took = time.monotonic() - started
-        assert (code, body) == (200, b"ok")
-        assert took < 1.0, f"/healthz took {took:.2f} s behind 300 idle connections"
+        assert get(server, "/healthz", timeout=30) == (200, b"ok")
         assert threading.active_count() <= threads_before + 3  # was one thread per connection
         assert server.open_connections <= 64
-        # An idle connection is closed once its request head is overdue.
-        idle[-1].settimeout(5)
-        assert idle[-1].recv(1) == b""
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_an_idle_connection_is_closed_once_its_request_head_is_overdue(
+    serve: Callable[..., StatusServer],
+) -> None:
+    server = serve(header_timeout=1.0)
+    with socket.create_connection(tuple(server.address.rsplit(":", 1)), timeout=30) as idle:  # type: ignore[arg-type]
+        assert idle.recv(1) == b""
 
 
 def test_pods_is_paged_and_bounded(serve: Callable[..., StatusServer]) -> None:

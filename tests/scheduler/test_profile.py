@@ -22,7 +22,12 @@ def test_example_profiles_load() -> None:
     binpack = load_configuration(EXAMPLES / "gpu-binpack.yaml")
     gpu = binpack.profiles["gpu-binpack"]
     assert gpu.scoring.type == MOST_ALLOCATED and gpu.scoring.resources[0].name == "kubenode.io/gpu"
-    assert gpu.weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 5}
+    assert gpu.weights == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 5,
+        "NodeResourceTopologyMatch": 1,
+    }
     assert binpack.profiles["default-scheduler"].weights["NodeResourcesBalancedAllocation"] == 1
     rtcr = load_configuration(EXAMPLES / "rtcr.yaml").profiles["default-scheduler"]
     assert [p.score for p in rtcr.scoring.shape] == [0, 10]

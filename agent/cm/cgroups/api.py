@@ -83,6 +83,9 @@ class PodCgroups(Protocol):
 
     def cpu_usage_ns(self, uid: str) -> int: ...
 
+    def memory_working_set(self, uid: str) -> int:
+        """The pod cgroup's memory usage less its inactive file pages (the kubelet's working set)."""
+
     def oom_kills(self, uid: str) -> int:
         """How many processes of the pod cgroup the kernel's OOM killer has killed (its lifetime count)."""
 

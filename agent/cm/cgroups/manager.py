@@ -193,6 +193,9 @@ class PodCgroupManager:
     def cpu_usage_ns(self, uid: str) -> int:
         return self.backend.cpu_usage_ns(self._only(uid))
 
+    def memory_working_set(self, uid: str) -> int:
+        return self.backend.memory_working_set(self._only(uid))
+
     def oom_kills(self, uid: str) -> int:
         return self.backend.oom_kills(self._only(uid))
 

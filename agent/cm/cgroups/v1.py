@@ -244,5 +244,10 @@ class V1Hierarchies:
         with kernel_errors(cgroup_path(dirs), "cpuacct.usage"):
             return int(self._node("cpuacct", dirs).controller.usage or 0)
 
+    def memory_working_set(self, dirs: Dirs) -> int:
+        path = self._path("memory", dirs)
+        usage = int(read_file(path, "memory.usage_in_bytes"))
+        return max(0, usage - read_flat_key(path, "memory.stat", "total_inactive_file"))
+
     def oom_kills(self, dirs: Dirs) -> int:
         return read_flat_key(self._path("memory", dirs), "memory.oom_control", "oom_kill")

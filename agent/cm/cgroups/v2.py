@@ -163,6 +163,11 @@ class V2Hierarchies:
         limits["cpuset"] = limits["cpuset.cpus.effective"]
         return limits
 
+    def memory_working_set(self, dirs: Dirs) -> int:
+        path = self._path(dirs)
+        usage = int(read_file(path, "memory.current"))
+        return max(0, usage - read_flat_key(path, "memory.stat", "inactive_file"))
+
     def oom_kills(self, dirs: Dirs) -> int:
         # memory.events counts this cgroup and its descendants (memory.events.local would not).
         return read_flat_key(self._path(dirs), "memory.events", "oom_kill")

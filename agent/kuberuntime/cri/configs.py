@@ -30,11 +30,11 @@ BESTEFFORT_OOM_SCORE_ADJ = 1000
 PROCESS_ONLY_ENV = ("PATH", "HOSTNAME")
 
 
-def pod_log_directory(root: Path, pod: Pod) -> Path:
+def pod_log_directory(root: Path, namespace: str, name: str, uid: str) -> Path:
     """`<ns>_<name>_<uid>` as the kubelet names pod log dirs; just the UID where that is too long."""
-    directory = f"{pod.namespace}_{pod.name}_{pod.uid}"
+    directory = f"{namespace}_{name}_{uid}"
     if len(directory.encode()) > NAME_MAX:
-        directory = pod.uid
+        directory = uid
     return root / directory
 
 
@@ -48,7 +48,7 @@ def sandbox_config(
 ) -> cri.PodSandboxConfig:
     return cri.PodSandboxConfig(
         metadata=cri.PodSandboxMetadata(name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=attempt),
-        log_directory=str(pod_log_directory(log_root, pod)),
+        log_directory=str(pod_log_directory(log_root, pod.namespace, pod.name, pod.uid)),
         labels=labels.sandbox_labels(pod, node),
         annotations=labels.sandbox_annotations(pod),
         linux=cri.LinuxPodSandboxConfig(
@@ -119,6 +119,7 @@ def container_config(
     device_specs: Sequence[str] = (),
     mount_specs: Sequence[str] = (),
     security: cri.LinuxContainerSecurityContext | None = None,
+    volume_mounts: Sequence[cri.Mount] = (),
 ) -> cri.ContainerConfig:
     run_env = {k: v for k, v in env.items() if k not in PROCESS_ONLY_ENV or any(e.name == k for e in c.env)}
     context = security if security is not None else cri.LinuxContainerSecurityContext()
@@ -134,7 +135,7 @@ def container_config(
         labels=labels.container_labels(pod, c, node),
         annotations=labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
         devices=_device_specs(device_specs),
-        mounts=_mount_specs(mount_specs),
+        mounts=[*volume_mounts, *_mount_specs(mount_specs)],
         linux=cri.LinuxContainerConfig(
             resources=container_resources(pod, c, cpuset), security_context=context
         ),

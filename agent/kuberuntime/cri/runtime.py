@@ -17,6 +17,7 @@ A failed call because the runtime is gone raises RuntimeError naming the endpoin
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,9 @@ from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
 from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, RecordWriteError, rfc3339
+from agent.util.configobjects import NO_OBJECTS, ConfigObjects
+from agent.volumemanager.manager import MountedVolume
+from agent.volumemanager.namespace import MountPlanError, container_mounts
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
 
@@ -64,6 +68,7 @@ class CRIRuntime(ContainerSequence):
         clock: Callable[[], float] = time.monotonic,
         pre_start: Callable[[str, str], None] | None = None,
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
+        objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -74,6 +79,7 @@ class CRIRuntime(ContainerSequence):
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
         self._pre_start = pre_start
         self._security = security
+        self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
@@ -264,7 +270,9 @@ class CRIRuntime(ContainerSequence):
         procs_files: Sequence[str],
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
     ) -> float | None:
+        """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts."""
         from agent.pod.podrecord import ContainerRecord
 
         for c in pod.all_containers:
@@ -273,7 +281,7 @@ class CRIRuntime(ContainerSequence):
         try:
             self.relist(record)
             self._ensure_sandbox(pod, record)
-            self._start_due(pod, record, procs_files, device_env, hints, cancelled)
+            self._start_due(pod, record, volumes or {}, device_env, hints, cancelled)
         except CRIError as exc:
             raise self._failed(exc) from None
         finally:
@@ -325,7 +333,7 @@ class CRIRuntime(ContainerSequence):
         pod: Pod,
         c: Container,
         record: PodRecord,
-        procs_files: Sequence[str],
+        where: Mapping[str, MountedVolume],
         device_env: Mapping[str, str],
         hints: list[float],
     ) -> None:
@@ -344,8 +352,15 @@ class CRIRuntime(ContainerSequence):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
-            env = container_env(pod, c, self.host, device_env)
+            env = container_env(pod, c, self.host, device_env, self._objects())
             security = self._security(pod, c) if self._security is not None else None
+            try:
+                volume_mounts = [
+                    cri.Mount(host_path=m.source, container_path=m.target, readonly=m.read_only)
+                    for m in container_mounts(c, where)
+                ]
+            except MountPlanError as exc:
+                raise ContainerConfigError(str(exc)) from None
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -365,6 +380,7 @@ class CRIRuntime(ContainerSequence):
             device_specs=record.device_specs.get(c.name, ()),
             mount_specs=record.mounts.get(c.name, ()),
             security=security,
+            volume_mounts=volume_mounts,
         )
         try:
             cid = str(
@@ -395,7 +411,9 @@ class CRIRuntime(ContainerSequence):
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = None, None
         rec.started_at, rec.started_clock = rfc3339(), self._clock()
-        rec.log_path = str(pod_log_directory(self.log_root, pod) / config.log_path)
+        rec.log_path = str(
+            pod_log_directory(self.log_root, pod.namespace, pod.name, pod.uid) / config.log_path
+        )
         rec.adopted = False
         log.info("pod %s container %s started (%s)", pod.key, c.name, cid[:12])
 
@@ -455,6 +473,13 @@ class CRIRuntime(ContainerSequence):
                 if c.state == WAITING and c.reason in ("CrashLoopBackOff", "ContainerCreating"):
                     c.message = "pod terminated"
             self._save(record)
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
+        return pod_log_directory(self.log_root, namespace, name, uid)
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """A removed pod's log directory goes with it, as the kubelet removes it."""
+        shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
 
     def forget(self, uid: str) -> None:
         with self._lock:

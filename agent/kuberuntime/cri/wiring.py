@@ -38,6 +38,7 @@ def with_cri_runtime(agent: NodeAgent, config: AgentConfig) -> RuntimeSelector:
         backoff=process.backoff,
         pre_start=agent._pre_start_devices,
         security=functools.partial(container_security, policy=process.security),
+        objects=lambda: process.objects,
     )
     try:
         version = cri.version()

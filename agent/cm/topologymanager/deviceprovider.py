@@ -1,0 +1,99 @@
+"""The device manager as the Topology Manager's hint provider (the kubelet's devicemanager GetTopologyHints,
+GetPodTopologyHints and Allocate as the scope calls them).
+
+`DeviceManagerProvider` reads a snapshot of the device manager's public state for each question (every
+device with its health and NUMA nodes, what every container holds), answers with `DeviceHintSource`,
+and allocates an admitted container's device resources with the merged affinity as the NUMA hint.
+Devices held by a pod's init containers are not handed on to its app containers here (the device
+manager keeps them until the pod ends), so nothing is "reusable" in the kubelet's sense.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from agent.cm.devicemanager import DeviceManager, PodRef
+from agent.cm.topologymanager.devicehints import DeviceHintSource, DeviceNUMA
+from agent.cm.topologymanager.hints import ProviderHints, TopologyHint
+from agent.cm.topologymanager.manager import TopologyManager, new_manager
+from agent.cm.topologymanager.policies import NONE
+from kubenode.model import Container, Pod
+from kubenode.model.resources import is_extended_resource_name
+
+
+class DeviceSnapshot:
+    """The DeviceView of one moment of the device manager."""
+
+    def __init__(self, devices: DeviceManager) -> None:
+        self.numa: dict[str, dict[str, tuple[int, ...]]] = {}
+        self.healthy: dict[str, list[str]] = {}
+        for status in devices.resources():
+            self.numa[status.name] = {d.id: tuple(sorted(d.numa_nodes)) for d in status.devices}
+            self.healthy[status.name] = [d.id for d in status.devices if d.healthy]
+        self.held: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+        self.taken: dict[str, set[str]] = {}
+        for allocation in devices.allocations():
+            self.held[(allocation.pod.uid, allocation.container)] = dict(allocation.devices)
+            for resource, ids in allocation.devices.items():
+                self.taken.setdefault(resource, set()).update(ids)
+
+    def is_device_resource(self, resource: str) -> bool:
+        return resource in self.numa
+
+    def device_numa(self, resource: str) -> DeviceNUMA:
+        return self.numa.get(resource, {})
+
+    def free_devices(self, resource: str) -> Collection[str]:
+        taken = self.taken.get(resource, set())
+        return [d for d in self.healthy.get(resource, []) if d not in taken]
+
+    def held_by_container(self, pod_uid: str, container: str, resource: str) -> Collection[str]:
+        return self.held.get((pod_uid, container), {}).get(resource, ())
+
+    def held_by_pod(self, pod_uid: str, resource: str) -> Collection[str]:
+        return {d for (uid, _), held in self.held.items() if uid == pod_uid for d in held.get(resource, ())}
+
+    def reusable(self, pod_uid: str, resource: str) -> Collection[str]:
+        return ()
+
+
+def device_requests(container: Container) -> dict[str, int]:
+    """The container's device-plugin resources (positive extended-resource limits), as podsync allocates."""
+    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
+
+
+class DeviceManagerProvider:
+    def __init__(self, devices: DeviceManager, numa_nodes: Iterable[int]) -> None:
+        self.devices = devices
+        self.numa_nodes = tuple(numa_nodes)
+
+    def get_topology_hints(self, pod: Pod, container: Container) -> ProviderHints:
+        return DeviceHintSource(DeviceSnapshot(self.devices), self.numa_nodes).container_hints(pod, container)
+
+    def get_pod_topology_hints(self, pod: Pod) -> ProviderHints:
+        return DeviceHintSource(DeviceSnapshot(self.devices), self.numa_nodes).pod_hints(pod)
+
+    def allocate(self, pod: Pod, container: Container, affinity: TopologyHint) -> None:
+        wanted = device_requests(container)
+        if not wanted:
+            return
+        hint = None if affinity.affinity is None else frozenset(affinity.affinity.bits())
+        self.devices.allocate(
+            PodRef(pod.uid, pod.namespace, pod.name), container.name, wanted, numa_hint=hint
+        )
+
+
+def topology_manager_for(
+    policy: str,
+    scope: str,
+    options: dict[str, str],
+    sysfs_root: str,
+    devices: DeviceManager | None,
+) -> TopologyManager | None:
+    """The agent's Topology Manager, with the device manager as its hint provider; None under the none
+    policy (allocation then happens as before: unaligned, when the pod's containers start)."""
+    if devices is None or policy == NONE:
+        return None
+    manager = new_manager(policy, scope, options, sysfs_root=sysfs_root)
+    manager.add_hint_provider(DeviceManagerProvider(devices, manager.numa_nodes))
+    return manager

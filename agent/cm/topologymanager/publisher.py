@@ -1,0 +1,114 @@
+"""Publishing the node's NodeResourceTopology (agent/cm/topologymanager/publish.py makes the object).
+
+A thread builds the object from the device manager (every device with its health and NUMA node, what
+every container holds) and the Topology Manager's policy and scope, and creates it or replaces it in
+the API whenever it differs from what was last written; it then waits for the device manager's next
+change (registration, health, an allocation or a freed pod) or `interval` seconds (which also bounds
+how long `stop` waits for it). Failures are logged and retried on the next round; the scheduler
+(scheduler/numa.py) reads the object.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from agent.cm.devicemanager import DeviceManager
+from agent.cm.topologymanager.numainfo import numa_info, sysfs_nodes
+from agent.cm.topologymanager.publish import topology_object, zone_counts
+from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, KubeClient, KubeError, NotFound
+
+log = logging.getLogger(__name__)
+
+
+class TopologyPublisher:
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        devices: DeviceManager,
+        policy: str,
+        scope: str,
+        sysfs_root: str,
+        *,
+        interval: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.devices = devices
+        self.policy, self.scope = policy, scope
+        info = numa_info(sysfs_nodes(sysfs_root), sysfs_root, need_distances=False)
+        self.numa_nodes, self.distances = info.nodes, {n: list(d) for n, d in info.distances.items()}
+        self.interval = interval
+        self.published: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _signature(self) -> tuple[Any, ...]:
+        allocations = tuple(
+            (a.pod.uid, a.container, tuple(sorted(a.devices.items()))) for a in self.devices.allocations()
+        )
+        devices = tuple(
+            (r.name, tuple((d.id, d.healthy, tuple(sorted(d.numa_nodes))) for d in r.devices))
+            for r in self.devices.resources()
+        )
+        return allocations, devices
+
+    def build(self) -> dict[str, Any]:
+        taken: dict[str, set[str]] = {}
+        accounted = set()
+        for allocation in self.devices.allocations():
+            accounted.add(f"{allocation.pod.namespace}/{allocation.pod.name}")
+            for resource, ids in allocation.devices.items():
+                taken.setdefault(resource, set()).update(ids)
+        counts = {}
+        for status in self.devices.resources():
+            numa = {d.id: tuple(d.numa_nodes) for d in status.devices}
+            healthy = [d.id for d in status.devices if d.healthy]
+            free = [d for d in healthy if d not in taken.get(status.name, set())]
+            per_node = zone_counts(numa, healthy, free)
+            if per_node:
+                counts[status.name] = per_node
+        return topology_object(
+            self.node_name, self.policy, self.scope, self.numa_nodes, counts, self.distances, accounted
+        )
+
+    def publish_once(self) -> None:
+        body = self.build()
+        if body == self.published:
+            return
+        try:
+            try:
+                current = self.client.get(NODE_RESOURCE_TOPOLOGIES, self.node_name)
+            except NotFound:
+                self.client.create(NODE_RESOURCE_TOPOLOGIES, body)
+            else:
+                updated = {**body, "metadata": {**body["metadata"], **_kept(current)}}
+                self.client.update(NODE_RESOURCE_TOPOLOGIES, updated)
+        except KubeError as exc:
+            log.warning("cannot publish NodeResourceTopology %s: %s", self.node_name, exc)
+            return
+        self.published = body
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.publish_once()
+            self._wait_for_change(self._signature())
+
+    def _wait_for_change(self, last: tuple[Any, ...]) -> None:
+        self.devices.wait_for(lambda: self._stop.is_set() or self._signature() != last, self.interval)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="topology-publisher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.interval + 5)
+
+
+def _kept(current: dict[str, Any]) -> dict[str, Any]:
+    meta = current.get("metadata") or {}
+    return {k: meta[k] for k in ("resourceVersion", "uid", "labels", "annotations") if k in meta}

@@ -1,0 +1,90 @@
+"""What each pod uses, for the eviction manager, and the node-level reclaim of dead containers' logs.
+
+A pod's ephemeral storage is its log directory (every container's restarts and rotations) plus its disk-backed
+emptyDir volumes under `<stateDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/` (a memory-backed one counts as
+memory, as in the kubelet). Memory is the pod cgroup's working set, processes the pids in the pod cgroup.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agent.cm.cgroups import CgroupError, PodCgroups
+from agent.eviction.manager import SYSTEM_CRITICAL_PRIORITY, PodUsage
+from agent.logs.reader import log_files
+from agent.pod.podrecord import PodRecord
+from kubenode.model import Pod
+
+EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
+
+
+def disk_usage(path: Path, device: int | None = None) -> int:
+    """Bytes allocated under `path` (du), counting only files on `device` when given."""
+    total = 0
+    try:
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                if device is None or st.st_dev == device:
+                    total += st.st_blocks * 512
+    except OSError:
+        return total
+    return total
+
+
+def _empty_dir_limits(pod: Pod) -> dict[str, int | None]:
+    from kubenode.model.quantity import to_amount
+
+    limits: dict[str, int | None] = {}
+    spec: Any = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
+    for volume in (spec or {}).get("volumes") or []:
+        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty, dict) and empty.get("medium") != "Memory":
+            size = empty.get("sizeLimit")
+            limits[str(volume.get("name"))] = to_amount("memory", size) if size is not None else None
+    return limits
+
+
+def pod_usage(pod: Pod, cgroups: PodCgroups, logs_dir: Path, state_dir: Path) -> PodUsage:
+    usage = PodUsage(pod, critical=pod.source != "api" or pod.priority >= SYSTEM_CRITICAL_PRIORITY)
+    try:
+        usage.memory = cgroups.memory_working_set(pod.uid)
+        usage.processes = len(cgroups.pids(pod.uid))
+    except (CgroupError, OSError, ValueError):
+        pass  # no cgroup yet: nothing used
+    device = os.stat(state_dir).st_dev
+    for c in pod.all_containers:
+        usage.container_disk[c.name] = disk_usage(logs_dir / c.name)
+    usage.disk = sum(usage.container_disk.values())
+    volumes = state_dir / "pods" / pod.uid / "volumes" / EMPTY_DIR_PLUGIN
+    for name, limit in _empty_dir_limits(pod).items():
+        used = disk_usage(volumes / name, device)
+        usage.empty_dirs[name] = (used, limit)
+        usage.disk += used
+    return usage
+
+
+def reclaim_dead_logs(records: list[PodRecord]) -> int:
+    """Remove the logs of container restarts older than the previous one (kept for `kubectl logs
+    --previous`, as the kubelet's container GC keeps the last dead container); returns the bytes freed."""
+    freed = 0
+    for record in records:
+        for c in list(record.containers.values()):
+            if not c.log_path:
+                continue
+            current = Path(c.log_path)
+            keep_from = c.restart_count - 1
+            for old in current.parent.glob("*.log"):
+                if old.stem.isdigit() and int(old.stem) < keep_from:
+                    for path in log_files(old):
+                        try:
+                            freed += path.stat().st_blocks * 512
+                            path.unlink()
+                        except OSError:
+                            continue
+    return freed

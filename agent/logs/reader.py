@@ -1,0 +1,107 @@
+"""Reading a container's log across its rotations: whole, from the end, or following it as it grows.
+
+A container restart's output is the rotated files `<restart>.log.<time>.<first>` in order, then the live
+region of `<restart>.log` (agent/logs/rotation.py says why the live region need not start at the file's
+start). Every offset here is logical: a byte's place in the container's whole output, which a rotation
+does not change, so a `Follower` keeps its place while the rotator moves the bytes under it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.logs.rotation import LogMeta, lock_for, read_meta
+
+CHUNK = 64 * 1024
+
+
+def _read_at(path: Path, offset: int, size: int | None = None) -> bytes:
+    """Up to `size` bytes from `offset` (None: to the end)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read() if size is None else f.read(size)
+    except OSError:
+        return b""
+
+
+def read_all(log: Path, limit: int | None = None) -> bytes:
+    """This restart's output still on disk, oldest first (at most `limit` bytes, from the end)."""
+    with lock_for(log):
+        meta = read_meta(log)
+        parts = [_read_at(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        parts.append(_read_at(log, meta.start))
+    data = b"".join(parts)
+    return data[-limit:] if limit is not None else data
+
+
+def tail_lines(log: Path, lines: int) -> bytes:
+    """The last `lines` lines, reading back through the rotated files only as far as needed."""
+    if lines <= 0:
+        return b""
+    with lock_for(log):
+        meta = read_meta(log)
+        sources = [(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        try:
+            live_end = log.stat().st_size
+        except OSError:
+            live_end = meta.start
+        sources.append((log, meta.start, live_end - meta.start))
+        collected = b""
+        for path, start, length in reversed(sources):
+            collected = _read_at(path, start, length) + collected
+            if collected.count(b"\n") > lines:
+                break
+    kept = collected.splitlines(keepends=True)
+    return b"".join(kept[-lines:])
+
+
+def end_offset(log: Path) -> int:
+    """The logical offset just past the last byte written so far."""
+    with lock_for(log):
+        meta = read_meta(log)
+        try:
+            return log.stat().st_size + meta.collapsed
+        except OSError:
+            return meta.live_first
+
+
+def snapshot(log: Path, tail: int | None = None) -> tuple[bytes, int]:
+    """What is on disk now (or its last `tail` lines) and the logical offset where it ends, read together, so
+    that a `Follower` started there neither repeats nor skips a byte."""
+    with lock_for(log):
+        data = read_all(log) if tail is None else tail_lines(log, tail)
+        return data, end_offset(log)
+
+
+class Follower:
+    """Reads new output from a logical offset on, across rotations (where a rotated file was already deleted,
+    it goes on from the oldest byte still kept)."""
+
+    def __init__(self, log: Path, offset: int) -> None:
+        self.log = log
+        self.offset = offset
+
+    def read(self, size: int = CHUNK) -> bytes:
+        with lock_for(self.log):
+            meta = read_meta(self.log)
+            data = self._read_locked(meta, size)
+        self.offset += len(data)
+        return data
+
+    def _read_locked(self, meta: LogMeta, size: int) -> bytes:
+        if self.offset >= meta.live_first:
+            return _read_at(self.log, self.offset - meta.collapsed, size)
+        for rotated in meta.rotated:
+            if rotated.first <= self.offset < rotated.last:
+                length = min(size, rotated.last - self.offset)
+                return _read_at(self.log.parent / rotated.name, self.offset - rotated.first, length)
+        # Rotated out and deleted since: go on from the oldest byte kept (which the next call finds).
+        self.offset = meta.rotated[0].first if meta.rotated else meta.live_first
+        return self._read_locked(meta, size)
+
+
+def log_files(log: Path) -> list[Path]:
+    """The files that hold this restart's output (the live one last), for cleanup and size accounting."""
+    meta = read_meta(log)
+    return [log.parent / r.name for r in meta.rotated] + [log]
