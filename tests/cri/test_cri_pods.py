@@ -423,3 +423,31 @@ def test_exec_sync_passes_the_exit_code_and_output(
     with pytest.raises(LookupError, match="container sidecar of pod"):
         runtime.exec_sync(uid, "sidecar", ["true"], 5)
     delete(kubectl, admin, "cri-exec")
+
+
+def test_a_configmap_volume_is_visible_inside_the_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cri-settings", "namespace": "default"},
+        "data": {"greeting": "hello from a ConfigMap"},
+    }
+    apply(kubectl, tmp_path, config_map)
+    body = image_pod(
+        "cri-volume",
+        agent.node,
+        "cat /etc/settings/greeting; echo; sleep 600",
+        volumeMounts=[{"name": "settings", "mountPath": "/etc/settings", "readOnly": True}],
+    )
+    body["spec"]["volumes"] = [{"name": "settings", "configMap": {"name": "cri-settings"}}]
+    apply(kubectl, tmp_path, body)
+    wait_until(lambda: running(admin, "cri-volume"), 60, "cri-volume Running")
+    logs = wait_until(
+        lambda: "ConfigMap" in (out := kubectl.out("logs", "cri-volume")) and out,
+        20,
+        "the container's output",
+    )
+    assert logs == "hello from a ConfigMap\n"
+    delete(kubectl, admin, "cri-volume")
