@@ -7,6 +7,8 @@ containerd); each test makes its own pods and checks what containerd and the cgr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,7 @@ from tests.agent_cluster.support import gone, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
 
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -451,3 +454,48 @@ def test_a_configmap_volume_is_visible_inside_the_container(
     )
     assert logs == "hello from a ConfigMap\n"
     delete(kubectl, admin, "cri-volume")
+
+
+def test_a_kubenode_cpu_pod_is_pinned_to_exactly_its_set(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, runtime: CRIClient, tmp_path: Path
+) -> None:
+    # The CPU plugin beside the agent's static one: every CPU of the machine as a kubenode.io/cpu device.
+    plugin = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", "tests/configs/cpu.yaml",
+         "--kubelet-dir", str(agent.plugin_dir)],
+        cwd=REPO,
+        env=agent.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: admin.get(NODES, agent.node)["status"]["allocatable"].get("kubenode.io/cpu"),
+            30,
+            "kubenode.io/cpu on the Node",
+        )
+        body = image_pod(
+            "cri-pinned",
+            agent.node,
+            "echo cpus=$KUBENODE_CPUSET; sleep 600",
+            resources={"limits": {"kubenode.io/cpu": "1"}},
+        )
+        apply(kubectl, tmp_path, body)
+        wait_until(lambda: running(admin, "cri-pinned"), 60, "cri-pinned Running")
+        logs = wait_until(
+            lambda: "cpus=" in (out := kubectl.out("logs", "cri-pinned")) and out,
+            20,
+            "the container's output",
+        )
+        granted = logs.strip().removeprefix("cpus=")
+        assert granted.isdigit(), logs  # one CPU
+        uid = admin.get(PODS, "cri-pinned", "default")["metadata"]["uid"]
+        [container] = of_pod(runtime, uid)[1]
+        pod_dir = pod_cgroup(agent, uid)
+        assert pod_dir is not None
+        cpuset_dir = Path(str(pod_dir).replace("/cpu/", "/cpuset/"))
+        assert (cpuset_dir / container.id / "cpuset.cpus").read_text().strip() == granted
+        delete(kubectl, admin, "cri-pinned")
+    finally:
+        plugin.terminate()
+        plugin.wait(10)
