@@ -28,7 +28,7 @@ from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from tests.agent.support import require_cgroup_v1
-from tests.agent_cluster.support import gone, pod_status, wait_until
+from tests.agent_cluster.support import events_for, gone, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
 
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
@@ -197,6 +197,13 @@ def test_a_missing_image_ends_in_image_pull_backoff(
 
     wait_until(lambda: waiting_reason("cri-missing") == "ErrImagePull", 60, "ErrImagePull")
     wait_until(lambda: waiting_reason("cri-missing") == "ImagePullBackOff", 30, "ImagePullBackOff")
+    # The kubelet's events: Failed (the pull's error, then "Error: ErrImagePull") and BackOff.
+    failed = wait_until(lambda: events_for(admin, "cri-missing", "Failed"), 20, "Failed events")
+    messages = {e["message"] for e in failed}
+    assert "Error: ErrImagePull" in messages
+    assert any(m.startswith('Failed to pull image "127.0.0.1:1/kubenode/missing:v1": ') for m in messages)
+    backoff = wait_until(lambda: events_for(admin, "cri-missing", "BackOff"), 20, "a BackOff event")
+    assert backoff[0]["message"] == 'Back-off pulling image "127.0.0.1:1/kubenode/missing:v1"'
     # A reference kube cannot parse (an upper-case repository) waits with the kubelet's InvalidImageName.
     body = image_pod("cri-invalid", agent.node, "true")
     body["spec"]["containers"][0]["image"] = "Kubenode/BusyBox:1"
