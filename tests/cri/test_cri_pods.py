@@ -168,6 +168,10 @@ def test_image_pod_runs_logs_and_is_limited_then_leaves_nothing(
     sandboxes, containers = of_pod(runtime, uid)
     assert len(sandboxes) == 1 and len(containers) == 1
     container = containers[0]
+    # The IDs kube shows: the runtime's container ID and the image's.
+    [shown] = pod_status(admin, "cri-hello")["containerStatuses"]
+    assert shown["containerID"] == f"containerd://{container.id}"
+    assert shown["imageID"] == container.image_ref and shown["imageID"].startswith("sha256:")
     assert container.labels["io.kubernetes.container.name"] == "main"
     assert container.labels["io.kubernetes.pod.name"] == "cri-hello"
     assert container.labels["io.kubernetes.pod.namespace"] == "default"

@@ -54,6 +54,7 @@ class CRIClient:
         self._channel = channel
         self.runtime = cri_grpc.RuntimeServiceStub(channel)
         self.images = cri_grpc.ImageServiceStub(channel)
+        self.runtime_name = "cri"  # the runtime's own name once connected (containerd), for container IDs
 
     @classmethod
     def connect(cls, endpoint: str, timeout: float = DEFAULT_TIMEOUT_S) -> CRIClient:
@@ -74,6 +75,7 @@ class CRIClient:
                 f"container runtime endpoint {endpoint}: runtime API {version.runtime_api_version!r}, "
                 f"the agent speaks CRI {SUPPORTED_API} (runtime.v1)"
             )
+        client.runtime_name = version.runtime_name
         return client
 
     def close(self) -> None:

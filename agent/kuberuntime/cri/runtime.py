@@ -220,6 +220,8 @@ class CRIRuntime(ContainerSequence):
                     self._ids[(record.uid, name)] = keep.id
                 rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
                 rec.started_clock, rec.adopted = self._clock(), True
+                rec.container_id = f"{self.client().runtime_name}://{keep.id}"
+                rec.image_ref = keep.image_ref
                 rec.started_at = rec.started_at or _wall(keep.created_at)
                 log.info("pod %s container %s: adopted running container %s", record.key, name, keep.id[:12])
                 adopted.append(name)
@@ -342,7 +344,7 @@ class CRIRuntime(ContainerSequence):
             rec.state, rec.reason, rec.message = WAITING, "InvalidImageName", "the container names no image"
             return
         try:
-            self.images.ensure(pod, c)
+            image_ref = self.images.ensure(pod, c)
         except ImageError as exc:
             rec.state, rec.reason, rec.message = WAITING, exc.reason, exc.message
             # After a failed pull the next sync shows the backoff (ImagePullBackOff), as the kubelet's does.
@@ -409,6 +411,7 @@ class CRIRuntime(ContainerSequence):
         with self._lock:
             self._ids[(pod.uid, c.name)] = cid
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
+        rec.container_id, rec.image_ref = f"{self.client().runtime_name}://{cid}", image_ref
         rec.pid, rec.create_time = None, None
         rec.started_at, rec.started_clock = rfc3339(), self._clock()
         rec.log_path = str(
