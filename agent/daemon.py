@@ -153,19 +153,26 @@ def build_agent(config: AgentConfig) -> RunningAgent:
 
     metrics = AgentMetrics(config.node_name, agent.pods)
     agent.observers.append(metrics.pod_synced)
+    agent.prober.count = metrics.probe_counted
     if devices is not None:
         devices.add_listener(metrics.device_event)
     server = None
     if config.listen:
         host, port = parse_listen(config.listen)
         from agent.server.containerlogs import PREFIX, container_logs
+        from agent.server.stats import StatsProvider
 
+        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name)
         server = StatusServer(
             host,
             port,
             agent.status_json,
             health=agent.health_problems,
-            extra_routes={"/metrics": metrics.route},
+            extra_routes={
+                "/metrics": metrics.route,
+                "/metrics/resource": stats.resource_metrics_route,
+                "/stats/summary": stats.summary_route,
+            },
             stream_routes={PREFIX: container_logs(config, agent.status_json).route},
         )
     if cluster is not None:

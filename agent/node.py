@@ -56,6 +56,10 @@ from agent.podworkers.podsync import PodSyncer
 from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
+from agent.prober.containers import container_view, exec_runner
+from agent.prober.handlers import ExecRunner
+from agent.prober.manager import ProbeManager
+from agent.prober.worker import ContainerView
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
 from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
@@ -142,6 +146,11 @@ class NodeAgent(PodSyncer):
             max_files=config.container_log_max_files,
             interval=config.container_log_monitor_interval,
         )
+        # Probes of every pod (agent/prober): readiness changes reach the status manager as a "probe"
+        # observation; a liveness or startup failure syncs the pod, whose SyncPod kills the container.
+        self.prober = ProbeManager(self._probe_view, self._probe_exec, host_ip=self.host.pod_ip, clock=clock)
+        self.prober.on_change = functools.partial(self._observe, operation="probe")
+        self.prober.on_unhealthy = self._probe_unhealthy
         self.cpu_pool = CPUPool()
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
@@ -180,6 +189,7 @@ class NodeAgent(PodSyncer):
         if self.devices is not None:
             self.devices.retain_pods(set(self._desired) | set(self._records))
         self.housekeeping()
+        self.prober.start()
         self._loop_thread = threading.Thread(target=self._loop, name="agent-loop", daemon=True)
         self._loop_thread.start()
         self.log_manager.start()
@@ -267,6 +277,7 @@ class NodeAgent(PodSyncer):
         if self._loop_thread is not None:
             self._loop_thread.join(10)
         self.workers.stop()
+        self.prober.stop()
 
     def _restore(self) -> None:
         records, problems = self.store.load_all()
@@ -357,6 +368,7 @@ class NodeAgent(PodSyncer):
                 record = self._records.pop(uid, None)
                 self._adopted.discard(uid)
             log.info("stopping orphaned pod %s", record.key if record else uid)
+            self.prober.remove_pod(uid)
             try:
                 self.runtime.kill_pod(uid, record, self.cgroups, lambda: ORPHAN_GRACE_S)
                 self.cgroups.destroy(uid)
@@ -370,6 +382,27 @@ class NodeAgent(PodSyncer):
             self.store.delete(uid)
             if record is not None:
                 self.runtime.remove_logs(record.namespace, record.name, uid)
+
+    # ----- probes ------------------------------------------------------------------------------
+
+    def _probe_view(self, uid: str, container: str) -> ContainerView | None:
+        with self._lock:
+            return container_view(self._desired.get(uid), self._records.get(uid), container)
+
+    def _probe_exec(self, pod: Pod, container: str) -> ExecRunner:
+        cri_runner = getattr(
+            self.runtime, "cri_exec_runner", None
+        )  # with a CRI endpoint: ExecSync for its pods
+        runner = cri_runner(pod.uid, container) if cri_runner is not None else None
+        if runner is not None:
+            return runner  # type: ignore[no-any-return]
+        return exec_runner(pod, container, self.cgroups.procs_files, self.host, self.runtime.security)
+
+    def _probe_unhealthy(self, uid: str) -> None:
+        with self._lock:
+            pod = self._desired.get(uid)
+        if pod is not None:
+            self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod))
 
     # ----- status ------------------------------------------------------------------------------
 

@@ -133,6 +133,16 @@ SERVED: tuple[ResourceInfo, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
     NODE_RESOURCE_TOPOLOGIES,
 )  # fmt: skip
+# metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);
+# apiserver/handlers/nodemetrics.py answers its requests.
+METRICS_API: tuple[ResourceInfo, ...] = (
+    ResourceInfo(
+        "metrics.k8s.io", "v1beta1", "nodes", "", "NodeMetrics", namespaced=False, verbs=("get", "list")
+    ),
+    ResourceInfo(
+        "metrics.k8s.io", "v1beta1", "pods", "", "PodMetrics", namespaced=True, verbs=("get", "list")
+    ),
+)
 
 # Not a stored resource: the legacy POST /api/v1/namespaces/{ns}/bindings (body names the pod).
 BINDINGS = ResourceInfo("", "v1", "bindings", "binding", "Binding", namespaced=True, verbs=("create",))

@@ -29,7 +29,7 @@ from agent.cm.cgroups.sweep import sweep_v1_root
 from agent.volumemanager.mountutil import unmount_all_under
 
 REPO = Path(__file__).resolve().parents[1]
-_STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")
+_STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")  # where `listen` put it (loopback by default)
 
 # Short intervals: the behaviour is the kubelet's, only faster (the defaults are 10 s / 10 s / 5 min).
 FAST_SETTINGS: dict[str, Any] = {

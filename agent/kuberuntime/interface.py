@@ -13,6 +13,7 @@ from typing import Protocol
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.runtime import PodKillTarget
+from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.pod.podrecord import PodRecord
 from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
@@ -57,6 +58,12 @@ class PodRuntime(Protocol):
 
     def remove_logs(self, namespace: str, name: str, uid: str) -> None:
         """Remove the pod's log directory (the pod is gone)."""
+
+    @property
+    def security(self) -> SecurityPolicy: ...
+
+    def kill_container(self, record: PodRecord, container: str, grace: int) -> None:
+        """Stop one container (a failed liveness or startup probe); its exit is recorded."""
 
     def forget(self, uid: str) -> None:
         """Drop what the runtime keeps about a pod that is gone."""

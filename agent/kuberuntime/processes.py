@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -171,9 +171,7 @@ def stamped_processes(pids: Iterable[int]) -> list[StampedProcess]:
 
 def kill_session(pid: int) -> None:
     """SIGKILL a container process and the process group it leads (its descendants)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    signal_process(pid, signal.SIGKILL)
+    signal_session(pid, signal.SIGKILL)
 
 
 def _prepare_child(
@@ -260,6 +258,45 @@ def _child_error(read_fd: int, write_fd: int) -> str:
         return b"".join(chunks).decode(errors="replace")
     finally:
         os.close(read_fd)
+
+
+def popen_in_cgroup(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    working_dir: str,
+    procs_files: Sequence[str],
+    stdout: Any,
+    *,
+    security: ProcessSecurity | None = None,
+) -> subprocess.Popen[bytes]:
+    """A command run in a container's place (execsync.py): in a session of its own, placed in the pod cgroup
+    and down to the container's privileges before it execs, as `spawn` places a container process (but in
+    the host's mount namespace: it does not see the container's volume mounts); stderr goes with stdout.
+    Raises ProcessStartError saying why it could not start."""
+    files = list(procs_files)
+    try:
+        return subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=working_dir or "/",
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=lambda: _prepare_child(files, security, None),
+        )
+    except subprocess.SubprocessError as exc:
+        raise ProcessStartError(f"cannot place the process in its pod cgroup ({exc})") from None
+    except OSError as exc:
+        raise ProcessStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+
+
+def signal_session(pid: int, sig: signal.Signals) -> None:
+    """Signal a container process and the process group it leads."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    signal_process(pid, sig)
 
 
 def signal_process(pid: int, sig: signal.Signals) -> None:

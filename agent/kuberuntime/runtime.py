@@ -44,7 +44,9 @@ from agent.kuberuntime.pleg import ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     Identity,
     ProcessStartError,
+    kill_session,
     signal_process,
+    signal_session,
     spawn,
 )
 from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
@@ -327,6 +329,29 @@ class ProcessRuntime(ContainerSequence):
                     c.message = "pod terminated"
             self.store.save(record)
         del cancelled  # termination is never interrupted: it only gets faster
+
+    def kill_container(self, record: PodRecord, container: str, grace: int) -> None:
+        """Stop one container (a failed liveness or startup probe): SIGTERM to its process group, SIGKILL
+        after the grace period (at least MIN_KILL_GRACE_S), then its exit is recorded; a later start of
+        the same sync restarts it under the restart policy."""
+        proc = self.processes.get(record.uid, container)
+        if proc is None or proc.poll() is not None:
+            self.relist(record)
+            return
+        signal_session(proc.pid, signal.SIGTERM)
+        deadline = self._clock() + max(grace, MIN_KILL_GRACE_S)
+        while proc.poll() is None and self._clock() < deadline:
+            time.sleep(0.02)
+        if proc.poll() is None:
+            log.info("pod %s container %s: grace period over, SIGKILL", record.key, container)
+            kill_session(proc.pid)
+            kill_deadline = time.monotonic() + 10.0
+            while proc.poll() is None and time.monotonic() < kill_deadline:
+                time.sleep(0.02)
+        self.relist(record)
+        rec = record.containers.get(container)
+        if rec is not None and rec.reason == "ContainerStatusUnknown":
+            rec.reason = "Error"  # an adopted process: its code is unknown, but we know we killed it
 
     def forget(self, uid: str) -> None:
         self.processes.forget_pod(uid)

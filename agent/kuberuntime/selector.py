@@ -19,8 +19,11 @@ from typing import Any
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.cri.runtime import CRIRuntime
+from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES, ExecResult
 from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
+from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.pod.podrecord import PodRecord
+from agent.prober.handlers import ExecRunner, ProbeError
 from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
 
@@ -127,6 +130,33 @@ class RuntimeSelector:
         if self._of(uid) is self.cri:
             return self.cri.exec_sync(uid, container, command, timeout)
         return self.process.exec_sync(uid, container, command, timeout)  # type: ignore[attr-defined]
+
+    @property
+    def security(self) -> SecurityPolicy:
+        return self.process.security
+
+    def kill_container(self, record: PodRecord, container: str, grace: int) -> None:
+        """Stop one container (a failed liveness or startup probe) in the runtime that runs the pod."""
+        (self._of(record.uid) or self.process).kill_container(record, container, grace)
+
+    def cri_exec_runner(self, uid: str, container: str) -> ExecRunner | None:
+        """Exec probes of a CRI pod go through ExecSync; None for a process pod (the prober's own way)."""
+        if self._of(uid) is not self.cri:
+            return None
+        cri = self.cri
+
+        def run(command: Sequence[str], timeout: float) -> ExecResult:
+            try:
+                code, out, err = cri.exec_sync(uid, container, command, timeout)
+            except LookupError as exc:
+                raise ProbeError(str(exc)) from None
+            except RuntimeError as exc:
+                if "DEADLINE_EXCEEDED" in str(exc) or "timeout" in str(exc):
+                    return ExecResult(-1, b"", timed_out=True)
+                raise ProbeError(str(exc)) from None
+            return ExecResult(code, (out + err)[:MAX_OUTPUT_BYTES])
+
+        return run
 
     def forget(self, uid: str) -> None:
         self.process.forget(uid)

@@ -5,7 +5,7 @@ and makes the client and the API pod source, which the agent gets as a second so
 to the manifest directory. `attach(agent, devices, metrics)` then adds, on top of that
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
-(agent/status/statusmanager.py, told of every sync), mirror pods for the static pods
+(agent/status/statusmanager.py, told of every sync), the prober's events, mirror pods for the static pods
 (agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
 (agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
 in reverse.
@@ -27,7 +27,7 @@ from agent.util.configobjects import CachedConfigObjects, api_fetcher
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient, KubeConfigError
 from kubenode.kubeclient import config as kubeconfig
-from kubenode.kubeclient.events import EventRecorder
+from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.model import Pod, ValidationError
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ class ClusterMembership:
         self.source.on_mirrors = self.mirrors.mirrors_seen
         self.mirrors.on_mirrors_changed = self.status.resync
         agent.observers.append(self.status.pod_synced)
+        agent.prober.events = self._probe_event
         agent.pod_event = self._pod_event
         if devices is not None:
             devices.add_listener(self._device_changed)
@@ -127,6 +128,13 @@ class ClusterMembership:
                 config.topology_manager_scope,
                 str(config.sysfs_root),
             )
+
+    def _probe_event(self, pod: Pod, container: str, kind: str, reason: str, message: str) -> None:
+        """The prober's events (Unhealthy, ProbeWarning, Killing) about one container, as the kubelet's."""
+        ref = ObjectReference(
+            "Pod", pod.name, pod.namespace, pod.uid, "v1", f"spec.containers{{{container}}}"
+        )
+        self.recorder.event(ref, kind, reason, message)
 
     def _pod_event(self, pod: Pod, kind: str, reason: str, message: str) -> None:
         from kubenode.kubeclient.events import ObjectReference

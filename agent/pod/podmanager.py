@@ -9,7 +9,8 @@ than none is set (agent/cm/topologymanager: it allocates the devices of an admit
 NUMA affinity; a refused pod gets TopologyAffinityError and keeps no device) (pods adopted from the
 previous run are not admitted again), held as WaitingForDevicePlugin while the plugin of a missing
 extended resource may still register, or rejected with phase Failed; an admitted pod goes to the workers as a
-create -> a changed pod is `_update`d (an update for its worker).
+create -> a changed pod is `_update`d (an update for its worker); a pod whose only change is the condition
+of one of its readiness gates replaces the desired pod without a sync, and its status is computed again.
 
 `PodManager` is the first of NodeAgent's parts (agent/node.py owns the state and the loop,
 agent/podworkers/podsync.py the syncs); the attributes below are NodeAgent's.
@@ -30,6 +31,7 @@ from agent.lifecycle.admission import Rejection, admit
 from agent.pod.podrecord import PodRecord, RecordStore
 from agent.podworkers.types import UpdatePodOptions, UpdateType, WorkType
 from agent.podworkers.workers import TERMINAL_PHASES, PodWorkers
+from agent.prober.spec import gate_conditions
 from kubenode.model import Pod
 
 log = logging.getLogger("agent.node")
@@ -75,6 +77,11 @@ class PodManager:
                     self._add(pod)
                 elif pod != self._desired[pod.uid]:
                     self._update(pod)
+                elif gate_conditions(pod) != gate_conditions(self._desired[pod.uid]):
+                    # Only the API status moved, and with it a readiness gate's condition: no sync, but the
+                    # pod's Ready condition is computed again (agent/status/podstatus.py).
+                    self._desired[pod.uid] = pod
+                    self._observe(pod.uid, "gates")
 
     def _add(self, pod: Pod) -> None:
         self._desired[pod.uid] = pod

@@ -7,11 +7,12 @@ container from the device manager (its Allocate; a failure before the pod ever r
 for good with UnexpectedAdmissionError, as the kubelet's admission-time allocation does) ->
 the exclusive CPUs the CPU plugin returned in KUBENODE_CPUSET claimed in the CPU pool (the
 other pods' cpusets rewritten) -> the QoS tiers updated for a new pod -> the pod cgroup
-ensured with its cpuset -> the containers started or restarted by the process runtime, each
-in its own mount namespace with its volumeMounts.
+ensured with its cpuset -> containers whose liveness or startup probe failed killed -> the
+containers started or restarted by the process runtime, each in its own mount namespace with
+its volumeMounts -> the pod's probes started (agent/prober).
 `sync_terminating_pod`: SIGTERM, the grace period, SIGKILL, the final phase.
-`sync_terminated_pod`: the pod cgroup removed, its volumes unmounted and removed, devices and CPUs
-freed, the record dropped
+`sync_terminated_pod`: the probes stopped, the pod cgroup removed, its volumes unmounted and removed,
+devices and CPUs freed, the record dropped
 unless a source still wants the pod.
 
 `PodSyncer` is NodeAgent's second part (after agent/pod/podmanager.py; agent/node.py owns the state).
@@ -33,6 +34,8 @@ from agent.pod.podmanager import PodManager
 from agent.pod.podrecord import PodRecord
 from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
 from agent.podworkers.workers import TERMINAL_PHASES
+from agent.prober.containers import unhealthy_containers
+from agent.prober.manager import ProbeManager
 from agent.volumemanager.manager import VolumeManager, VolumeSetupError
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from kubenode.model import Container, Pod
@@ -53,6 +56,7 @@ class PodSyncer(PodManager):
     cgroups: PodCgroups
     runtime: PodRuntime  # the process runtime, or with a CRI endpoint the selector over both
     cpu_pool: CPUPool
+    prober: ProbeManager
     volumes: VolumeManager
     # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount), when the
     # agent joined a cluster.
@@ -120,12 +124,22 @@ class PodSyncer(PodManager):
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
             return SyncResult()
+        self._kill_unhealthy(pod, record)
         hint = self.runtime.sync_containers(
             pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled, volumes
         )
+        self.prober.add_pod(pod)
         if record.phase in TERMINAL_PHASES:
             return SyncResult(terminal=True)
         return SyncResult(requeue_after=hint)
+
+    def _kill_unhealthy(self, pod: Pod, record: PodRecord) -> None:
+        """The kubelet's computePodActions for probes: a container whose liveness or startup probe failed is
+        killed (Killing event, the probe's grace or the pod's); sync_containers then restarts it."""
+        for unhealthy in unhealthy_containers(self.prober, pod, record):
+            log.info("pod %s: %s", pod.key, unhealthy.message)
+            self.prober.event(pod, unhealthy.container, "Normal", "Killing", unhealthy.message)
+            self.runtime.kill_container(record, unhealthy.container, unhealthy.grace)
 
     def _pre_start_devices(self, pod_uid: str, container: str) -> None:
         """PreStartContainer for the container's devices where their plugin asks for it."""
@@ -194,6 +208,7 @@ class PodSyncer(PodManager):
         if self.cpu_pool.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
+        self.prober.remove_pod(pod.uid)
         with self._lock:
             wanted = pod.uid in self._desired
             if not wanted:

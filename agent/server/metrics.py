@@ -4,12 +4,15 @@ kubelet_node_name{node}=1, kubelet_running_pods, kubelet_running_containers{cont
 (counted from the agent's records when scraped), kubelet_pod_start_duration_seconds (first seen
 to Running), kubelet_pod_worker_duration_seconds{operation} (one sync: create, update, sync,
 kill, terminated), kubelet_device_plugin_registration_total{resource_name} and
-kubelet_device_plugin_alloc_duration_seconds{resource_name}. A registry of its own, so
+kubelet_device_plugin_alloc_duration_seconds{resource_name}, and the prober's
+prober_probe_total{probe_type,result,container,pod,namespace,pod_uid} (result: successful, failed,
+unknown; a probe's series are dropped when it stops, as the kubelet's). A registry of its own, so
 several agents in one process (tests) do not collide.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,8 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent
     from agent.node import PodView
+    from agent.prober.spec import ProbeSpec
+    from kubenode.model import Pod
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The kubelet's buckets for pod start and worker durations (seconds).
@@ -94,7 +99,23 @@ class AgentMetrics:
             buckets=ALLOC_BUCKETS,
             registry=self.registry,
         )
+        self.probes = Counter(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            ["probe_type", "result", "container", "pod", "namespace", "pod_uid"],
+            registry=self.registry,
+        )
         self.registry.register(_RunningCollector(views))
+
+    def probe_counted(self, spec: ProbeSpec, pod: Pod, result: str | None) -> None:
+        """One probe's result (successful, failed, unknown); None: the probe stopped, drop its series."""
+        labels = (spec.kind.value, spec.container, pod.name, pod.namespace, pod.uid)
+        if result is not None:
+            self.probes.labels(labels[0], result, *labels[1:]).inc()
+            return
+        for outcome in ("successful", "failed", "unknown"):
+            with contextlib.suppress(KeyError):
+                self.probes.remove(labels[0], outcome, *labels[1:])
 
     def pod_synced(self, uid: str, operation: str, seconds: float | None) -> None:
         del uid

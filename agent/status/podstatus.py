@@ -4,8 +4,12 @@ phase, startTime, hostIP/hostIPs and podIP/podIPs (pods share the host's network
 the conditions PodScheduled, PodReadyToStartContainers (the pod cgroup exists), Initialized,
 ContainersReady and Ready, and a status per container in spec order: waiting (with the
 runtime's reason), running (startedAt) or terminated (exit code, reason, times), lastState,
-restartCount, started and ready (a running container is ready: there are no probes). A pod
-rejected by admission gets phase Failed with the kubelet's reason and message.
+restartCount, started and ready. `probes` (the prober's ProbeManager.status) says whether a running
+container has started (its startup probe passed) and is ready (its readiness probe passed); without a
+probe a running container is both. ContainersReady needs every app container ready; Ready needs that
+and every spec.readinessGates condition True in the pod's status (set by whoever owns the gate), with
+the kubelet's ReadinessGatesNotReady reason and messages. A pod rejected by admission gets phase Failed
+with the kubelet's reason and message.
 
 Condition lastTransitionTime is kept from the previous status while the condition's value
 is unchanged, so a status that did not change compares equal and is not written again.
@@ -13,10 +17,11 @@ is unchanged, so a status that did not change compares equal and is not written 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
+from agent.prober.spec import readiness_gates
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model import Container, Pod
 
@@ -43,11 +48,24 @@ def _state(c: ContainerRecord | None) -> dict[str, Any]:
     return {"waiting": waiting}
 
 
+# (pod uid, container, running) -> (started, ready)
+ProbeStatus = Callable[[str, str, bool], tuple[bool, bool]]
+
+
+def _no_probes(uid: str, container: str, running: bool) -> tuple[bool, bool]:
+    return running, running
+
+
 def container_status(
-    pod: Pod, spec: Container, c: ContainerRecord | None, *, init: bool = False
+    pod: Pod,
+    spec: Container,
+    c: ContainerRecord | None,
+    *,
+    init: bool = False,
+    probes: ProbeStatus = _no_probes,
 ) -> dict[str, Any]:
     running = c is not None and c.state == RUNNING
-    ready = running
+    started, ready = probes(pod.uid, spec.name, running)
     if init and not spec.is_sidecar:  # an init container is ready once it has completed
         ready = c is not None and c.state == TERMINATED and c.exit_code == 0
     status: dict[str, Any] = {
@@ -55,7 +73,7 @@ def container_status(
         "image": spec.image or "kubenode/process",
         "imageID": c.image_ref if c is not None else "",
         "ready": ready,
-        "started": running,
+        "started": started,
         "restartCount": c.restart_count if c is not None else 0,
         "state": _state(c),
         "lastState": {},
@@ -87,7 +105,27 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict
     return condition
 
 
-def pod_conditions(pod: Pod, record: PodRecord) -> list[dict[str, Any]]:
+def _gate_problems(pod: Pod) -> list[str]:
+    """The kubelet's messages for readiness gates whose condition is missing or not True."""
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    by_type = {c.get("type"): c for c in conditions or [] if isinstance(c, Mapping)}
+    problems = []
+    for gate in readiness_gates(pod):
+        condition = by_type.get(gate)
+        if condition is None:
+            problems.append(f'corresponding condition of pod readiness gate "{gate}" does not exist.')
+        elif condition.get("status") != "True":
+            problems.append(
+                f'the status of pod readiness gate "{gate}" is not "True", but {condition.get("status")}'
+            )
+    return problems
+
+
+def pod_conditions(
+    pod: Pod, record: PodRecord, ready: Mapping[str, bool] | None = None
+) -> list[dict[str, Any]]:
+    """`ready`: each app container's readiness (default: running)."""
     by_name = record.containers
     incomplete = []
     for c in pod.init_containers:
@@ -98,12 +136,18 @@ def pod_conditions(pod: Pod, record: PodRecord) -> list[dict[str, Any]]:
             done = rec is not None and rec.state == TERMINATED and rec.exit_code == 0
         if not done and record.phase != "Succeeded":
             incomplete.append(c.name)
-    unready = [
-        c.name for c in pod.containers if not (by_name.get(c.name) and by_name[c.name].state == RUNNING)
-    ]
+    if ready is None:
+        ready = {
+            c.name: bool(by_name.get(c.name) and by_name[c.name].state == RUNNING) for c in pod.containers
+        }
+    unready = [c.name for c in pod.containers if not ready.get(c.name)]
     succeeded = record.phase == "Succeeded"
     ready_reason = "PodCompleted" if succeeded else "ContainersNotReady"
     ready_message = "" if succeeded else f"containers with unready status: [{' '.join(unready)}]"
+    pod_ready, pod_reason, pod_message = not unready, ready_reason, ready_message
+    gates = _gate_problems(pod) if not unready else []
+    if gates:
+        pod_ready, pod_reason, pod_message = False, "ReadinessGatesNotReady", ", ".join(gates)
     return [
         _condition(
             "PodReadyToStartContainers", bool(record.cgroup) and record.phase not in ("Succeeded", "Failed")
@@ -115,7 +159,7 @@ def pod_conditions(pod: Pod, record: PodRecord) -> list[dict[str, Any]]:
             f"containers with incomplete status: [{' '.join(incomplete)}]",
         ),
         _condition("ContainersReady", not unready, ready_reason, ready_message),
-        _condition("Ready", not unready, ready_reason, ready_message),
+        _condition("Ready", pod_ready, pod_reason, pod_message),
         _condition("PodScheduled", True),
     ]
 
@@ -140,12 +184,17 @@ def api_pod_status(
     previous: Mapping[str, Any] | None = None,
     start_time: str = "",
     now: str = "",
+    probes: ProbeStatus = _no_probes,
 ) -> dict[str, Any]:
     now = now or rfc3339()
     before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
+    statuses = [
+        container_status(pod, c, record.containers.get(c.name), probes=probes) for c in pod.containers
+    ]
+    ready = {s["name"]: bool(s["ready"]) for s in statuses}
     status: dict[str, Any] = {
         "phase": record.phase,
-        "conditions": with_transition_times(pod_conditions(pod, record), before, now),
+        "conditions": with_transition_times(pod_conditions(pod, record, ready), before, now),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "podIP": host_ip,
@@ -153,11 +202,10 @@ def api_pod_status(
         "qosClass": record.qos or pod.qos_class.value,
         "startTime": record.start_time or start_time or now,
         "initContainerStatuses": [
-            container_status(pod, c, record.containers.get(c.name), init=True) for c in pod.init_containers
+            container_status(pod, c, record.containers.get(c.name), init=True, probes=probes)
+            for c in pod.init_containers
         ],
-        "containerStatuses": [
-            container_status(pod, c, record.containers.get(c.name)) for c in pod.containers
-        ],
+        "containerStatuses": statuses,
     }
     # Named even when empty (null deletes a reason the patch's merge would otherwise keep).
     status["reason"] = record.reason or None

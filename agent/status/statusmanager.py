@@ -218,6 +218,7 @@ class StatusManager(BackgroundLoop):
             self.host_ip,
             previous=previous,
             start_time=rfc3339(self._first_seen.get(uid, self._wall())),
+            probes=self.agent.prober.status,
         )
         self._events(view, previous, status)
         self._computed[uid] = status

@@ -18,10 +18,11 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
+from apiserver.handlers import nodemetrics
 from apiserver.handlers.common import CONTEXT, METRICS, ApiContext, error_response, optional_module
 from apiserver.handlers.rest import dispatch
 from apiserver.request import request_info
-from apiserver.resources import SERVED
+from apiserver.resources import METRICS_API, SERVED
 from apiserver.status import APIError, bad_request, internal, unavailable
 from apiserver.storage.log import StorageBroken
 
@@ -143,7 +144,8 @@ def build_app(ctx: ApiContext, authenticator: Any = None, authorizer: Any = None
     for name in ("apiserver.discovery", "apiserver.openapi", "apiserver.metrics", "apiserver.auth.reviews"):
         module = optional_module(name)
         if module is not None:
-            module.add_routes(app, SERVED)
+            module.add_routes(app, (*SERVED, *METRICS_API) if name == "apiserver.discovery" else SERVED)
+    nodemetrics.add_routes(app, METRICS_API)  # before the generic routes below, which would 404 it
     app.router.add_route("*", "/api/v1/{tail:.+}", resource_handler)
     app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", resource_handler)
     return app

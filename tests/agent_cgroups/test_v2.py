@@ -188,6 +188,9 @@ def test_listing_pids_usage_and_destroy(v2: PodCgroupManager, mount: Path) -> No
     (burstable_dir / "cpu.stat").write_text("usage_usec 1500\nuser_usec 1000\nsystem_usec 500")
     assert v2.pids(pods[1].uid) == {4242, 4243}
     assert v2.cpu_usage_ns(pods[1].uid) == 1_500_000
+    (burstable_dir / "memory.current").write_text("10485760\n")
+    (burstable_dir / "memory.stat").write_text("anon 4096\nfile 8192\ninactive_file 2097152\nactive_file 0\n")
+    assert v2.memory_working_set(pods[1].uid) == 10485760 - 2097152  # usage less inactive file pages
     assert v2.read_limits(pods[0].uid)["cpu_quota"] == "10000"
     (burstable_dir / "cgroup.procs").write_text("")
     for p in pods:

@@ -10,10 +10,12 @@ root, killing whatever pods are left.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import EVENTS, PODS, KubeClient, NotFound
 from tests.agent.support import wait_until as agent_wait_until
 
@@ -31,6 +33,19 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
             return None
 
     return agent_wait_until(present, timeout, what, poll=interval)
+
+
+def joined_agent(api: ApiServerProcess, **options: Any) -> Iterator[AgentProcess]:
+    """A started agent authenticated as its node (system:node:<name>), closed and swept afterwards
+    (for a module-scoped fixture: `yield from joined_agent(api, ...)`)."""
+    agent = AgentProcess(api.kubeconfig, **options)
+    agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
+    try:
+        agent.start()
+        yield agent
+    finally:
+        leftovers = agent.close()
+        assert not leftovers, f"cgroups left behind: {leftovers}"
 
 
 def pod_body(

@@ -20,7 +20,15 @@ from harness.apiserver import ApiServerProcess
 from harness.manifests import write_manifest
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
-from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, pod_status, wait_until
+from tests.agent_cluster.support import (
+    events_for,
+    gone,
+    joined_agent,
+    phase_is,
+    pod_body,
+    pod_status,
+    wait_until,
+)
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
 
@@ -33,14 +41,7 @@ def node(api: ApiServerProcess) -> Iterator[AgentProcess]:
         "systemReserved": {"cpu": "500m", "memory": "100Mi"},
         "kubeReserved": {"memory": "28Mi", "example.com/accel": "1"},
     }
-    agent = AgentProcess(api.kubeconfig, plugin=True, settings=settings)
-    agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
-    try:
-        agent.start()
-        yield agent
-    finally:
-        leftovers = agent.close()
-        assert not leftovers, f"cgroups left behind: {leftovers}"
+    yield from joined_agent(api, plugin=True, settings=settings)
 
 
 def _node(admin: KubeClient, agent: AgentProcess) -> dict[str, Any]:

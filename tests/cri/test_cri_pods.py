@@ -510,3 +510,23 @@ def test_a_kubenode_cpu_pod_is_pinned_to_exactly_its_set(
     finally:
         plugin.terminate()
         plugin.wait(10)
+
+
+def test_a_failing_exec_liveness_probe_restarts_the_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    # ExecSync runs the probe inside the container: the file exists only there.
+    probe = {"exec": {"command": ["/bin/sh", "-c", "test ! -e /tmp/unhealthy"]}, "periodSeconds": 1}
+    body = image_pod(
+        "cri-liveness", agent.node, "sleep 2; touch /tmp/unhealthy; sleep 600", livenessProbe=probe
+    )
+    apply(kubectl, tmp_path, body)
+
+    def restarted() -> dict[str, Any] | None:
+        statuses = pod_status(admin, "cri-liveness").get("containerStatuses") or []
+        return statuses[0] if statuses and statuses[0]["restartCount"] >= 1 else None
+
+    wait_until(restarted, 90, "the container restarted by its liveness probe")
+    killing = wait_until(lambda: events_for(admin, "cri-liveness", "Killing"), 20, "a Killing event")
+    assert "failed liveness probe" in killing[0]["message"]
+    delete(kubectl, admin, "cri-liveness")

@@ -492,6 +492,22 @@ class CRIRuntime(ContainerSequence):
         self.backoff.forget_prefix(f"{uid}/")
         self.images.forget(uid)
 
+    def kill_container(self, record: PodRecord, container: str, grace: int) -> None:
+        """Stop one container (a failed liveness or startup probe) with its grace; its exit is recorded and a
+        later start of the same sync restarts it under the restart policy."""
+        with self._lock:
+            cid = self._ids.get((record.uid, container))
+        if cid is None:
+            return
+        try:
+            timeout = max(grace, MIN_KILL_GRACE_S)
+            self._call(
+                "StopContainer", cri.StopContainerRequest(container_id=cid, timeout=timeout), timeout + 10
+            )
+            self.relist(record)
+        except CRIError as exc:
+            raise self._failed(exc) from None
+
     def exec_sync(
         self, uid: str, container: str, command: Sequence[str], timeout: float
     ) -> tuple[int, bytes, bytes]:

@@ -1,0 +1,326 @@
+"""The kubelet's resource stats: `/stats/summary` (the Summary API) and `/metrics/resource`, from the cgroups.
+
+Flow: a scrape calls `StatsProvider.collect()`, which reads, at one timestamp,
+- the node: CPU from /proc/stat (busy time of every CPU), memory working set as MemTotal - MemAvailable
+  from /proc/meminfo, available bytes, the pid limit and the number of processes (/proc);
+- each pod the agent runs with a pod cgroup: cumulative CPU (cpuacct.usage on v1, cpu.stat usage_usec on v2),
+  memory working set (usage less inactive file pages: memory.usage_in_bytes - total_inactive_file on v1,
+  memory.current - inactive_file on v2) and its process count (the pids in the pod cgroup);
+- each running container: a pod with one container is that container's cgroup numbers; in a pod with several
+  (processes have no per-container cgroup) each container's share is the CPU time and resident memory of the
+  processes in its session, found by the identity each container process carries (kuberuntime/processes.py).
+`summary_json` shapes it as stats/v1alpha1 Summary (usageNanoCores from the previous scrape's reading, so
+from the second scrape on); `resource_metrics_text` as the kubelet's Prometheus text, with its names and a
+millisecond timestamp on each sample, so metrics-server (or `kubenode apiserver`'s metrics.k8s.io) can scrape
+it: node_cpu_usage_seconds_total, node_memory_working_set_bytes, pod_cpu_usage_seconds_total,
+pod_memory_working_set_bytes, container_cpu_usage_seconds_total, container_memory_working_set_bytes,
+container_start_time_seconds, and scrape_error / resource_scrape_error (1 when some pod could not be read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import psutil
+
+from agent.cm.cgroups import CgroupError
+from agent.kuberuntime.processes import stamped_processes
+from agent.pod.podrecord import RUNNING
+
+if TYPE_CHECKING:
+    from agent.cm.cgroups import PodCgroups
+    from agent.node import PodView
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+JSON_CONTENT_TYPE = "application/json"
+_USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_ns: int  # cumulative
+    memory_working_set: int
+    processes: int = 0
+
+
+@dataclass(frozen=True)
+class ContainerStats:
+    name: str
+    started: str  # RFC 3339
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class PodStats:
+    namespace: str
+    name: str
+    uid: str
+    started: str
+    usage: Usage
+    containers: tuple[ContainerStats, ...]
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    usage: Usage
+    memory_available: int
+    memory_total: int
+    max_pid: int
+
+
+@dataclass
+class Snapshot:
+    timestamp: float  # unix seconds
+    node: NodeStats
+    pods: list[PodStats] = field(default_factory=list)
+    errors: int = 0
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_cpu_ns(stat_text: str) -> int:
+    """Busy CPU time of all CPUs: /proc/stat's first line (user nice system idle iowait irq softirq steal)."""
+    fields = [int(v) for v in stat_text.split("\n", 1)[0].split()[1:9]]
+    busy = sum(fields) - fields[3] - fields[4]
+    return busy * 1_000_000_000 // _USER_HZ
+
+
+def meminfo(text: str) -> dict[str, int]:
+    values = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            values[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return values
+
+
+def read_node() -> NodeStats:
+    with open("/proc/stat") as f:
+        cpu = node_cpu_ns(f.read())
+    with open("/proc/meminfo") as f:
+        memory = meminfo(f.read())
+    with open("/proc/sys/kernel/pid_max") as f:
+        max_pid = int(f.read())
+    processes = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    total, available = memory.get("MemTotal", 0), memory.get("MemAvailable", 0)
+    return NodeStats(Usage(cpu, max(0, total - available), processes), available, total, max_pid)
+
+
+def container_shares(pids: set[int]) -> dict[str, Usage]:
+    """CPU time and resident memory of each container's processes (its session), by container name."""
+    leaders = {p.pid: p.identity.container for p in stamped_processes(pids)}
+    totals: dict[str, list[int]] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, psutil.Error):
+            name = leaders.get(os.getsid(pid))
+            if name is None:
+                continue
+            proc = psutil.Process(pid)
+            times = proc.cpu_times()
+            cpu = int((times.user + times.system + times.children_user + times.children_system) * 1e9)
+            entry = totals.setdefault(name, [0, 0, 0])
+            entry[0] += cpu
+            entry[1] += int(proc.memory_info().rss)
+            entry[2] += 1
+    return {name: Usage(cpu, memory, count) for name, (cpu, memory, count) in totals.items()}
+
+
+class StatsProvider:
+    def __init__(self, pods: Callable[[], Sequence[PodView]], cgroups: PodCgroups, node_name: str) -> None:
+        self._pods = pods
+        self._cgroups = cgroups
+        self.node_name = node_name
+        self._lock = threading.Lock()
+        self._previous: dict[str, tuple[float, int]] = {}  # key -> (timestamp, cumulative cpu ns)
+        self._boot = psutil.boot_time()
+
+    def collect(self) -> Snapshot:
+        timestamp = time.time()
+        snapshot = Snapshot(timestamp, read_node())
+        for view in self._pods():
+            record = view.record
+            running = [c for c in record.containers.values() if c.state == RUNNING]  # sidecars too
+            if not record.cgroup or not running:
+                continue
+            try:
+                pids = self._cgroups.pids(record.uid)
+                usage = Usage(
+                    self._cgroups.cpu_usage_ns(record.uid),
+                    self._cgroups.memory_working_set(record.uid),
+                    len(pids),
+                )
+            except (CgroupError, OSError, ValueError):
+                snapshot.errors += 1  # gone meanwhile, or unreadable: the kubelet's scrape_error
+                continue
+            shares = {running[0].name: usage} if len(running) == 1 else container_shares(pids)
+            containers = tuple(
+                ContainerStats(c.name, c.started_at or record.start_time, shares[c.name])
+                for c in running
+                if c.name in shares
+            )
+            started = record.start_time or rfc3339(timestamp)
+            snapshot.pods.append(
+                PodStats(record.namespace, record.name, record.uid, started, usage, containers)
+            )
+        return snapshot
+
+    def _nano_cores(self, key: str, timestamp: float, cpu_ns: int) -> int | None:
+        """usageNanoCores since the previous reading of `key` (None on the first)."""
+        with self._lock:
+            before = self._previous.get(key)
+            self._previous[key] = (timestamp, cpu_ns)
+        if before is None or timestamp <= before[0] or cpu_ns < before[1]:
+            return None
+        return int((cpu_ns - before[1]) / (timestamp - before[0]))
+
+    def _cpu(self, key: str, timestamp: float, usage: Usage) -> dict[str, Any]:
+        cpu: dict[str, Any] = {"time": rfc3339(timestamp), "usageCoreNanoSeconds": usage.cpu_ns}
+        cores = self._nano_cores(key, timestamp, usage.cpu_ns)
+        if cores is not None:
+            cpu["usageNanoCores"] = cores
+        return cpu
+
+    def summary_json(self) -> dict[str, Any]:
+        s = self.collect()
+        when = rfc3339(s.timestamp)
+        node = s.node
+        pods = []
+        live = {"node"}
+        for pod in s.pods:
+            containers = []
+            for c in pod.containers:
+                key = f"{pod.uid}/{c.name}"
+                live.add(key)
+                containers.append(
+                    {
+                        "name": c.name,
+                        "startTime": c.started,
+                        "cpu": self._cpu(key, s.timestamp, c.usage),
+                        "memory": {"time": when, "workingSetBytes": c.usage.memory_working_set},
+                    }
+                )
+            live.add(pod.uid)
+            pods.append(
+                {
+                    "podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                    "startTime": pod.started,
+                    "containers": containers,
+                    "cpu": self._cpu(pod.uid, s.timestamp, pod.usage),
+                    "memory": {"time": when, "workingSetBytes": pod.usage.memory_working_set},
+                    "process_stats": {"process_count": pod.usage.processes},
+                }
+            )
+        with self._lock:
+            for key in set(self._previous) - live:
+                del self._previous[key]  # pods and containers that are gone
+        return {
+            "node": {
+                "nodeName": self.node_name,
+                "startTime": rfc3339(self._boot),
+                "cpu": self._cpu("node", s.timestamp, node.usage),
+                "memory": {
+                    "time": when,
+                    "availableBytes": node.memory_available,
+                    "usageBytes": node.usage.memory_working_set,
+                    "workingSetBytes": node.usage.memory_working_set,
+                },
+                "rlimit": {"time": when, "maxpid": node.max_pid, "curproc": node.usage.processes},
+            },
+            "pods": pods,
+        }
+
+    def summary_route(self) -> tuple[int, str, bytes]:
+        return 200, JSON_CONTENT_TYPE, orjson.dumps(self.summary_json())
+
+    def resource_metrics_text(self) -> str:
+        s = self.collect()
+        ms = int(s.timestamp * 1000)
+        lines: list[str] = []
+
+        def family(name: str, kind: str, text: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {name} [STABLE] {text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(f"{name}{labels} {value:.9g} {ms}" for labels, value in samples)
+
+        def pod_labels(pod: PodStats, container: str | None = None) -> str:
+            inner = f'namespace="{_escape(pod.namespace)}",pod="{_escape(pod.name)}"'
+            if container is not None:
+                inner = f'container="{_escape(container)}",{inner}'
+            return "{" + inner + "}"
+
+        containers = [(pod, c) for pod in s.pods for c in pod.containers]
+        family(
+            "container_cpu_usage_seconds_total",
+            "counter",
+            "Cumulative cpu time consumed by the container in core-seconds",
+            [(pod_labels(p, c.name), c.usage.cpu_ns / 1e9) for p, c in containers],
+        )
+        family(
+            "container_memory_working_set_bytes",
+            "gauge",
+            "Current working set of the container in bytes",
+            [(pod_labels(p, c.name), c.usage.memory_working_set) for p, c in containers],
+        )
+        family(
+            "container_start_time_seconds",
+            "gauge",
+            "Start time of the container since unix epoch in seconds",
+            [(pod_labels(p, c.name), _epoch(c.started)) for p, c in containers if c.started],
+        )
+        family(
+            "node_cpu_usage_seconds_total",
+            "counter",
+            "Cumulative cpu time consumed by the node in core-seconds",
+            [("", s.node.usage.cpu_ns / 1e9)],
+        )
+        family(
+            "node_memory_working_set_bytes",
+            "gauge",
+            "Current working set of the node in bytes",
+            [("", s.node.usage.memory_working_set)],
+        )
+        family(
+            "pod_cpu_usage_seconds_total",
+            "counter",
+            "Cumulative cpu time consumed by the pod in core-seconds",
+            [(pod_labels(p), p.usage.cpu_ns / 1e9) for p in s.pods],
+        )
+        family(
+            "pod_memory_working_set_bytes",
+            "gauge",
+            "Current working set of the pod in bytes",
+            [(pod_labels(p), p.usage.memory_working_set) for p in s.pods],
+        )
+        error = 1 if s.errors else 0
+        for name in ("resource_scrape_error", "scrape_error"):
+            lines.append(
+                f"# HELP {name} [STABLE] 1 if there was an error while getting container metrics, 0 otherwise"
+            )
+            lines.append(f"# TYPE {name} gauge")
+            lines.append(f"{name} {error}")
+        return "\n".join(lines) + "\n"
+
+    def resource_metrics_route(self) -> tuple[int, str, bytes]:
+        return 200, METRICS_CONTENT_TYPE, self.resource_metrics_text().encode()
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return 0.0
