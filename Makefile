@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench clean podman-deps install uninstall test-cgroup2 image
+.PHONY: up test lint typecheck pytest protos bench clean podman-deps containerd-deps example-image install uninstall test-cgroup2 image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-pytest: $(STAMP) podman-deps
+pytest: $(STAMP) podman-deps containerd-deps
 	$(PY) -m pytest
 
 # The CDI CPU-pinning tests (tests/cdi) run real containers: podman with runc as its OCI runtime, and a
@@ -60,12 +60,24 @@ BASE ?=
 image: $(STAMP) podman-deps
 	$(PY) tools/image.py $(if $(BASE),--base $(BASE))
 
+# The CRI tests (tests/cri) run a real containerd (Debian's 1.6, CRI runtime.v1) with runc, a private config
+# and images made from busybox-static (harness/containerd.py); nothing is pulled. Installed when missing.
+CONTAINERD_DEPS := containerd runc busybox-static
+containerd-deps:
+	@$(MAKE) --no-print-directory podman-deps PODMAN_DEPS="$(CONTAINERD_DEPS)"
+
+# The image examples/cri/image-pod.yaml names, built here and imported into the containerd at
+# CONTAINERD_ADDRESS (a socket path; the host's default is /run/containerd/containerd.sock).
+CONTAINERD_ADDRESS ?= /run/containerd/containerd.sock
+example-image: $(STAMP) containerd-deps
+	$(PY) -m harness.ociimage --address $(CONTAINERD_ADDRESS) docker.io/library/busybox:kubenode registry.k8s.io/pause:kubenode
+
 protos: $(STAMP)
 	$(PY) tools/genproto.py
 
 # The figures also go to docs/figures.md (tools/figures.py), the one table the README and docs link to.
 BENCH_FIGURES := $(VENV)/bench-figures.jsonl
-bench: $(STAMP)
+bench: $(STAMP) containerd-deps
 	rm -f $(BENCH_FIGURES)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
@@ -82,6 +94,7 @@ bench: $(STAMP)
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/hostile_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/topology_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cgroup2_guest_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cri_bench.py
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked

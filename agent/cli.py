@@ -83,6 +83,11 @@ def register(subparsers: Any) -> None:
         "--topology-manager-policy-options",
         help="key=value,...: prefer-closest-numa-nodes=true, max-allowable-numa-nodes=N",
     )
+    parser.add_argument(
+        "--container-runtime-endpoint",
+        help="CRI runtime socket, unix:///path (containerd's); pods then run through it (docs/runtime.md)",
+    )
+    parser.add_argument("--pod-logs-dir", type=Path, help="where CRI pods' logs go (default /var/log/pods)")
     cluster = parser.add_argument_group("joining a cluster (see docs/agent.md)")
     cluster.add_argument(
         "--kubeconfig", type=Path, help="join the cluster of this kubeconfig (Node, Lease, pods)"
@@ -210,6 +215,8 @@ def _config(args: argparse.Namespace) -> Any:
         "topology_manager_policy": args.topology_manager_policy,
         "topology_manager_scope": args.topology_manager_scope,
         "topology_manager_policy_options": args.topology_manager_policy_options,
+        "container_runtime_endpoint": args.container_runtime_endpoint,
+        "pod_logs_dir": args.pod_logs_dir,
     }
     for name, value in overrides.items():
         if value is not None:

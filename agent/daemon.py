@@ -129,6 +129,10 @@ def build_node_agent(
     agent = NodeAgent(
         config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable, objects=objects
     )
+    if config.container_runtime_endpoint:
+        from agent.kuberuntime.cri.wiring import with_cri_runtime
+
+        agent.runtime = with_cri_runtime(agent, config)
     agent.runtime.backoff.initial = config.crash_loop_backoff_initial
     if devices is not None:
         devices.active_pods = functools.partial(active_pod_infos, agent)
@@ -190,6 +194,10 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         # The Node names the secure port (daemonEndpoints) and the status port (an annotation); both are
         # bound above, so a port 0 is known by now.
         cluster.attach(agent, devices, metrics, port=_port(secure), status_port=_port(server))
+        if config.container_runtime_endpoint:
+            from agent.kuberuntime.cri.wiring import join_cluster
+
+            join_cluster(agent.runtime, cluster)
     return RunningAgent(config, agent, devices, server, cluster, secure)
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.api.deviceplugin.v1beta1 import api_pb2 as dp
 from kubenode.api.podresources.v1 import api_pb2 as pr
 
@@ -64,3 +65,13 @@ def test_podresources_wire_names() -> None:
         pr.ContainerMemory.DESCRIPTOR.fields_by_name["size"].type
         == pr.ContainerMemory.DESCRIPTOR.fields_by_name["size"].TYPE_UINT64
     )
+
+
+def test_cri_wire_names() -> None:
+    fd = cri.DESCRIPTOR
+    assert fd.package == "runtime.v1"
+    assert {"RuntimeService", "ImageService"} <= set(fd.services_by_name)
+    rpcs = {m.name for m in fd.services_by_name["RuntimeService"].methods}
+    assert {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "ExecSync"} <= rpcs
+    assert cri.LinuxContainerResources.DESCRIPTOR.fields_by_name["cpuset_cpus"].number == 6
+    assert cri.LinuxPodSandboxConfig.DESCRIPTOR.fields_by_name["cgroup_parent"].number == 1

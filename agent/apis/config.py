@@ -104,6 +104,10 @@ class AgentConfig:
     # How long a ConfigMap or Secret read from the API server is used before it is read again (the TTL of
     # the kubelet's cache-based managers; one minute, their default). Tests shorten it.
     config_map_and_secret_ttl: float = 60.0
+    # CRI (issue 27): "" runs every pod as host processes; unix:///path runs pods through that runtime
+    # (agent/kuberuntime/selector.py). CRI pods log under pod_logs_dir, the kubelet's podLogsDir.
+    container_runtime_endpoint: str = ""
+    pod_logs_dir: Path = Path("/var/log/pods")
 
     @property
     def joins_cluster(self) -> bool:
@@ -157,6 +161,13 @@ class AgentConfig:
         except ValueError as exc:
             field, _, problem = str(exc).partition(": ")
             raise ValidationError(source, field, problem) from None
+        if self.container_runtime_endpoint:
+            from agent.kuberuntime.cri.client import socket_path
+
+            try:
+                socket_path(self.container_runtime_endpoint)
+            except ValueError as exc:
+                raise ValidationError(source, "containerRuntimeEndpoint", str(exc)) from None
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
         if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():
@@ -253,7 +264,7 @@ def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
     if name.startswith("eviction_") and isinstance(value, dict):
         return value  # thresholds as a mapping, as the kubelet's config file writes them
-    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root"):
+    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root", "pod_logs_dir"):
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None

@@ -50,9 +50,9 @@ from agent.kuberuntime.processes import (
     spawn,
 )
 from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
+from agent.kuberuntime.sequence import ContainerSequence, pod_phase
 from agent.pod.podrecord import (
     RUNNING,
-    TERMINATED,
     WAITING,
     ContainerRecord,
     PodRecord,
@@ -89,7 +89,7 @@ class PodKillTarget(Protocol):
     def signal_all(self, uid: str, sig: int) -> int: ...
 
 
-class ProcessRuntime:
+class ProcessRuntime(ContainerSequence):
     def __init__(
         self,
         state_dir: Path,
@@ -212,45 +212,7 @@ class ProcessRuntime:
             self.store.save(record)
         return min(hints) if hints else None
 
-    def _start_due(
-        self,
-        pod: Pod,
-        record: PodRecord,
-        where: _Where,
-        device_env: Mapping[str, Mapping[str, str]],
-        hints: list[float],
-        cancelled: threading.Event | None,
-    ) -> None:
-        for c in pod.init_containers:
-            rec = record.containers[c.name]
-            env = device_env.get(c.name, {})
-            if c.is_sidecar:
-                if rec.state != RUNNING:
-                    self._start_or_wait(pod, c, record, where, env, hints, init=True)
-                if rec.state != RUNNING:
-                    break  # later init containers wait for the sidecar to run
-                continue
-            if rec.state == TERMINATED and rec.exit_code == 0:
-                continue
-            if rec.state != RUNNING:
-                self._start_or_wait(pod, c, record, where, env, hints, init=True)
-            break  # wait for this init container to complete
-        else:
-            for c in pod.containers:
-                if cancelled is not None and cancelled.is_set():
-                    return  # termination preempts the remaining starts
-                rec = record.containers[c.name]
-                if rec.state != RUNNING:
-                    env = device_env.get(c.name, {})
-                    self._start_or_wait(pod, c, record, where, env, hints, init=False)
-
-    def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
-        code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
-        if init:
-            return pod.restart_policy != "Never" and code != 0
-        return pod.restart_policy == "Always" or (pod.restart_policy == "OnFailure" and code != 0)
-
-    def _start_or_wait(
+    def _launch(
         self,
         pod: Pod,
         c: Container,
@@ -258,28 +220,8 @@ class ProcessRuntime:
         where: _Where,
         device_env: Mapping[str, str],
         hints: list[float],
-        *,
-        init: bool,
     ) -> None:
         rec = record.containers[c.name]
-        restarting = rec.state == TERMINATED or rec.reason == "CrashLoopBackOff"
-        if restarting:
-            if not self._should_restart(pod, rec, init or c.is_sidecar):
-                return
-            key = f"{pod.uid}/{c.name}"
-            finished = rec.finished_clock if rec.finished_clock is not None else self._clock()
-            wait = self.backoff.remaining(key, finished)
-            if wait > 0:
-                if rec.state == TERMINATED:
-                    rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
-                rec.state, rec.reason, rec.exit_code = WAITING, "CrashLoopBackOff", None
-                rec.message = f"back-off {self.backoff.current(key):.0f}s restarting failed container"
-                hints.append(wait)
-                return
-            self.backoff.restarted(key, finished)
-            if rec.state == TERMINATED:
-                rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
-            rec.restart_count += 1
         if not c.command and not c.args:
             rec.state, rec.reason = WAITING, "ImageNotSupported"
             rec.message = (
@@ -434,42 +376,3 @@ def wants_stdin(pod: Pod, container: str) -> bool:
         if isinstance(c, dict) and c.get("name") == container:
             return c.get("stdin") is True
     return False
-
-
-def pod_phase(pod: Pod, record: PodRecord) -> str:
-    """The kubelet's getPhase over the recorded container states."""
-    for c in pod.init_containers:
-        rec = record.containers.get(c.name)
-        if rec is None:
-            return "Pending"
-        if c.is_sidecar:
-            if rec.state != RUNNING:
-                return "Pending"
-            continue
-        if rec.state == TERMINATED and rec.exit_code == 0:
-            continue
-        if rec.state == TERMINATED and pod.restart_policy == "Never":
-            return "Failed"
-        return "Pending"
-    running = waiting = succeeded = failed = 0
-    for c in pod.containers:
-        rec = record.containers.get(c.name)
-        if rec is None or (rec.state == WAITING and rec.last_exit_code is None and rec.restart_count == 0):
-            waiting += 1
-        elif rec.state == RUNNING:
-            running += 1
-        else:
-            code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
-            if code == 0:
-                succeeded += 1
-            else:
-                failed += 1
-    if waiting:
-        return "Pending"
-    if running:
-        return "Running"
-    if pod.restart_policy == "Always":
-        return "Running"
-    if pod.restart_policy == "OnFailure":
-        return "Running" if failed else "Succeeded"
-    return "Failed" if failed else "Succeeded"

@@ -105,10 +105,36 @@ def _int(value: Any, where: str) -> int | None:
     return value
 
 
-def process_security(pod: Pod, container: Container, policy: SecurityPolicy) -> ProcessSecurity:
+def security_contexts(pod: Pod, container: Container) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod's and the container's securityContext as written ({} where absent)."""
     spec = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
-    pod_sc = _context(spec)
-    sc = _context(raw_container(pod, container.name))
+    return _context(spec), _context(raw_container(pod, container.name))
+
+
+def supplemental_groups(pod_sc: dict[str, Any]) -> list[int]:
+    """fsGroup, then supplementalGroups, each once (the pod's only)."""
+    groups: list[int] = []
+    fs_group = _int(pod_sc.get("fsGroup"), "securityContext.fsGroup")
+    if fs_group is not None:
+        groups.append(fs_group)
+    for index, group in enumerate(pod_sc.get("supplementalGroups") or []):
+        value = _int(group, f"securityContext.supplementalGroups[{index}]")
+        if value is not None and value not in groups:
+            groups.append(value)
+    return groups
+
+
+def check_privileged(pod: Pod, sc: dict[str, Any], policy: SecurityPolicy) -> bool:
+    privileged = sc.get("privileged") is True
+    if privileged and not policy.allow_privileged:
+        raise ContainerConfigError(
+            f"pod with UID {pod.uid!r} specified privileged container, but is disallowed"
+        )
+    return privileged
+
+
+def process_security(pod: Pod, container: Container, policy: SecurityPolicy) -> ProcessSecurity:
+    pod_sc, sc = security_contexts(pod, container)
 
     def merged(key: str) -> Any:
         return sc[key] if sc.get(key) is not None else pod_sc.get(key)
@@ -127,22 +153,11 @@ def process_security(pod: Pod, container: Container, policy: SecurityPolicy) -> 
                 f"container has runAsNonRoot and image will run as root (pod: {pod_text(pod)!r}, "
                 f"container: {container.name})"
             )
-    privileged = sc.get("privileged") is True
-    if privileged and not policy.allow_privileged:
-        raise ContainerConfigError(
-            f"pod with UID {pod.uid!r} specified privileged container, but is disallowed"
-        )
+    privileged = check_privileged(pod, sc, policy)
     raw_caps = sc.get("capabilities")
     raw_caps = raw_caps if isinstance(raw_caps, dict) else {}
     capabilities = container_capabilities(privileged, raw_caps.get("add") or [], raw_caps.get("drop") or [])
-    groups: list[int] = []
-    fs_group = _int(pod_sc.get("fsGroup"), "securityContext.fsGroup")
-    if fs_group is not None:
-        groups.append(fs_group)
-    for index, group in enumerate(pod_sc.get("supplementalGroups") or []):
-        value = _int(group, f"securityContext.supplementalGroups[{index}]")
-        if value is not None and value not in groups:
-            groups.append(value)
+    groups = supplemental_groups(pod_sc)
     # kube's AddNoNewPrivileges: only an explicit allowPrivilegeEscalation: false, never for privileged.
     no_new_privs = sc.get("allowPrivilegeEscalation") is False and not privileged
     seccomp_filter = None

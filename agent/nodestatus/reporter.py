@@ -168,6 +168,8 @@ class NodeStatusReporter(BackgroundLoop):
         self.client = client
         self.config = config
         self.facts = facts or host_facts()
+        # status.images, from the container runtime when there is one (agent/kuberuntime/cri/wiring.py).
+        self.images: Callable[[], list[dict[str, Any]]] | None = None
         self.recorder = recorder
         self._announced = False  # the Starting event is recorded once, before the first registration
         self.port = port  # the authenticated daemon endpoint's, published as daemonEndpoints
@@ -231,6 +233,7 @@ class NodeStatusReporter(BackgroundLoop):
             ],
             "nodeInfo": dict(self.facts.node_info),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
+            **({"images": self.images()} if self.images is not None else {}),
         }
 
     def _stamped(self, status: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,9 @@ class ContainerRecord:
     last_exit_code: int | None = None
     last_reason: str = ""
     log_path: str = ""
+    # A CRI container's ID as kube shows it (`containerd://<id>`) and its image's ID; "" for processes.
+    container_id: str = ""
+    image_ref: str = ""
     # On the agent's clock (monotonic); not meaningful across restarts, so not saved.
     finished_clock: float | None = field(default=None, compare=False)
     started_clock: float | None = field(default=None, compare=False)

@@ -29,7 +29,7 @@ from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManagerError, PodRef
 from agent.kuberuntime.envvars import ContainerConfigError
-from agent.kuberuntime.runtime import ProcessRuntime
+from agent.kuberuntime.interface import PodRuntime
 from agent.pod.podmanager import PodManager
 from agent.pod.podrecord import PodRecord
 from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
@@ -54,7 +54,7 @@ def device_plugin_limits(container: Container) -> dict[str, int]:
 
 class PodSyncer(PodManager):
     cgroups: PodCgroups
-    runtime: ProcessRuntime
+    runtime: PodRuntime  # the process runtime, or with a CRI endpoint the selector over both
     cpu_pool: CPUPool
     prober: ProbeManager
     volumes: VolumeManager

@@ -26,6 +26,8 @@ from kubenode.model import Pod
 
 
 def container_id(c: ContainerRecord) -> str:
+    if c.container_id:  # a CRI container's (it has no pid the agent knows)
+        return f"{c.restart_count}:{c.container_id}"
     return f"{c.restart_count}:{c.pid}" if c.pid is not None else ""
 
 

@@ -6,7 +6,9 @@
             -> tailLines, sinceSeconds, timestamps, limitBytes applied; with `follow` new output is
                streamed until the container stops (or restarts) or the client goes.
 
-The agent's log files are the processes' raw output, with no time per line (a CRI runtime writes
+CRI pods' files (under podLogsDir) are in the CRI format and are unwrapped line by line
+(agent/kuberuntime/crilog.py), their own times serving `timestamps`.
+The process pods' log files are the processes' raw output, with no time per line (a CRI runtime writes
 one). So `timestamps` prefixes a followed line with the time it was read, and a line already in the file
 with the file's last write time (an upper bound); `sinceSeconds` keeps a file only if it was written to
 within the window, and the lines followed after it. Both are approximations, and say so here.
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.kuberuntime import crilog
 from agent.logs.reader import Follower, snapshot
 from agent.server.httpapi import StreamRequest
 
@@ -39,8 +42,10 @@ def _stamp(when: float) -> bytes:
 
 
 class ContainerLogs:
-    def __init__(self, pods: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(self, pods: Callable[[], Mapping[str, Any]], cri_root: Path | None = None) -> None:
         self._pods = pods  # the agent's status_json
+        # CRI pods' logs (under the kubelet's podLogsDir) are in the CRI format: each line is unwrapped.
+        self._cri_root = cri_root
 
     async def route(self, request: StreamRequest) -> Answer:
         parts = request.path.removeprefix(PREFIX).split("/")
@@ -97,6 +102,7 @@ class ContainerLogs:
         sent = 0
         # Across the log's rotations (agent/logs): the rotated files, then the live one.
         data, offset = snapshot(path, options["tailLines"])
+        cri = self._cri_root is not None and path.is_relative_to(self._cri_root)
         try:
             written = path.stat().st_mtime
         except OSError:
@@ -106,7 +112,10 @@ class ContainerLogs:
             data = b""
         lines = data.splitlines(keepends=True)
         for line in lines:
-            chunk = (_stamp(written) if options["timestamps"] else b"") + line
+            if cri:
+                chunk = crilog.content(line, options["timestamps"])
+            else:
+                chunk = (_stamp(written) if options["timestamps"] else b"") + line
             if limit is not None:
                 chunk = chunk[: max(0, limit - sent)]
             if chunk:
@@ -125,7 +134,10 @@ class ContainerLogs:
                 *complete, pending = pending.split(b"\n")
                 now = time.time()
                 out = b"".join(
-                    (_stamp(now) if options["timestamps"] else b"") + line + b"\n" for line in complete
+                    crilog.content(line, options["timestamps"])
+                    if cri
+                    else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
+                    for line in complete
                 )
                 if limit is not None:
                     out = out[: limit - sent]

@@ -13,13 +13,13 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psutil
 
 from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.execstream import ExecSpec, exec_spec
-from agent.kuberuntime.runtime import wants_stdin
+from agent.kuberuntime.runtime import ProcessRuntime, wants_stdin
 from agent.node import NodeAgent, PodView
 from agent.pod.podrecord import RUNNING, ContainerRecord
 from agent.server.attach import AttachTarget, ResolveAttach
@@ -105,7 +105,10 @@ class PodTargets:
             return found
         pod = found.pod
         uid, log_path = pod.uid, found.record.log_path
-        stdin = self._agent.runtime.stdin_path(uid, container) if wants_stdin(pod, container) else None
+        # attach is served for process pods: their runtime keeps the stdin FIFO (with a CRI endpoint the
+        # selector's process runtime; CRI pods' attach would go through the runtime's streaming server).
+        process = cast(ProcessRuntime, getattr(self._agent.runtime, "process", self._agent.runtime))
+        stdin = process.stdin_path(uid, container) if wants_stdin(pod, container) else None
         return AttachTarget(Path(log_path), stdin, lambda: self._still_running(uid, container, log_path))
 
     @property

@@ -64,7 +64,10 @@ def build_secure_server(
         config.node_name,
         Authorizer(subject_access_review(client, config.node_name)),
         pods=agent.status_json,
-        container_logs=ContainerLogs(agent.status_json).route,
+        # CRI pods log in the CRI format under podLogsDir: lines are unwrapped for kubectl logs.
+        container_logs=ContainerLogs(
+            agent.status_json, config.pod_logs_dir if config.container_runtime_endpoint else None
+        ).route,
         resolve_exec=targets.exec,
         resolve_pod=targets.port_forward,
         resolve_attach=targets.attach,

@@ -71,14 +71,16 @@ def container_status(
     status: dict[str, Any] = {
         "name": spec.name,
         "image": spec.image or "kubenode/process",
-        "imageID": "",
+        "imageID": c.image_ref if c is not None else "",
         "ready": ready,
         "started": started,
         "restartCount": c.restart_count if c is not None else 0,
         "state": _state(c),
         "lastState": {},
     }
-    if c is not None and (c.state != "waiting" or c.restart_count):
+    if c is not None and c.container_id:
+        status["containerID"] = c.container_id  # a CRI container's
+    elif c is not None and (c.state != "waiting" or c.restart_count):
         status["containerID"] = f"kubenode://{pod.uid}/{spec.name}/{c.restart_count}"
     if c is not None and c.last_exit_code is not None:
         status["lastState"] = {

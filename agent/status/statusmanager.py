@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The waiting reasons of a CRI container whose image is not there (the kubelet's images package).
+IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
+
 INVALID_REASON = "InvalidPodSpec"
 DELETE_POLL_S = 0.05
 WRITERS = 8  # status writes in flight at once (the client's connection pool holds 16)
@@ -294,6 +297,23 @@ class StatusManager(BackgroundLoop):
         if self.recorder is not None:
             self.recorder.event(ref, kind, reason, message)
 
+    def _image_events(
+        self, ref: ObjectReference, image: str, waiting: dict[str, Any], old: dict[str, Any]
+    ) -> None:
+        """The kubelet's image manager events for a CRI container (agent/kuberuntime/cri/images.py)."""
+        reason = waiting.get("reason")
+        if reason not in IMAGE_ERRORS or waiting == old:
+            return
+        if reason == "ErrImagePull":
+            self._event(
+                ref, WARNING, "Failed", f'Failed to pull image "{image}": {waiting.get("message", "")}'
+            )
+        elif reason == "ImagePullBackOff":
+            self._event(ref, NORMAL, "BackOff", f'Back-off pulling image "{image}"')
+        elif reason in ("ErrImageNeverPull", "InvalidImageName"):
+            self._event(ref, WARNING, reason, str(waiting.get("message", "")))
+        self._event(ref, WARNING, "Failed", f"Error: {reason}")
+
     def _events(self, view: PodView, previous: dict[str, Any] | None, status: dict[str, Any]) -> None:
         pod = view.pod
         assert pod is not None
@@ -332,6 +352,7 @@ class StatusManager(BackgroundLoop):
                 )
             if waiting.get("reason") == "CreateContainerConfigError" and waiting != old_waiting:
                 self._event(ref, WARNING, "Failed", f"Error: {waiting.get('message', '')}")
+            self._image_events(ref, c.get("image", ""), waiting, old_waiting)
             terminated = state.get("terminated", {})
             if terminated.get("reason") == "StartError" and terminated != old_state.get("terminated"):
                 self._event(ref, WARNING, "Failed", f"Error: {terminated.get('message', '')}")

@@ -51,6 +51,10 @@ def register(subparsers: Any) -> None:
         help=f"cgroup under which the agent makes kubepods (default {DEFAULT_CGROUP_ROOT})",
     )
     parser.add_argument(
+        "--container-runtime-endpoint",
+        help="the agent's CRI runtime, unix:///path; pods with images run there (docs/runtime.md)",
+    )
+    parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"API server port (default {DEFAULT_PORT}; 0: any)"
     )
     parser.add_argument(
@@ -76,6 +80,14 @@ def run(args: argparse.Namespace) -> int:
             f"kubenode up: --cgroup-root: must be an absolute path, got {args.cgroup_root!r}", file=sys.stderr
         )
         return 2
+    if args.container_runtime_endpoint:
+        from agent.kuberuntime.cri.client import socket_path
+
+        try:
+            socket_path(args.container_runtime_endpoint)
+        except ValueError as exc:
+            print(f"kubenode up: --container-runtime-endpoint: {exc}", file=sys.stderr)
+            return 2
     if not 0 <= args.port <= 65535:
         print(f"kubenode up: --port {args.port}: must be 0-65535", file=sys.stderr)
         return 2

@@ -54,6 +54,7 @@ class Options:
     cgroup_root: str
     port: int
     plugin_config: Path | None
+    container_runtime_endpoint: str = ""  # the agent's CRI runtime (docs/runtime.md); "" = process pods only
 
 
 @dataclass
@@ -233,6 +234,9 @@ class Cluster:
             "listen": f"{host_ip()}:0",
             **AGENT_SETTINGS,
         }
+        if self.options.container_runtime_endpoint:
+            settings["containerRuntimeEndpoint"] = self.options.container_runtime_endpoint
+            settings["podLogsDir"] = str(self.options.data_dir / "pod-logs")
         self.agent_config.write_text(yaml.safe_dump(settings, sort_keys=False))
         child = self._child(
             "agent", ["agent", "--kubeconfig", str(kubeconfig), "--config", str(self.agent_config)]

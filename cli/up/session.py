@@ -49,6 +49,7 @@ class Session:
                 cgroup_root=args.cgroup_root,
                 port=args.port,
                 plugin_config=args.plugin_config.resolve() if args.plugin_config else None,
+                container_runtime_endpoint=args.container_runtime_endpoint or "",
             ),
             progress=lambda line: say(f"kubenode up: {line}"),
         )

@@ -1,0 +1,69 @@
+"""`PodRuntime`: what syncPod, the PLEG loop, termination and adoption ask of a runtime.
+
+Both runtimes implement it: runtime.ProcessRuntime (host processes) and cri.runtime.CRIRuntime (containers
+through CRI); selector.RuntimeSelector implements it over the two, choosing one per pod.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.kuberuntime.runtime import PodKillTarget
+from agent.kuberuntime.securitycontext import SecurityPolicy
+from agent.pod.podrecord import PodRecord
+from agent.volumemanager.manager import MountedVolume
+from kubenode.model import Pod
+
+
+class PodRuntime(Protocol):
+    @property
+    def backoff(self) -> CrashLoopBackoff: ...
+
+    def sync_containers(
+        self,
+        pod: Pod,
+        record: PodRecord,
+        procs_files: Sequence[str],
+        device_env: Mapping[str, Mapping[str, str]],
+        cancelled: threading.Event | None = None,
+        volumes: Mapping[str, MountedVolume] | None = None,
+    ) -> float | None:
+        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint)."""
+
+    def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
+        """On agent start: take over the pod's running containers; returns their names."""
+
+    def has_exited(self, uid: str) -> bool:
+        """Whether a container of the pod stopped since the last relist (the PLEG's question)."""
+
+    def running_pids(self, uid: str) -> set[int]:
+        """The pod's live container processes the agent itself signals (none for CRI pods)."""
+
+    def kill_pod(
+        self,
+        uid: str,
+        record: PodRecord | None,
+        target: PodKillTarget,
+        grace: Callable[[], int],
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        """Stop every container of the pod within the grace period; record the exits."""
+
+    def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
+        """Where the pod's container logs are (`<ns>_<name>_<uid>` under the runtime's log root)."""
+
+    def remove_logs(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the pod's log directory (the pod is gone)."""
+
+    @property
+    def security(self) -> SecurityPolicy: ...
+
+    def kill_container(self, record: PodRecord, container: str, grace: int) -> None:
+        """Stop one container (a failed liveness or startup probe); its exit is recorded."""
+
+    def forget(self, uid: str) -> None:
+        """Drop what the runtime keeps about a pod that is gone."""
