@@ -1,0 +1,155 @@
+"""The node lifecycle controller against the real API server: conditions become NoSchedule taints.
+
+Units first (which taints a Node's conditions call for), then `kubenode controller-manager` as a
+process with the API server's own controller-manager kubeconfig: it takes its Lease, taints a Node
+whose conditions call for it, keeps the taints it does not own, and takes its taints off again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controllers.nodelifecycle import condition_taints, desired_taints, taints_patch
+from harness.apiserver import ApiServerProcess
+from kubenode.kubeclient import LEASES, NODES, PODS, Forbidden, KubeClient, load_kubeconfig
+from tests.agent_cluster.support import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+DISK = "node.kubernetes.io/disk-pressure"
+
+
+def conditions(**statuses: str) -> list[dict[str, str]]:
+    return [{"type": kind, "status": status} for kind, status in statuses.items()]
+
+
+def node(name: str = "n1", taints: list[dict[str, Any]] | None = None, **statuses: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": "7"},
+        "spec": {"taints": taints or []},
+        "status": {"conditions": conditions(**statuses)},
+    }
+
+
+def test_conditions_map_to_kubes_taint_keys() -> None:
+    assert condition_taints(node(Ready="True", DiskPressure="False")) == []
+    assert condition_taints(node(Ready="False")) == ["node.kubernetes.io/not-ready"]
+    assert condition_taints(node(Ready="Unknown")) == ["node.kubernetes.io/unreachable"]
+    assert condition_taints(
+        node(Ready="True", MemoryPressure="True", DiskPressure="True", PIDPressure="True")
+    ) == [
+        "node.kubernetes.io/memory-pressure",
+        DISK,
+        "node.kubernetes.io/pid-pressure",
+    ]
+    unschedulable = {**node(Ready="True"), "spec": {"unschedulable": True}}
+    assert condition_taints(unschedulable) == ["node.kubernetes.io/unschedulable"]
+
+
+def test_only_owned_noschedule_taints_change() -> None:
+    mine = {"key": "example.com/mine", "effect": "NoSchedule"}
+    no_execute = {"key": DISK, "effect": "NoExecute"}  # not this pass's: NoSchedule only
+    stale = {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
+    before = node(taints=[mine, stale, no_execute], Ready="True", DiskPressure="True")
+    now = "2026-11-25T00:00:00Z"
+    after = desired_taints(before, now)
+    assert after == [mine, no_execute, {"key": DISK, "effect": "NoSchedule", "timeAdded": now}]
+    settled = node(taints=after, Ready="True", DiskPressure="True")
+    assert desired_taints(settled, "later") is None  # nothing to do: no PATCH
+    assert taints_patch(before, after) == {"metadata": {"resourceVersion": "7"}, "spec": {"taints": after}}
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServerProcess]:
+    with ApiServerProcess() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
+    client = KubeClient(load_kubeconfig(api.kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def controller_manager(api: ApiServerProcess) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "controller-manager",
+         "--kubeconfig", str(api.data_dir / "controller-manager.kubeconfig")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+    )  # fmt: skip
+    yield process
+    process.terminate()
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+
+
+def set_conditions(admin: KubeClient, name: str, **statuses: str) -> None:
+    admin.patch(NODES, name, {"status": {"conditions": conditions(**statuses)}}, subresource="status")
+
+
+def taints_of(admin: KubeClient, name: str) -> list[dict[str, Any]]:
+    return list(admin.get(NODES, name).get("spec", {}).get("taints") or [])
+
+
+def keys(admin: KubeClient, name: str) -> list[tuple[str, str]]:
+    return [(t["key"], t["effect"]) for t in taints_of(admin, name)]
+
+
+def test_the_controller_manager_taints_by_condition(
+    api: ApiServerProcess, admin: KubeClient, controller_manager: subprocess.Popen[str]
+) -> None:
+    lease = wait_until(
+        lambda: admin.get(LEASES, "kube-controller-manager", "kube-system")["spec"].get("holderIdentity"),
+        30,
+        "the controller manager's Lease",
+    )
+    assert lease
+    mine = {"key": "example.com/mine", "value": "x", "effect": "NoSchedule"}
+    admin.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "pressed"},
+                         "spec": {"taints": [mine]}})  # fmt: skip
+    set_conditions(admin, "pressed", Ready="True", DiskPressure="True", MemoryPressure="False")
+    wait_until(lambda: (DISK, "NoSchedule") in keys(admin, "pressed"), 30, "the disk-pressure taint")
+    taints = taints_of(admin, "pressed")
+    assert taints[0] == mine, "a taint the controller does not own keeps its place"
+    assert taints[1]["timeAdded"]
+    # kubectl shows it as kube's node lifecycle controller writes it.
+    out = subprocess.run(
+        [str(REPO / ".venv/bin/kubectl"), "--kubeconfig", str(api.kubeconfig), "get", "node", "pressed",
+         "-o", "jsonpath={.spec.taints[*].key}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.split() == ["example.com/mine", DISK], out
+
+    # Pressure ends: the taint goes; a cordon (spec.unschedulable) and Ready=False bring theirs.
+    set_conditions(admin, "pressed", Ready="False", DiskPressure="False", MemoryPressure="False")
+    admin.patch(NODES, "pressed", {"spec": {"unschedulable": True}})
+    wanted = [
+        ("example.com/mine", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ]
+    wait_until(lambda: sorted(keys(admin, "pressed")) == wanted, 30, f"taints {wanted}")
+    set_conditions(admin, "pressed", Ready="True", DiskPressure="False", MemoryPressure="False")
+    admin.patch(NODES, "pressed", {"spec": {"unschedulable": False}})
+    wait_until(lambda: keys(admin, "pressed") == [("example.com/mine", "NoSchedule")], 30, "only mine left")
+
+
+def test_its_user_may_read_nodes_but_not_make_pods(api: ApiServerProcess) -> None:
+    client = KubeClient(load_kubeconfig(api.data_dir / "controller-manager.kubeconfig"))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}  # fmt: skip
+    try:
+        client.list(NODES)
+        with pytest.raises(Forbidden):
+            client.create(PODS, pod, "default")
+    finally:
+        client.close()
