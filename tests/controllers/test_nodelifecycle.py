@@ -8,7 +8,6 @@ whose conditions call for it, keeps the taints it does not own, and takes its ta
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from controllers.nodelifecycle import condition_taints, desired_taints, taints_patch
 from harness.apiserver import ApiServerProcess
+from harness.controllermanager import ControllerManagerProcess
 from kubenode.kubeclient import LEASES, NODES, PODS, Forbidden, KubeClient, load_kubeconfig
 from tests.agent_cluster.support import wait_until
 
@@ -80,16 +80,10 @@ def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
 
 
 @pytest.fixture(scope="module")
-def controller_manager(api: ApiServerProcess) -> Iterator[subprocess.Popen[str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "controller-manager",
-         "--kubeconfig", str(api.data_dir / "controller-manager.kubeconfig")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-    )  # fmt: skip
+def controller_manager(api: ApiServerProcess) -> Iterator[ControllerManagerProcess]:
+    process = ControllerManagerProcess(api.data_dir / "controller-manager.kubeconfig")
     yield process
-    process.terminate()
-    output, _ = process.communicate(timeout=30)
-    assert process.returncode == 0, output
+    assert process.close() == 0, process.output()
 
 
 def set_conditions(admin: KubeClient, name: str, **statuses: str) -> None:
@@ -105,7 +99,7 @@ def keys(admin: KubeClient, name: str) -> list[tuple[str, str]]:
 
 
 def test_the_controller_manager_taints_by_condition(
-    api: ApiServerProcess, admin: KubeClient, controller_manager: subprocess.Popen[str]
+    api: ApiServerProcess, admin: KubeClient, controller_manager: ControllerManagerProcess
 ) -> None:
     lease = wait_until(
         lambda: admin.get(LEASES, "kube-controller-manager", "kube-system")["spec"].get("holderIdentity"),
