@@ -49,11 +49,6 @@ def run(args: argparse.Namespace) -> int:
     from kubenode.kubeclient import KubeConfigError, load
     from kubenode.kubeclient.leaderelection import ElectionConfig
 
-    try:
-        client_config = load(args.kubeconfig)
-    except KubeConfigError as exc:
-        print(f"kubenode controller-manager: {exc}", file=sys.stderr)
-        return 2
     election = ElectionConfig(
         name=args.leader_elect_resource_name,
         namespace=args.leader_elect_resource_namespace,
@@ -64,5 +59,10 @@ def run(args: argparse.Namespace) -> int:
     problem = election.problem()
     if args.leader_elect and problem:
         print(f"kubenode controller-manager: --leader-elect: {problem}", file=sys.stderr)
+        return 2
+    try:
+        client_config = load(args.kubeconfig)
+    except KubeConfigError as exc:
+        print(f"kubenode controller-manager: {exc}", file=sys.stderr)
         return 2
     return run_controller_manager(client_config, ManagerOptions(args.leader_elect, election))

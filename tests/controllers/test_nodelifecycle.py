@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cli.main import main
 from controllers.nodelifecycle import condition_taints, desired_taints, taints_patch
 from harness.apiserver import ApiServerProcess
 from harness.controllermanager import ControllerManagerProcess
@@ -147,3 +148,22 @@ def test_its_user_may_read_nodes_but_not_make_pods(api: ApiServerProcess) -> Non
             client.create(PODS, pod, "default")
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
+        (["--leader-elect=maybe"], "--leader-elect: want true or false, got 'maybe'"),
+        (["--leader-elect-renew-deadline", "20"], "leaseDuration must be greater than renewDeadline"),
+    ],
+)
+def test_bad_command_lines_are_one_line_and_exit_2(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n")
+    full = ["controller-manager", "--kubeconfig", str(kubeconfig), *argv]
+    assert main(full) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
