@@ -167,3 +167,25 @@ def test_bad_command_lines_are_one_line_and_exit_2(
     assert main(full) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_a_follower_takes_over_when_the_leader_stops(api: ApiServerProcess, admin: KubeClient) -> None:
+    kubeconfig = api.data_dir / "controller-manager.kubeconfig"
+    lease = ("--leader-elect-resource-name", "takeover")
+    first = ControllerManagerProcess(kubeconfig, *lease)
+    second: ControllerManagerProcess | None = None
+    try:
+
+        def holder() -> str:
+            return str(admin.get(LEASES, "takeover", "kube-system")["spec"].get("holderIdentity") or "")
+
+        leader = wait_until(holder, 30, "a leader")
+        second = ControllerManagerProcess(kubeconfig, *lease)
+        assert first.close() == 0, first.output()  # a clean stop releases the Lease
+        wait_until(lambda: holder() not in ("", leader), 30, f"the follower to lead\n{second.output()}")
+        follower = second
+        wait_until(lambda: "started leading" in follower.output(), 30, "the follower's controllers to start")
+    finally:
+        first.close()
+        if second is not None:
+            assert second.close() == 0, second.output()
