@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from controllers.nodelifecycle import condition_taints, desired_taints, taints_patch
+from controllers.nodelifecycle import NodeLifecycleController, condition_taints, desired_taints, taints_patch
 from harness.apiserver import ApiServerProcess
 from harness.controllermanager import ControllerManagerProcess
 from kubenode.kubeclient import LEASES, NODES, PODS, Forbidden, KubeClient, load_kubeconfig
@@ -80,7 +80,7 @@ def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
     client.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # only while its test runs: the other tests write taints themselves
 def controller_manager(api: ApiServerProcess) -> Iterator[ControllerManagerProcess]:
     process = ControllerManagerProcess(api.data_dir / "controller-manager.kubeconfig")
     yield process
@@ -189,3 +189,26 @@ def test_a_follower_takes_over_when_the_leader_stops(api: ApiServerProcess, admi
         first.close()
         if second is not None:
             assert second.close() == 0, second.output()
+
+
+def test_a_stale_cache_conflicts_then_the_node_is_read_again(admin: KubeClient) -> None:
+    """The PATCH carries the resourceVersion read: a Node changed since is not overwritten (409), but read
+    again and patched on top of the change."""
+    admin.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stale"}})
+    set_conditions(admin, "stale", Ready="True", MemoryPressure="True")
+    controller = NodeLifecycleController(admin)
+    controller.nodes.start()
+    try:
+        wait_until(lambda: controller.nodes.get("stale"), 30, "the informer's copy with the conditions")
+        wait_until(
+            lambda: condition_taints(controller.nodes.get("stale") or {}), 30, "the conditions in the cache"
+        )
+    finally:
+        controller.nodes.stop()
+    mine = {"key": "example.com/added-meanwhile", "effect": "NoSchedule"}
+    admin.patch(NODES, "stale", {"metadata": {"resourceVersion": None}, "spec": {"taints": [mine]}})
+    assert controller.sync("stale") and controller.patches == 1
+    assert keys(admin, "stale") == [
+        ("example.com/added-meanwhile", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ]
