@@ -19,10 +19,14 @@ from controllers.nodelifecycle import NodeLifecycleController, condition_taints,
 from harness.apiserver import ApiServerProcess
 from harness.controllermanager import ControllerManagerProcess
 from kubenode.kubeclient import LEASES, NODES, PODS, Forbidden, KubeClient, load_kubeconfig
-from tests.agent_cluster.support import wait_until
+from tests.agent_cluster.support import events_for, wait_until
+from tests.scheduler_live.support import SchedulerProcess
+from tests.scheduler_live.support import node as scheduler_node
+from tests.scheduler_live.support import pod as scheduler_pod
 
 REPO = Path(__file__).resolve().parents[2]
 DISK = "node.kubernetes.io/disk-pressure"
+DISK_TAINT = (DISK, "NoSchedule")
 
 
 def conditions(**statuses: str) -> list[dict[str, str]]:
@@ -212,3 +216,29 @@ def test_a_stale_cache_conflicts_then_the_node_is_read_again(admin: KubeClient) 
         ("example.com/added-meanwhile", "NoSchedule"),
         ("node.kubernetes.io/memory-pressure", "NoSchedule"),
     ]
+
+
+def test_the_scheduler_keeps_pods_off_a_node_under_pressure(
+    api: ApiServerProcess, admin: KubeClient, controller_manager: ControllerManagerProcess, tmp_path: Path
+) -> None:
+    """The chain kube has: a condition, the controller's taint, the scheduler's TaintToleration filter."""
+    full = scheduler_node("full")
+    admin.create(NODES, {k: v for k, v in full.items() if k != "status"})
+    admin.patch(NODES, "full", {"status": full["status"]}, subresource="status")
+    set_conditions(admin, "full", Ready="True", DiskPressure="True")
+    wait_until(lambda: DISK_TAINT in keys(admin, "full"), 30, "the disk-pressure taint")
+    scheduler = SchedulerProcess(api.data_dir / "scheduler.kubeconfig", log_path=tmp_path / "scheduler.log")
+    try:
+        admin.create(PODS, scheduler_pod("waits"), "default")
+        failed = wait_until(
+            lambda: events_for(admin, "waits", "FailedScheduling"), 60, "a FailedScheduling event"
+        )
+        assert "node(s) had untolerated taint" in failed[0]["message"], failed[0]["message"]
+        set_conditions(admin, "full", Ready="True", DiskPressure="False")
+        wait_until(
+            lambda: admin.get(PODS, "waits", "default")["spec"].get("nodeName") == "full",
+            60,
+            f"the pod scheduled once the taint is gone\n{scheduler.log()}",
+        )
+    finally:
+        assert scheduler.stop() == 0, scheduler.log()
