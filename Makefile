@@ -86,6 +86,7 @@ bench: $(STAMP) containerd-deps
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/prober_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/top_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/exec_bench.py
+	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/node_pressure_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_e2e_bench.py
 	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/extender_bench.py

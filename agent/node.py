@@ -200,7 +200,12 @@ class NodeAgent(PodSyncer):
 
     def _observe_signals(self) -> dict[str, Observation]:
         def pods_working_set() -> int:
-            return sum(u.memory for u in self.eviction_candidates())
+            # Memory only: the pods' full usage (pids, log and emptyDir walks) doubled a round's cost.
+            total = 0
+            for pod in self.active_pods():
+                with contextlib.suppress(CgroupError, OSError, ValueError):
+                    total += self.cgroups.memory_working_set(pod.uid)
+            return total
 
         allocatable = self.allocatable()
         return observe(

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli",
     "conformance.cli",
     "scheduler.cli",
+    "controllers.cli",
     "apiserver.cli",
 )
 

@@ -16,8 +16,9 @@ is no API server to mirror it into yet, and the name the user wrote is the one t
 
 Hostile input is contained: a file is read only if it is a regular file inside the
 directory (a symlink that leads out of it, to /etc/shadow say, is reported, never read),
-at most 3 MiB, without YAML aliases (see `kubenode.model.documents`); errors name the
-file, line, column and field, never the file's text. Any exception while reading one
+at most 3 MiB, with YAML anchors and aliases expanded only within go-yaml's alias budget, as
+kubectl does (see `kubenode.model.documents` and `kubenode.yamlload`: an alias bomb is refused);
+errors name the file, line, column and field, never the file's text. Any exception while reading one
 file becomes that file's error; one while delivering a snapshot is logged and the watch
 goes on. A supervisor thread restarts the watcher thread should it die anyway, and
 `problems()` reports a dead or stalled watcher to the agent's health check.

@@ -319,8 +319,10 @@ class StatusManager(BackgroundLoop):
         assert pod is not None
         record = view.record
         failed_now = status["phase"] == "Failed" and status.get("reason")
-        if failed_now and (previous or {}).get("reason") != status.get("reason"):
-            # Refused at admission (OutOfcpu, UnexpectedAdmissionError, ...): an event with that reason.
+        was = previous or {}
+        if failed_now and (was.get("reason") != status.get("reason") or was.get("phase") != "Failed"):
+            # Refused at admission (OutOfcpu, UnexpectedAdmissionError, ...) or evicted: an event with that
+            # reason. An evicted pod may show its reason for a sync while its phase is still Running.
             self._event(self._ref(pod.namespace, pod.name, pod.uid), WARNING, record.reason, record.message)
         before = {
             c["name"]: c

@@ -17,6 +17,7 @@ NODES_GROUP = "system:nodes"
 AUTHENTICATED_GROUP = "system:authenticated"
 NODE_USER_PREFIX = "system:node:"
 SCHEDULER_USER = "system:kube-scheduler"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 ADMIN_USER = "admin"
 
 

@@ -3,6 +3,7 @@
 A request is allowed when any authorizer in the chain allows it (kube's union authorizer):
 - `system:masters` may do everything (kube's privileged-group short cut).
 - RBAC with the bootstrap ClusterRoleBindings: system:kube-scheduler -> the `system:kube-scheduler` rules,
+  system:kube-controller-manager -> its rules and the node controller's,
   every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
   non-resource URLs: discovery, /version, /openapi, health).
 - RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from apiserver.auth import MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
+from apiserver.auth import CONTROLLER_MANAGER_USER, MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
 from apiserver.auth.nodegraph import NodeGraph
 from apiserver.auth.policyfile import Policy, PolicyError, load_policy
 from apiserver.request import RequestInfo
@@ -112,6 +113,19 @@ SCHEDULER_RULES = (
     rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
 )
 
+# bootstrappolicy's system:kube-controller-manager (events, its Lease, reading everything served here) with
+# the rules of the one controller it runs, system:controller:node-controller, as kube grants them when the
+# controller manager runs without per-controller service-account credentials.
+CONTROLLER_MANAGER_RULES = (
+    rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
+    rule("create", groups=("coordination.k8s.io",), resources=("leases",)),
+    rule("get update", groups=("coordination.k8s.io",), resources=("leases",)),
+    rule("get list watch", resources=("nodes", "pods", "namespaces")),
+    rule("update patch delete", resources=("nodes",)),
+    rule("patch update", resources=("nodes/status", "pods/status")),
+    rule("delete", resources=("pods",)),
+)
+
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
 NODE_RULES = (
     rule("create get list watch", resources=("nodes",)),
@@ -173,6 +187,8 @@ class NodeRBACAuthorizer:
         if MONITORING_GROUP in user.groups and any(r.matches(info) for r in MONITORING_RULES):
             return ALLOW
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
+            return ALLOW
+        if user.name == CONTROLLER_MANAGER_USER and any(r.matches(info) for r in CONTROLLER_MANAGER_RULES):
             return ALLOW
         if self.policy is not None and self.policy.decide(user, info) is not None:
             return ALLOW
@@ -250,6 +266,8 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
         rules += MONITORING_RULES
     if user.name == SCHEDULER_USER:
         rules += SCHEDULER_RULES
+    if user.name == CONTROLLER_MANAGER_USER:
+        rules += CONTROLLER_MANAGER_RULES
     if node_name_of(user) is not None:
         rules += NODE_RULES
         if namespace == NODE_LEASE_NAMESPACE:

@@ -61,16 +61,19 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None, 
 def write_component_kubeconfigs(
     data_dir: Path, server: str, token_file: Path, ca_pem: bytes | None
 ) -> list[Path]:
-    """Next to the admin kubeconfig, one for the scheduler (`scheduler.kubeconfig`) and one per node user in
+    """Next to the admin kubeconfig, one for the scheduler (`scheduler.kubeconfig`), one for the controller
+    manager (`controller-manager.kubeconfig`) and one per node user in
     the token file (`node-<name>.kubeconfig`), so `kubenode scheduler` and `kubenode agent` can be pointed at
     this server at once. Rewritten at every start (the server URL may change)."""
-    from apiserver.auth import NODE_USER_PREFIX, SCHEDULER_USER
+    from apiserver.auth import CONTROLLER_MANAGER_USER, NODE_USER_PREFIX, SCHEDULER_USER
     from apiserver.auth.tokens import parse_token_file
 
     written: list[Path] = []
     for entry in parse_token_file(token_file.read_text(), str(token_file)):
         if entry.user == SCHEDULER_USER:
             path = data_dir / "scheduler.kubeconfig"
+        elif entry.user == CONTROLLER_MANAGER_USER:
+            path = data_dir / "controller-manager.kubeconfig"
         elif entry.user.startswith(NODE_USER_PREFIX):
             path = data_dir / f"node-{entry.user[len(NODE_USER_PREFIX) :]}.kubeconfig"
         else:

@@ -1,7 +1,8 @@
 """Static bearer tokens in kube-apiserver's `--token-auth-file` format: one CSV line `token,user,uid,"g1,g2"`.
 
 `ensure_token_file` writes the file on first start with tokens for the admin (system:masters), the
-scheduler (system:kube-scheduler) and the local node (system:node:<hostname>, group system:nodes);
+scheduler (system:kube-scheduler), the controller manager (system:kube-controller-manager; added to
+an older file at the next start) and the local node (system:node:<hostname>, group system:nodes);
 `issue_token` adds a line for any other user. The authenticator re-reads the file when it changes, so an
 issued token works without a restart.
 """
@@ -17,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apiserver.auth import ADMIN_USER, MASTERS_GROUP, NODE_USER_PREFIX, NODES_GROUP, SCHEDULER_USER
+from apiserver.auth import (
+    ADMIN_USER,
+    CONTROLLER_MANAGER_USER,
+    MASTERS_GROUP,
+    NODE_USER_PREFIX,
+    NODES_GROUP,
+    SCHEDULER_USER,
+)
 from apiserver.auth.files import write_private
 
 TOKEN_FILE_NAME = "tokens.csv"
@@ -64,15 +72,19 @@ def _new_entry(user: str, groups: Sequence[str]) -> TokenEntry:
 
 
 def ensure_token_file(data_dir: Path, node_name: str | None = None) -> Path:
-    """`<data_dir>/tokens.csv`, created (mode 0600) with the three bootstrap users when it does not exist."""
+    """`<data_dir>/tokens.csv`, created (mode 0600) with the bootstrap users when it does not exist; a file
+    from before the controller manager gets its line."""
     path = data_dir / TOKEN_FILE_NAME
     if path.exists():
+        if token_for(path, CONTROLLER_MANAGER_USER) is None:
+            issue_token(path, CONTROLLER_MANAGER_USER, [])
         return path
     data_dir.mkdir(parents=True, exist_ok=True)
     node = node_name or local_node_name()
     entries = [
         _new_entry(ADMIN_USER, [MASTERS_GROUP]),
         _new_entry(SCHEDULER_USER, []),
+        _new_entry(CONTROLLER_MANAGER_USER, []),
         _new_entry(NODE_USER_PREFIX + node, [NODES_GROUP]),
     ]
     write_private(path, "".join(_line(e) for e in entries).encode())

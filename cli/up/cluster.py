@@ -1,18 +1,20 @@
-"""The one-machine cluster of `kubenode up`: four supervised `kubenode` processes, started in order.
+"""The one-machine cluster of `kubenode up`: five supervised `kubenode` processes, started in order.
 
     apiserver  -> ready when /readyz answers (its admin, scheduler and node kubeconfigs are written);
     agent      -> started when its Node reports Ready=True in the API (not yet "Ready" in the output);
     deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
                -> ready when its resources are in the Node's capacity and allocatable;
     scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler);
+    controller-manager (the node lifecycle controller: conditions -> NoSchedule taints)
+               -> ready when it holds its Lease (kube-system/kube-controller-manager);
     node       -> "Ready" only now, read back from the API: Ready=True and every kubenode.io/* resource
                   a plugin was started for, non-zero in capacity and allocatable (what `kubectl describe
                   node` shows), so the word never comes before the node can take the example pods.
 
-`stop()` goes in reverse: the scheduler, the agent, then `kubenode agent drain` on the agent's state
-(every pod's processes, cgroups and the cgroup root go), the device plugin, the API server. Everything
-lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`, `device-plugins/`,
-`logs/<component>.log`, `up/<component>.pid`.
+`stop()` goes in reverse: the controller manager, the scheduler, the agent, then `kubenode agent drain` on
+the agent's state (every pod's processes, cgroups and the cgroup root go), the device plugin, the API server.
+Everything lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`,
+`device-plugins/`, `logs/<component>.log`, `up/<component>.pid`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from kubenode.kubeclient import LEASES, NODES, KubeClient, KubeError, NotFound, 
 from kubenode.kubeclient.timefmt import parse_time
 
 SCHEDULER_LEASE = ("kube-system", "kubenode-scheduler")
+CONTROLLER_MANAGER_LEASE = ("kube-system", "kube-controller-manager")
 READY_TIMEOUT_S = 60.0
 # The agent's status loop, faster than the kubelet's 10 s so that the plugin's resources reach
 # allocatable within a couple of seconds of registering; everything else keeps the kubelet's defaults.
@@ -114,6 +117,7 @@ class Cluster:
         self._start_agent()
         resources = self._start_device_plugin()
         self._start_scheduler()
+        self._start_controller_manager()
         self._confirm_node_ready(resources)
 
     def _wait(
@@ -157,9 +161,9 @@ class Cluster:
         self.progress(f"apiserver    ready in {time.monotonic() - began:4.1f} s  {config.host}")
         # A previous run's scheduler is gone (this run holds the data dir's lock), but its Lease would make
         # the new one wait out the lease duration (15 s) before it may lead: drop it.
-        namespace, name = SCHEDULER_LEASE
-        with contextlib.suppress(NotFound):
-            self.client.delete(LEASES, name, namespace)
+        for namespace, name in (SCHEDULER_LEASE, CONTROLLER_MANAGER_LEASE):
+            with contextlib.suppress(NotFound):
+                self.client.delete(LEASES, name, namespace)
 
     def _start_device_plugin(self) -> list[str]:
         began = time.monotonic()
@@ -258,21 +262,30 @@ class Cluster:
             ["scheduler", "run", "--kubeconfig", str(self.apiserver_dir / "scheduler.kubeconfig"),
              "--leader-elect"],
         )  # fmt: skip
+        holder = self._wait(child, "leader lease", self._lease_holder(SCHEDULER_LEASE))
+        self.progress(f"scheduler    ready in {time.monotonic() - began:4.1f} s  leader {holder}")
+
+    def _start_controller_manager(self) -> None:
+        began = time.monotonic()
+        kubeconfig = self.apiserver_dir / "controller-manager.kubeconfig"
+        child = self._child("controller-manager", ["controller-manager", "--kubeconfig", str(kubeconfig)])
+        holder = self._wait(child, "leader lease", self._lease_holder(CONTROLLER_MANAGER_LEASE))
+        self.progress(f"controllers  ready in {time.monotonic() - began:4.1f} s  leader {holder}")
+
+    def _lease_holder(self, lease: tuple[str, str]) -> Callable[[], str]:
         assert self.client is not None
         client = self.client
-        namespace, name = SCHEDULER_LEASE
-
+        namespace, name = lease
         since = time.time() - 1
 
-        def leader() -> str:
-            # Renewed since it started: after a crash the Lease names the dead scheduler until it expires.
+        def holder() -> str:
+            # Renewed since it started: after a crash the Lease names the dead process until it expires.
             spec = client.get(LEASES, name, namespace).get("spec") or {}
             renewed = spec.get("renewTime")
             fresh = bool(renewed) and parse_time(str(renewed)) >= since
             return str(spec.get("holderIdentity") or "") if fresh else ""
 
-        holder = self._wait(child, "leader lease", leader)
-        self.progress(f"scheduler    ready in {time.monotonic() - began:4.1f} s  leader {holder}")
+        return holder
 
     # -- watch and stop ---------------------------------------------------------------------------------
 

@@ -81,12 +81,26 @@ def test_cpu_limit_holds_a_busy_loop(make_harness: Callable[..., Harness], manif
         pod_manifest("busy", "while :; do :; done", "{limits: {cpu: 200m, memory: 64Mi}}"),
     )
     h = make_harness().start()
-    uid = h.wait_phase("busy", "Running")["metadata"]["uid"]
-    time.sleep(0.3)  # let the loop start burning
-    start_ns, start = h.cgroups.cpu_usage_ns(uid), time.monotonic()
-    time.sleep(2.0)  # measuring: a fixed window is the point here
-    used = (h.cgroups.cpu_usage_ns(uid) - start_ns) / 1e9 / (time.monotonic() - start)
-    assert 0.1 < used <= 0.25, f"busy loop used {used:.3f} CPU under a 200m limit"
+    item = h.wait_phase("busy", "Running")
+    uid = item["metadata"]["uid"]
+    assert cg_file(item, "cpu", "cpu.cfs_quota_us") == "20000"
+
+    def stat() -> dict[str, int]:
+        lines = cg_file(item, "cpu", "cpu.stat").splitlines()
+        return {name: int(value) for name, value in (line.split() for line in lines)}
+
+    # Measured against the cgroup's own CFS periods, not the wall clock: however loaded the machine is, in
+    # no period may the pod run more than its quota (20 ms of every 100 ms). Counts, not sleeps: wait for
+    # the loop to be throttled, then for ten more throttled periods.
+    wait_until(lambda: stat()["nr_throttled"] > 0, 60, "the busy loop to hit its quota")
+    before, used_before = stat(), h.cgroups.cpu_usage_ns(uid)
+    wait_until(lambda: stat()["nr_throttled"] >= before["nr_throttled"] + 10, 120, "ten throttled periods")
+    after, used_after = stat(), h.cgroups.cpu_usage_ns(uid)
+    periods = after["nr_periods"] - before["nr_periods"]
+    used = used_after - used_before
+    # One period's quota of slack at each end of the window (it may start and end mid-period).
+    assert used <= 20_000_000 * (periods + 2), f"{used / 1e6:.1f} ms of CPU in {periods} periods of 20 ms"
+    assert after["throttled_time"] > before["throttled_time"]
 
 
 def test_removing_the_manifest_kills_processes_and_removes_the_cgroup(

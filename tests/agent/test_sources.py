@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import time
 from pathlib import Path
 
 from agent.config.sources import CONFIG_HASH, ManifestSource, SourceSnapshot, static_pod_uid
@@ -66,17 +65,19 @@ def test_explicit_uid_kept_and_problems_named(manifests: Path) -> None:
     assert any("duplicate pod default/fixed" in e.message for e in snapshot.errors)
 
 
-def test_changes_are_noticed_within_one_second(manifests: Path) -> None:
+def test_changes_are_noticed_without_waiting_for_the_rescan(manifests: Path) -> None:
+    # The rescan is an hour away: every snapshot below comes from inotify, however loaded the machine is.
     snapshots: queue.Queue[SourceSnapshot] = queue.Queue()
-    source = ManifestSource(manifests, "n", rescan_interval=30)
+    source = ManifestSource(manifests, "n", rescan_interval=3600)
     source.start(snapshots.put)
     try:
-        assert snapshots.get(timeout=1).pods == ()
+        assert snapshots.get(timeout=30).pods == ()
 
         def next_names(what: str) -> list[str]:
-            started = time.monotonic()
-            snapshot = snapshots.get(timeout=1.0)
-            assert time.monotonic() - started < 1.0, what
+            try:
+                snapshot = snapshots.get(timeout=60)
+            except queue.Empty:
+                raise AssertionError(f"no snapshot after the {what}") from None
             return sorted(p.name for p in snapshot.pods)
 
         write_manifest(manifests, "a.yaml", pod_manifest("a"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,13 +112,11 @@ def test_registration_and_allocatable_follow_the_device_plugin(node: AgentProces
         )
         assert event["involvedObject"]["kind"] == "Node" and event["source"]["component"] == "kubelet"
 
-    # An unhealthy device lowers allocatable only, within about a second.
-    started = time.monotonic()
+    # An unhealthy device lowers allocatable only (how fast is benchmarks/agent_cluster_bench.py's business).
     node.set_unhealthy("dongle-0")
     st = wait_until(
-        lambda: (s := status())["allocatable"]["example.com/dongle"] == "1" and s, 5, "allocatable 1"
+        lambda: (s := status())["allocatable"]["example.com/dongle"] == "1" and s, 30, "allocatable 1"
     )
-    assert time.monotonic() - started < 2.5  # the plugin's health poll plus the agent's 1 s goal
     assert st["capacity"]["example.com/dongle"] == "2"
     node.set_unhealthy()
     wait_until(lambda: status()["allocatable"]["example.com/dongle"] == "2", 5, "allocatable back to 2")
@@ -156,7 +153,17 @@ def test_node_status_is_written_only_when_it_changes(node: AgentProcess, admin: 
         lambda: _node(admin, node)["status"]["allocatable"].get("example.com/dongle") == "2", 20, "settled"
     )
     version = _node(admin, node)["metadata"]["resourceVersion"]
-    time.sleep(3)
+    # Three Lease renewals: the Lease and the status are both on a 1 s period here, so the status was
+    # computed meanwhile too, however slowly the machine runs (counted, not slept).
+    renewals: list[str] = []
+
+    def renewed_three_times() -> bool:
+        renewed = admin.get(LEASES, node.node, "kube-node-lease")["spec"]["renewTime"]
+        if renewed not in renewals:
+            renewals.append(renewed)
+        return len(renewals) > 3
+
+    wait_until(renewed_three_times, 60, "three Lease renewals")
     assert _node(admin, node)["metadata"]["resourceVersion"] == version, (
         "an unchanged node status was written"
     )
@@ -224,16 +231,16 @@ def test_kubectl_delete_stops_the_pod_and_removes_it(
 
 
 def test_forced_delete_kills_with_grace_zero(node: AgentProcess, admin: KubeClient) -> None:
-    # The process ignores SIGTERM and its spec asks for 30 s; a forced delete must not wait for them.
+    # The process ignores SIGTERM and its spec asks for an hour; a forced delete must not wait for it.
     command = "trap '' TERM; while true; do sleep 0.2; done"
-    uid = admin.create(PODS, pod_body("stubborn", node.node, command), "default")["metadata"]["uid"]
+    body = pod_body("stubborn", node.node, command, grace=3600)
+    uid = admin.create(PODS, body, "default")["metadata"]["uid"]
     wait_until(lambda: phase_is(admin, "stubborn", "Running"), 20, "stubborn Running")
     wait_until(lambda: _pod_cgroups(node, uid), 5, "its cgroup")
-    started = time.monotonic()
     admin.delete(PODS, "stubborn", "default", grace_period_seconds=0)
     assert gone(admin, "stubborn")
-    wait_until(lambda: not _pod_cgroups(node, uid), 15, "the pod cgroup removed")
-    assert time.monotonic() - started < 10, "the kill waited for the spec's 30 s grace period"
+    # Far less than the spec's hour, however loaded the machine: the kill did not wait for the grace.
+    wait_until(lambda: not _pod_cgroups(node, uid), 120, "the pod cgroup removed")
 
 
 def test_crash_loop_counts_restarts_and_backs_off(node: AgentProcess, admin: KubeClient) -> None:

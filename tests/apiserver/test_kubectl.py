@@ -370,6 +370,10 @@ def test_component_kubeconfigs_written_beside_the_admin_one(api: ApiServerProces
     scheduler = Kubectl(api.data_dir / "scheduler.kubeconfig", tmp_path / "s-cache")
     assert "system:kube-scheduler" in scheduler.out("auth", "whoami")
     assert scheduler.out("auth", "can-i", "create", "pods", "--subresource=binding").strip() == "yes"
+    controllers = Kubectl(api.data_dir / "controller-manager.kubeconfig", tmp_path / "c-cache")
+    assert "system:kube-controller-manager" in controllers.out("auth", "whoami")
+    assert controllers.out("auth", "can-i", "patch", "nodes").strip() == "yes"
+    assert controllers.run("auth", "can-i", "create", "pods", check=False).stdout.strip() == "no"
     nodes = sorted(api.data_dir.glob("node-*.kubeconfig"))
     assert len(nodes) == 1  # the local node's
     node = Kubectl(nodes[0], tmp_path / "n-cache")
