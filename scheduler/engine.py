@@ -50,7 +50,7 @@ from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
 from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import NUMA, Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
-from scheduler.scoring import normalised_scores, normalised_scores_vary, total_scores
+from scheduler.scoring import normalised_scores, total_scores
 from scheduler.shapecache import INFEASIBLE, BoolArray, ShapeCache
 
 NO_NODES = "no nodes available to schedule pods"
@@ -275,8 +275,8 @@ class Scheduler:
     def _pick_by_shape(self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand) -> int | None:
         """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py)."""
         table = self.cache.table
-        scores = shapes.evaluate(table, profile, pod, demand)
-        if normalised_scores_vary(table, profile, pod):
+        scores, vary = shapes.evaluate(table, profile, pod, demand)
+        if vary:
             feasible = scores > INFEASIBLE
             return self._pick(
                 pod, feasible, lambda: scores + normalised_scores(table, profile, pod, feasible)
@@ -357,7 +357,7 @@ class Scheduler:
         """Place the pod on the slot's node in the cache at once and bind it asynchronously."""
         pod = qp.pod
         node = self.cache.table.node(slot).name
-        bound = replace(pod, node_name=node, nominated_node_name="")
+        bound = pod.bound_to(node)
         self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)

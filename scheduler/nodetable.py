@@ -167,6 +167,11 @@ class NodeTable:
             raise KeyError(f"slot {slot} holds no node")
         return node
 
+    @property
+    def generation(self) -> int:
+        """Bumps when allocatable, labels, taints or the slot set change (not on pods' requests)."""
+        return self._generation
+
     def positive_everywhere(self, resource: str) -> bool:
         """Every slot has allocatable > 0 of it (no free slots, no node lacking it): scores
         can then skip per-node masking."""

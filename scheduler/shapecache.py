@@ -28,7 +28,7 @@ from kubenode.model.objects import Pod
 from scheduler.filters import Demand, run_filters, static_code, static_signature
 from scheduler.nodetable import Int64Array, NodeFunction, NodeTable
 from scheduler.profile import Profile
-from scheduler.scoring import local_scores
+from scheduler.scoring import local_scores, normalised_scores_vary
 from scheduler.shapekernel import Kernel, build_kernel
 
 BoolArray = npt.NDArray[np.bool_]
@@ -72,12 +72,15 @@ class ShapeEntry:
     version: int  # the table's version these arrays reflect
     resources: int  # the table's resource rows then (a new row drops the entry)
     scores: Int64Array  # local scores where feasible, INFEASIBLE elsewhere
+    # scoring.normalised_scores_vary for this shape, as of a table generation (labels and taints).
+    vary: tuple[int, bool] = (-1, True)
 
 
-def shape_key(profile: Profile, signature: Hashable, demand: Demand) -> Hashable:
+def shape_key(profile: Profile, pod: Pod, signature: Hashable, demand: Demand) -> Hashable:
     return (
         id(profile),
         signature,
+        pod.preferred_node_affinity,
         tuple(demand.requests.items()),
         tuple(demand.nonzero.items()),
     )
@@ -87,12 +90,21 @@ class ShapeCache:
     def __init__(self) -> None:
         self._entries: dict[Hashable, ShapeEntry] = {}
 
-    def evaluate(self, table: NodeTable, profile: Profile, pod: Pod, demand: Demand) -> Int64Array:
+    def evaluate(
+        self, table: NodeTable, profile: Profile, pod: Pod, demand: Demand
+    ) -> tuple[Int64Array, bool]:
         """Local scores (scoring.local_scores) on the nodes run_filters finds feasible with
-        nothing reserved, INFEASIBLE (below any score) on the others, over every slot, now.
+        nothing reserved, INFEASIBLE (below any score) on the others, over every slot, now;
+        and whether the normalised scores may differ between nodes (scoring.normalised_scores_vary).
         The caller must not change the array."""
+        entry = self._scores(table, profile, pod, demand)
+        if entry.vary[0] != table.generation:
+            entry.vary = (table.generation, normalised_scores_vary(table, profile, pod))
+        return entry.scores, entry.vary[1]
+
+    def _scores(self, table: NodeTable, profile: Profile, pod: Pod, demand: Demand) -> ShapeEntry:
         signature = static_signature(pod)
-        key = shape_key(profile, signature, demand)
+        key = shape_key(profile, pod, signature, demand)
         entry = self._entries.get(key)
         n = table.size
         if entry is None or entry.profile is not profile or entry.resources != len(table.resources):
@@ -101,11 +113,11 @@ class ShapeCache:
             if len(self._entries) >= MAX_SHAPES:
                 del self._entries[next(iter(self._entries))]
             self._entries[key] = entry
-            return entry.scores
+            return entry
         changed = table.changed_since(entry.version)
         if len(changed) > FULL_RECOMPUTE_SHARE * n:
             self._entries[key] = entry = self._compute(table, profile, pod, demand)
-            return entry.scores
+            return entry
         if len(entry.scores) < n:  # new slots: their stamps are newer, so they are in `changed`
             entry.scores = np.concatenate(
                 [entry.scores, np.full(n - len(entry.scores), INFEASIBLE, np.int64)]
@@ -121,7 +133,7 @@ class ShapeCache:
             feasible, local = fresh
             entry.scores[changed] = np.where(feasible, local, INFEASIBLE)
         entry.version = table.version
-        return entry.scores
+        return entry
 
     @staticmethod
     def _compute(table: NodeTable, profile: Profile, pod: Pod, demand: Demand) -> ShapeEntry:

@@ -14,7 +14,7 @@ the cache falls back to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,16 @@ class Kernel:
     balanced_skip: bool  # the pod requests none of the balanced resources: 0 everywhere
     scored_rows: IndexArray  # fit_rows and balanced_rows: allocatable must be positive there
     scored_names: tuple[str, ...]
+    # The table generation at which every scored resource was positive on every slot (-1: not seen).
+    _positive_at: list[int] = field(default_factory=lambda: [-1])
+
+    def _positive_everywhere(self, table: NodeTable) -> bool:
+        if self._positive_at[0] == table.generation:
+            return True
+        if all(table.positive_everywhere(name) for name in self.scored_names):
+            self._positive_at[0] = table.generation
+            return True
+        return False
 
     def refresh(
         self, table: NodeTable, codes: Int64Array, slots: IndexArray
@@ -55,14 +65,13 @@ class Kernel:
         or None where a slot lacks a scored resource. Row indexes are columns ((k, 1)), so one
         fancy index gathers k rows of the changed slots."""
         alloc, requested = table.alloc, table.requested
-        everywhere = all(table.positive_everywhere(name) for name in self.scored_names)
-        if not everywhere and not (alloc[self.scored_rows, slots] > 0).all():
+        if not self._positive_everywhere(table) and not (alloc[self.scored_rows, slots] > 0).all():
             return None
         free = alloc[self.check_rows, slots] - requested[self.check_rows, slots]
         feasible: BoolArray = np.all(free >= self.check_amounts, axis=0)
         feasible &= table.active[slots]
         feasible &= codes[slots] == OK
-        local = np.zeros(len(slots), np.int64)
+        local: Int64Array | int = 0
         if self.fit_weight and len(self.fit_rows):
             a = alloc[self.fit_rows, slots]
             base = table.nonzero if self.fit_base_nonzero else requested
@@ -72,17 +81,20 @@ class Kernel:
             else:
                 score = np.minimum(r, a) * MAX_NODE_SCORE // a
             fit = (score * self.fit_weights).sum(axis=0)
-            local += self.fit_weight * (fit // self.fit_weight_sum if self.fit_weight_sum else fit)
+            local = self.fit_weight * (fit // self.fit_weight_sum if self.fit_weight_sum else fit)
         if self.balanced_weight and not self.balanced_skip:
             if len(self.balanced_rows) < 2:
-                local += self.balanced_weight * MAX_NODE_SCORE  # trunc((1 - 0.0) * 100)
+                local = local + self.balanced_weight * MAX_NODE_SCORE  # trunc((1 - 0.0) * 100)
             else:
                 a = alloc[self.balanced_rows, slots]
                 fractions = np.minimum(
                     (requested[self.balanced_rows, slots] + self.balanced_amounts) / a, 1.0
                 )
                 std = np.abs((fractions[0] - fractions[1]) / 2)
-                local += self.balanced_weight * np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+                # (1 - std) * 100 is >= 50 here, so the cast truncates as np.trunc does.
+                local = local + self.balanced_weight * ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        if isinstance(local, int):
+            return feasible, np.full(len(slots), local, np.int64)
         return feasible, local
 
 
