@@ -1,12 +1,12 @@
 """One benchmark script, this tree against an older commit's worktree, alternated in one session.
 
-Usage: python benchmarks/ab_baseline.py BASELINE_DIR SCRIPT "LABEL" [--rounds N] [-- ARGS...]
+Usage: python benchmarks/ab_baseline.py BASELINE_DIR SCRIPT --label LABEL [--label ...] [--rounds N] [-- ARGS]
 
 BASELINE_DIR is a `git worktree` of the commit to compare with, with its own venv
 (`git worktree add ../b596920 b596920 && make -C ../b596920 .venv/.installed-stamp`).
 Each round runs the baseline's copy of SCRIPT with its interpreter, then this tree's with
-this one (A/B/A/B), so the machine's neighbours weigh on both alike; it reads the figure
-printed under LABEL (a label the benchmarks print today) and prints both medians, the
+this one (A/B/A/B), so the machine's neighbours weigh on both alike; it reads the figures
+printed under each LABEL (labels the benchmarks print today) and prints both medians, the
 ratio new / baseline and the load average at each run.
 """
 
@@ -16,6 +16,7 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 from benchstats import report
@@ -23,8 +24,8 @@ from benchstats import report
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def figure(tree: Path, script: str, label: str, args: list[str]) -> tuple[float, float]:
-    """(the figure under label, the 1-minute load average when the run ended)."""
+def figures(tree: Path, script: str, labels: list[str], args: list[str]) -> tuple[list[float], float]:
+    """(the figure under each label, the 1-minute load average when the run ended)."""
     python = tree / ".venv" / "bin" / "python"
     done = subprocess.run(
         [str(python), str(tree / "benchmarks" / script), *args],
@@ -35,10 +36,15 @@ def figure(tree: Path, script: str, label: str, args: list[str]) -> tuple[float,
     )
     if done.returncode != 0:
         raise SystemExit(f"ab_baseline: {tree}/benchmarks/{script} failed:\n{done.stdout}{done.stderr}")
+    found: dict[str, float] = {}
     for line in done.stdout.splitlines():
-        if line.startswith(label) and line[len(label) :][:1] == " ":
-            return float(line[len(label) :].split()[0]), os.getloadavg()[0]
-    raise SystemExit(f"ab_baseline: {tree}/benchmarks/{script} printed no {label!r}:\n{done.stdout}")
+        for label in labels:
+            if line.startswith(label) and line[len(label) :][:1] == " ":
+                found[label] = float(line[len(label) :].split()[0])
+    missing = [label for label in labels if label not in found]
+    if missing:
+        raise SystemExit(f"ab_baseline: {tree}/benchmarks/{script} printed no {missing[0]!r}:\n{done.stdout}")
+    return [found[label] for label in labels], os.getloadavg()[0]
 
 
 def main() -> None:
@@ -47,25 +53,28 @@ def main() -> None:
     )
     parser.add_argument("baseline", type=Path)
     parser.add_argument("script")
-    parser.add_argument("label")
+    parser.add_argument("--label", action="append", required=True, help="a figure to compare (repeat)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("args", nargs="*", help="arguments for both runs (after --)")
-    options = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    options = parser.parse_args(argv[:split])
+    options.args = argv[split + 1 :]  # for both runs
     if not (options.baseline / "benchmarks" / options.script).is_file():
         raise SystemExit(f"ab_baseline: {options.baseline}/benchmarks/{options.script}: no such benchmark")
-    old: list[float] = []
-    new: list[float] = []
+    old: list[list[float]] = []
+    new: list[list[float]] = []
     for round_ in range(options.rounds):
-        value, load = figure(options.baseline, options.script, options.label, options.args)
-        old.append(value)
-        print(f"round {round_ + 1}: baseline {value:.3f} (load {load:.1f})", flush=True)
-        value, load = figure(ROOT, options.script, options.label, options.args)
-        new.append(value)
-        print(f"round {round_ + 1}: this tree {value:.3f} (load {load:.1f})", flush=True)
-    name = options.label
-    report(f"{name} [baseline {options.baseline.name}]", statistics.median(old), "")
-    report(f"{name} [this tree]", statistics.median(new), "")
-    report(f"{name} [ratio this / baseline]", statistics.median(new) / statistics.median(old), "x")
+        for tree, runs, name in ((options.baseline, old, "baseline"), (ROOT, new, "this tree")):
+            values, load = figures(tree, options.script, options.label, options.args)
+            runs.append(values)
+            shown = ", ".join(f"{value:.3f}" for value in values)
+            print(f"round {round_ + 1}: {name} {shown} (load {load:.1f})", flush=True)
+    for i, label in enumerate(options.label):
+        before = statistics.median(run[i] for run in old)
+        after = statistics.median(run[i] for run in new)
+        report(f"{label} [baseline {options.baseline.name}]", before, "")
+        report(f"{label} [this tree]", after, "")
+        report(f"{label} [ratio this / baseline]", after / before if before else float("nan"), "x")
     report("load average (1 min) at the end", os.getloadavg()[0], "")
 
 
