@@ -43,13 +43,15 @@ from scheduler.filters import (
     run_filters,
     static_code,
 )
+from scheduler.nodetable import Int64Array
 from scheduler.numa import PLUGIN as NUMA_PLUGIN
 from scheduler.numa import NodeTopology, Placement
 from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
 from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import NUMA, Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
-from scheduler.scoring import total_scores
+from scheduler.scoring import normalised_scores, total_scores
+from scheduler.shapecache import INFEASIBLE, BoolArray, ShapeCache
 
 NO_NODES = "no nodes available to schedule pods"
 LEFTOVER_FLUSH_SECONDS = 30.0
@@ -97,6 +99,7 @@ class Scheduler:
         on_binding_done: Callable[[QueuedPod, Pod, str, Exception | None], None] | None = None,
         victims_leave_on_eviction: bool = True,
         binding_workers: int = 4,
+        shape_cache: bool = True,
     ) -> None:
         self.config = config or Configuration()
         self.binder = binder
@@ -123,6 +126,8 @@ class Scheduler:
         self.extenders = ExtenderChain(self.config.extenders) if self.config.extenders else None
         # Nodes' NodeResourceTopology objects, for the NUMA filter and score (scheduler/numa.py).
         self.topologies = TopologyStore()
+        # Verdicts and local scores of pods of an equal shape (scheduler/shapecache.py); None: off.
+        self.shapes = ShapeCache() if shape_cache else None
 
     def profile_for(self, pod: Pod) -> Profile | None:
         return self.config.profiles.get(pod.scheduler_name)
@@ -239,27 +244,51 @@ class Scheduler:
         name = nomination.node if nomination else pod.nominated_node_name
         return self.cache.table.slot.get(name) if name else None
 
-    def _pick(
+    def _pick(self, pod: Pod, feasible: BoolArray, totals: Callable[[], Int64Array]) -> int | None:
+        """The nominated node if it passes; else the only feasible node; else the best by totals()
+        (ties broken at random)."""
+        nominated = self._nominated_slot(pod)
+        if nominated is not None and feasible[nominated]:
+            return nominated
+        slots = np.flatnonzero(feasible)
+        if len(slots) <= 1:
+            return int(slots[0]) if len(slots) else None
+        scores = totals()[slots]
+        best = slots[scores == scores.max()]
+        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+
+    def _totals(
         self,
         pod: Pod,
         profile: Profile,
         demand: Demand,
         result: FilterResult,
         placements: dict[int, Placement],
-    ) -> int | None:
-        nominated = self._nominated_slot(pod)
-        if nominated is not None and result.feasible[nominated]:
-            return nominated
-        feasible = np.flatnonzero(result.feasible)
-        if len(feasible) <= 1:
-            return int(feasible[0]) if len(feasible) else None
+    ) -> Int64Array:
         totals = total_scores(self.cache.table, profile, pod, demand, result.feasible)
         if placements and profile.weights.get(NUMA):
             totals += profile.weights[NUMA] * numa_scores(placements, self.cache.table.size)
         if self.extenders is not None:
             totals += self.extenders.scores(pod, self.cache.table, result.feasible)
-        totals = totals[feasible]
-        best = feasible[totals == totals.max()]
+        return totals
+
+    def _pick_by_shape(self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand) -> int | None:
+        """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py)."""
+        table = self.cache.table
+        scores, vary = shapes.evaluate(table, profile, pod, demand)
+        if vary:
+            feasible = scores > INFEASIBLE
+            return self._pick(
+                pod, feasible, lambda: scores + normalised_scores(table, profile, pod, feasible)
+            )
+        # The normalised scores are the same on every node: the best local score decides, as in _pick.
+        nominated = self._nominated_slot(pod)
+        if nominated is not None and scores[nominated] > INFEASIBLE:
+            return nominated
+        top = scores.max() if len(scores) else INFEASIBLE
+        if top == INFEASIBLE:
+            return None
+        best = np.flatnonzero(scores == top)
         return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
 
     # --- the cycle --------------------------------------------------------------------
@@ -301,16 +330,34 @@ class Scheduler:
             self.queue.add_unschedulable(qp, frozenset())
             return Outcome(pod, None, NO_NODES)
         reserved = self.reserved_for(pod)
+        if (
+            self.shapes is not None
+            and not reserved
+            and self.extenders is None
+            and not self.topologies.applies_to(pod)
+        ):
+            # Only each node's own column matters here: the shape cache gives the same verdicts
+            # and scores; with no feasible node the full path below says why.
+            slot = self._pick_by_shape(self.shapes, pod, profile, demand)
+            if slot is not None:
+                return self._assume(qp, demand, slot)
         result = run_filters(table, pod, demand, reserved)
         placements = filter_numa(self.topologies, table, pod, result, self._pods_on)
         if self.extenders is not None and (failure := self.extenders.filter(pod, table, result)):
             self.queue.add_error(qp)  # an extender error fails the cycle: back off and retry
             return Outcome(pod, None, failure, error=True)
-        slot = self._pick(pod, profile, demand, result, placements)
+        slot = self._pick(
+            pod, result.feasible, lambda: self._totals(pod, profile, demand, result, placements)
+        )
         if slot is None:
             return self._fail(qp, demand, result, reserved)
-        node = table.node(slot).name
-        bound = replace(pod, node_name=node, nominated_node_name="")
+        return self._assume(qp, demand, slot)
+
+    def _assume(self, qp: QueuedPod, demand: Demand, slot: int) -> Outcome:
+        """Place the pod on the slot's node in the cache at once and bind it asynchronously."""
+        pod = qp.pod
+        node = self.cache.table.node(slot).name
+        bound = pod.bound_to(node)
         self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)

@@ -21,7 +21,7 @@ from kubenode.model.matching import matches_node_selector_and_affinity, untolera
 from kubenode.model.objects import Node, Pod, Taint
 from kubenode.model.requests import pod_requests
 from kubenode.model.resources import PODS
-from scheduler.nodetable import NodeTable
+from scheduler.nodetable import NodeColumns
 from scheduler.profile import Profile
 
 BoolArray = npt.NDArray[np.bool_]
@@ -85,11 +85,11 @@ def static_code(pod: Pod, node: Node) -> int:
     return OK
 
 
-def static_codes(table: NodeTable, pod: Pod) -> npt.NDArray[np.int64]:
+def static_codes(table: NodeColumns, pod: Pod) -> npt.NDArray[np.int64]:
     return table.derived(static_signature(pod), lambda node: static_code(pod, node))
 
 
-def fit_failures(table: NodeTable, demand: Demand, reserved: Reserved) -> list[tuple[str, BoolArray]]:
+def fit_failures(table: NodeColumns, demand: Demand, reserved: Reserved) -> list[tuple[str, BoolArray]]:
     """(reason, nodes failing it) for the pod count and each resource the pod requests."""
     n = table.size
     failures = []
@@ -110,7 +110,7 @@ class NodeFree:
     """Free amounts, on one node, of what the pod needs, as pods are taken off and put back
     (preemption's what-if, and queueing hints' "would the pod fit this node now")."""
 
-    def __init__(self, table: NodeTable, slot: int, demand: Demand, held: Mapping[str, int]) -> None:
+    def __init__(self, table: NodeColumns, slot: int, demand: Demand, held: Mapping[str, int]) -> None:
         self.need = {PODS: 1, **dict(demand.checked)}
         self.free = {}
         for name in self.need:
@@ -184,7 +184,7 @@ class FilterResult:
         return frozenset(plugins)
 
 
-def run_filters(table: NodeTable, pod: Pod, demand: Demand, reserved: Reserved) -> FilterResult:
+def run_filters(table: NodeColumns, pod: Pod, demand: Demand, reserved: Reserved) -> FilterResult:
     n = table.size
     codes = static_codes(table, pod)
     active = table.active[:n]

@@ -10,11 +10,16 @@ Slots of deleted nodes are reused. Per-pod-signature arrays derived from node la
 and taints (filter codes, preferred-affinity weights, PreferNoSchedule counts) are
 cached and patched slot by slot when a node changes, so a new pod with a known
 signature costs no per-node Python work.
+
+Every change to a slot (node put or removed, a pod's requests added or taken off) stamps
+it with a rising version, so a cache of per-slot results (scheduler/shapecache.py) can
+recompute only the slots changed since it last looked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +35,33 @@ NONZERO_ROW = {CPU: 0, MEMORY: 1}
 MAX_DERIVED = 4096
 # A per-node function of a node (labels, taints, ...) evaluated for one pod signature.
 NodeFunction = Callable[[Node], int]
+
+
+class NodeColumns(Protocol):
+    """What filters and scores read of node slots: the whole NodeTable, or some of its
+    columns (scheduler/shapecache.py). Every per-slot result depends on its own column only."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def row(self) -> Mapping[str, int]: ...
+
+    @property
+    def alloc(self) -> Int64Array: ...
+
+    @property
+    def requested(self) -> Int64Array: ...
+
+    @property
+    def nonzero(self) -> Int64Array: ...
+
+    @property
+    def active(self) -> npt.NDArray[np.bool_]: ...
+
+    def positive_everywhere(self, resource: str) -> bool: ...
+
+    def derived(self, signature: Hashable, function: NodeFunction) -> Int64Array: ...
 
 
 class NodeTable:
@@ -48,6 +80,8 @@ class NodeTable:
         self._derived: dict[Hashable, tuple[NodeFunction, Int64Array]] = {}
         self._generation = 0  # bumps when allocatable or the slot set changes
         self._positive: dict[str, tuple[int, bool]] = {}
+        self.version = 0  # bumps on every change to any slot
+        self.stamp: Int64Array = np.zeros(capacity, np.int64)  # the version of each slot's last change
 
     # --- size -------------------------------------------------------------------------
     @property
@@ -72,6 +106,7 @@ class NodeTable:
             widen(self.nonzero),
         )
         self.active = np.concatenate([self.active, np.zeros(extra, bool)])
+        self.stamp = np.concatenate([self.stamp, np.zeros(extra, np.int64)])
         for signature, (function, values) in self._derived.items():
             self._derived[signature] = (function, np.concatenate([values, np.zeros(extra, np.int64)]))
 
@@ -101,6 +136,7 @@ class NodeTable:
                 self.nodes.append(None)
             self.slot[node.name] = slot
         self._generation += 1
+        self._touch(slot)
         self.nodes[slot] = node
         self.active[slot] = True
         self.alloc[:, slot] = 0
@@ -116,6 +152,7 @@ class NodeTable:
         if slot is None:
             return None
         self._generation += 1
+        self._touch(slot)
         self.nodes[slot] = None
         self.active[slot] = False
         self.alloc[:, slot] = 0
@@ -130,6 +167,11 @@ class NodeTable:
             raise KeyError(f"slot {slot} holds no node")
         return node
 
+    @property
+    def generation(self) -> int:
+        """Bumps when allocatable, labels, taints or the slot set change (not on pods' requests)."""
+        return self._generation
+
     def positive_everywhere(self, resource: str) -> bool:
         """Every slot has allocatable > 0 of it (no free slots, no node lacking it): scores
         can then skip per-node masking."""
@@ -141,11 +183,21 @@ class NodeTable:
         self._positive[resource] = (self._generation, value)
         return value
 
+    def _touch(self, slot: int) -> None:
+        self.version += 1
+        self.stamp[slot] = self.version
+
+    def changed_since(self, version: int) -> npt.NDArray[np.intp]:
+        """Slots (below size) changed after that version."""
+        changed: npt.NDArray[np.intp] = np.flatnonzero(self.stamp[: self.size] > version)
+        return changed
+
     # --- requested --------------------------------------------------------------------
     def add_requests(
         self, slot: int, requests: Mapping[str, int], nonzero: Mapping[str, int], sign: int
     ) -> None:
         """Add (sign 1) or remove (sign -1) one pod's requests on a node slot."""
+        self._touch(slot)
         self.requested[self.row[PODS], slot] += sign
         for name, amount in requests.items():
             row = self.resource_row(name)  # may replace self.requested: look it up first

@@ -27,7 +27,7 @@ from kubenode.model.matching import preferred_affinity_weight, untolerated_taint
 from kubenode.model.objects import Pod
 from kubenode.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from scheduler.filters import Demand
-from scheduler.nodetable import NONZERO_ROW, Int64Array, NodeTable
+from scheduler.nodetable import NONZERO_ROW, Int64Array, NodeColumns, NodeTable
 from scheduler.profile import (
     AFFINITY,
     BALANCED,
@@ -50,7 +50,7 @@ def is_scalar(resource: str) -> bool:
 
 
 def allocatable_and_requested(
-    table: NodeTable, resource: str, pod_amount: int, nonzero: bool
+    table: NodeColumns, resource: str, pod_amount: int, nonzero: bool
 ) -> tuple[Int64Array, Int64Array] | None:
     """(a, r) over all slots for one scored resource, or None where kube skips it for every node."""
     if pod_amount == 0 and is_scalar(resource):
@@ -107,7 +107,7 @@ def _resource_score(kind: str, a: Int64Array, r: Int64Array, shape: Int64Array |
     return scores
 
 
-def fit_score(table: NodeTable, profile: Profile, demand: Demand) -> Int64Array:
+def fit_score(table: NodeColumns, profile: Profile, demand: Demand) -> Int64Array:
     strategy = profile.scoring
     n = table.size
     total = np.zeros(n, np.int64)
@@ -176,7 +176,7 @@ def _masked_standard_deviation(
     return std
 
 
-def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], demand: Demand) -> Int64Array:
+def balanced_score(table: NodeColumns, resources: tuple[ResourceWeight, ...], demand: Demand) -> Int64Array:
     n = table.size
     if all(demand.requests.get(r.name, 0) == 0 for r in resources):
         return np.zeros(n, np.int64)  # best-effort for these resources: the plugin skips the pod
@@ -207,50 +207,72 @@ def balanced_score(table: NodeTable, resources: tuple[ResourceWeight, ...], dema
 
 def normalise(raw: Int64Array, feasible: BoolArray, reverse: bool) -> Int64Array:
     """kube's DefaultNormalizeScore over the feasible nodes."""
-    highest = int(raw[feasible].max()) if feasible.any() else 0
+    # Zero everywhere (no node has the preferred label or the taint): the maximum is 0 without looking.
+    highest = int(raw[feasible].max()) if raw.any() and feasible.any() else 0
     if highest == 0:
         return np.full(raw.shape, MAX_NODE_SCORE if reverse else 0, np.int64)
     scaled = MAX_NODE_SCORE * raw // highest
     return MAX_NODE_SCORE - scaled if reverse else scaled
 
 
-def affinity_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
-    if not pod.preferred_node_affinity:
-        return np.zeros(table.size, np.int64)
-    raw = table.derived(
+def affinity_raw(table: NodeTable, pod: Pod) -> Int64Array:
+    """The weight of the preferred terms each node matches."""
+    return table.derived(
         ("preferred", pod.preferred_node_affinity), lambda node: preferred_affinity_weight(pod, node)
     )
-    return normalise(raw, feasible, reverse=False)
 
 
-def taint_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
-    raw = table.derived(
+def taint_raw(table: NodeTable, pod: Pod) -> Int64Array:
+    """The count of untolerated PreferNoSchedule taints on each node."""
+    return table.derived(
         ("prefer-no-schedule", pod.tolerations),
         lambda node: len(untolerated_taints(pod.tolerations, node.taints, {"PreferNoSchedule"})),
     )
-    return normalise(raw, feasible, reverse=True)
 
 
-def plugin_scores(
-    table: NodeTable, profile: Profile, pod: Pod, demand: Demand, feasible: BoolArray
-) -> dict[str, Int64Array]:
-    """Each enabled score plugin's 0..100 score per slot."""
-    scores: dict[str, Int64Array] = {}
-    if profile.weights.get(FIT):
-        scores[FIT] = fit_score(table, profile, demand)
-    if profile.weights.get(BALANCED):
-        scores[BALANCED] = balanced_score(table, profile.balanced_resources, demand)
-    if profile.weights.get(AFFINITY):
-        scores[AFFINITY] = affinity_score(table, pod, feasible)
-    if profile.weights.get(TAINTS):
-        scores[TAINTS] = taint_score(table, pod, feasible)
-    return scores
+def affinity_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
+    if not pod.preferred_node_affinity:
+        return np.zeros(table.size, np.int64)
+    return normalise(affinity_raw(table, pod), feasible, reverse=False)
+
+
+def taint_score(table: NodeTable, pod: Pod, feasible: BoolArray) -> Int64Array:
+    return normalise(taint_raw(table, pod), feasible, reverse=True)
+
+
+def local_scores(table: NodeColumns, profile: Profile, demand: Demand) -> Int64Array:
+    """The weighted scores that depend on each node's own column only (NodeResourcesFit,
+    BalancedAllocation): a slot's value is the same whichever other slots are computed with it."""
+    total = np.zeros(table.size, np.int64)
+    if weight := profile.weights.get(FIT):
+        total += weight * fit_score(table, profile, demand)
+    if weight := profile.weights.get(BALANCED):
+        total += weight * balanced_score(table, profile.balanced_resources, demand)
+    return total
+
+
+def normalised_scores(table: NodeTable, profile: Profile, pod: Pod, feasible: BoolArray) -> Int64Array:
+    """The weighted scores normalised over the feasible nodes (NodeAffinity, TaintToleration)."""
+    total = np.zeros(table.size, np.int64)
+    if weight := profile.weights.get(AFFINITY):
+        total += weight * affinity_score(table, pod, feasible)
+    if weight := profile.weights.get(TAINTS):
+        total += weight * taint_score(table, pod, feasible)
+    return total
+
+
+def normalised_scores_vary(table: NodeTable, profile: Profile, pod: Pod) -> bool:
+    """Could normalised_scores differ between nodes? Not when no node matches a preferred term
+    and no node has an untolerated PreferNoSchedule taint: each plugin's maximum is then 0."""
+    if profile.weights.get(AFFINITY) and pod.preferred_node_affinity and affinity_raw(table, pod).any():
+        return True
+    return bool(profile.weights.get(TAINTS)) and bool(taint_raw(table, pod).any())
 
 
 def total_scores(
     table: NodeTable, profile: Profile, pod: Pod, demand: Demand, feasible: BoolArray
 ) -> Int64Array:
-    total = np.zeros(table.size, np.int64)
-    for plugin, score in plugin_scores(table, profile, pod, demand, feasible).items():
-        total += profile.weights[plugin] * score
+    total: Int64Array = local_scores(table, profile, demand) + normalised_scores(
+        table, profile, pod, feasible
+    )
     return total

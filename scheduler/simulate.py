@@ -173,7 +173,9 @@ def _duplicate(kind: str, name: str, first: str, second: str) -> str:
     return f"duplicate {kind} {name!r}: {second} repeats {first}; the first is kept"
 
 
-def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed: int = 0) -> SimulationResult:
+def simulate(
+    cluster: ClusterObjects, config: Configuration | None = None, seed: int = 0, *, shape_cache: bool = True
+) -> SimulationResult:
     clock = ManualClock()
     starts = [t for p in cluster.pods if (t := parse_start_time(p.start_time)) is not None]
     base = max(starts, default=0.0) + 1.0  # simulated pods start after every recorded one
@@ -187,6 +189,7 @@ def simulate(cluster: ClusterObjects, config: Configuration | None = None, seed:
         seed=seed,
         run_binding=lambda task: task(),
         observer=outcomes.append,
+        shape_cache=shape_cache,
     )
     result = SimulationResult(errors=list(cluster.errors))
     for node in cluster.nodes:
