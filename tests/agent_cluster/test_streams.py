@@ -97,7 +97,8 @@ def test_exec_into_a_pod_not_running_and_by_another_node_gets_one_clear_error(
 ) -> None:
     agent = make_agent(settings=NODE_IP).start()
     name = start_pod(admin, agent, "exec sleep 600")
-    crashing = start_pod(admin, agent, "exit 1", "crash")
+    # Runs long enough for its running state to reach the API before it exits and backs off.
+    crashing = start_pod(admin, agent, "sleep 3; exit 1", "crash")
     try:
         # A container in its crash-loop back-off is not running: the API server says so by name.
         def backing_off() -> bool:

@@ -195,10 +195,11 @@ def test_ssl_is_required(api: ApiServerProcess) -> None:
 def test_idle_watch_gets_bookmarks_at_the_current_revision(api: ApiServerProcess) -> None:
     rv = created(api, PODS, pod("bookmarked"))["metadata"]["resourceVersion"]
     stream = Stream(
-        api, f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=10&labelSelector=none%3Dx"
+        api, f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=60&labelSelector=none%3Dx"
     )
     created(api, PODS, pod("after-bookmark"))  # filtered out by the selector; the bookmark still moves on
-    deadline = time.monotonic() + 5
+    # Waits for the event, bounded only so a server that never sends one fails (a loaded machine is slow).
+    deadline = time.monotonic() + 50
     while not any(int(e["object"]["metadata"]["resourceVersion"]) > int(rv) for e in stream.events):
         assert time.monotonic() < deadline, stream.events
         time.sleep(0.05)
