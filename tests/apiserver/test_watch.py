@@ -208,3 +208,35 @@ def test_idle_watch_gets_bookmarks_at_the_current_revision(api: ApiServerProcess
     stream.close()
     quiet = Stream(api, f"resourceVersion={rv}&timeoutSeconds=1")
     assert quiet.ended.wait(5) and not [e for e in quiet.events if e["type"] == "BOOKMARK"]
+
+
+def test_node_watchers_each_get_exactly_their_pods_events(api: ApiServerProcess) -> None:
+    """Pod watchers indexed by spec.nodeName: the bound node's watcher sees the pod arrive and go, the
+    unbound watcher sees it leave on binding, another node's watcher sees nothing of it."""
+    rv = api.request("GET", PODS)[1]["metadata"]["resourceVersion"]
+    base = f"resourceVersion={rv}&timeoutSeconds=20&fieldSelector="
+    on_a = Stream(api, base + "spec.nodeName%3Didx-a")
+    on_b = Stream(api, base + "spec.nodeName%3Didx-b")
+    unbound = Stream(api, base + "spec.nodeName%3D")
+    labelled = Stream(api, f"resourceVersion={rv}&timeoutSeconds=20&labelSelector=run%3Didx")
+    created(api, PODS, {**pod("idx-moving"), "metadata": {"name": "idx-moving", "labels": {"run": "idx"}}})
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "idx-moving"},
+        "target": {"name": "idx-a"},
+    }
+    assert api.request("POST", PODS + "/idx-moving/binding", binding)[0] == 201
+    api.request("DELETE", PODS + "/idx-moving", {"gracePeriodSeconds": 0})
+    created(api, PODS, pod("idx-marker", nodeName="idx-b"))  # the last event: b's first and only one
+    assert summary(on_a.wait_for(2)) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]
+    assert summary(unbound.wait_for(2)[:2]) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]
+    assert summary(labelled.wait_for(3)) == [
+        ("ADDED", "idx-moving"),
+        ("MODIFIED", "idx-moving"),
+        ("DELETED", "idx-moving"),
+    ]
+    assert summary(on_b.wait_for(1)) == [("ADDED", "idx-marker")]
+    for stream in (on_a, on_b, unbound, labelled):
+        stream.close()
+    assert summary(on_a.events) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]
