@@ -366,3 +366,20 @@ def signal_session(pid: int, sig: signal.Signals) -> None:
 def signal_process(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
+
+
+class Launcher(Protocol):
+    """How the runtime starts and signals container processes: the host's (`HOST_LAUNCHER`), or a
+    hollow node's, which only pretends (agent/hollow/). `spawn` takes `spawn`'s arguments."""
+
+    def spawn(self, *args: Any, **kwargs: Any) -> ContainerProcess: ...
+
+    def signal(self, pid: int, sig: signal.Signals) -> None: ...
+
+
+class HostLauncher:
+    spawn = staticmethod(spawn)
+    signal = staticmethod(signal_process)
+
+
+HOST_LAUNCHER = HostLauncher()
