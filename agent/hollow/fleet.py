@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 HOLLOW_LABEL = "kubenode.io/hollow"
 # Per hollow node: its pod watch holds one connection for good; unary calls share the rest.
 SPARE_CONNECTIONS = 32
+# A hollow node's status writes are few at a time; the real agent's 8 writer threads each, times a
+# thousand nodes, would be most of the process's threads.
+STATUS_WRITERS = 2
 
 
 class HollowNode:
@@ -45,7 +48,7 @@ class HollowNode:
             launcher=self.launcher,
         )
         agent.runtime.backoff.initial = config.crash_loop_backoff_initial
-        self.cluster.attach(agent, self.plugin, None)
+        self.cluster.attach(agent, self.plugin, None, status_writers=STATUS_WRITERS)
         self.running = RunningAgent(config, agent, None, None, self.cluster)
 
     def start(self) -> None:

@@ -102,12 +102,15 @@ class ClusterMembership:
         *,
         port: int = 0,
         status_port: int = 0,
+        status_writers: int | None = None,
     ) -> None:
+        """Wire the Node, Lease, pod status and mirror pods to `agent`; status_writers: the status
+        manager's writer threads (its default unless given; hollow nodes keep few)."""
         from agent.cm.devicemanager import DeviceManager
         from agent.nodestatus.nodelease import node_lease
         from agent.nodestatus.reporter import NodeStatusReporter, host_facts
         from agent.pod.mirrorpods import MirrorPods
-        from agent.status.statusmanager import StatusManager
+        from agent.status.statusmanager import WRITERS, StatusManager
 
         config = self.config
         facts = host_facts()
@@ -138,6 +141,7 @@ class ClusterMembership:
             mirror_of=self.mirrors.mirror_of,
             resync_interval=config.pod_status_resync_interval,
             backoff_max=config.api_backoff_max,
+            writers=status_writers or WRITERS,
         )
         self.source.on_invalid = self.status.report_invalid
         self.source.on_mirrors = self.mirrors.mirrors_seen

@@ -27,7 +27,11 @@ def test_hollow_nodes_register_run_and_delete_pods(
     command += ["--prefix", "hollow-t", "--state-dir", str(tmp_path / "state"), "--ledger", str(ledger)]
     fleet = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert fleet.stdout is not None and fleet.stdout.readline().strip() == "ready 3"
+        assert fleet.stdout is not None
+        first = fleet.stdout.readline().strip()
+        if first != "ready 3":
+            fleet.kill()
+            raise AssertionError(f"the fleet said {first!r}: {fleet.communicate()[1]}")
 
         def registered() -> list[dict[str, object]] | None:
             nodes = admin.list(NODES, label_selector="kubenode.io/hollow=true")["items"]
