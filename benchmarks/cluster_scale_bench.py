@@ -285,10 +285,10 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
             time.sleep(IDLE_SECONDS)
             idle = {k: (v - idle_cpu[k]) / IDLE_SECONDS for k, v in cluster.cpu().items()}
             hollow = cluster.procs["hollow"]
-            figures["hollow MiB per node"] = hollow.memory_info().rss / 2**20 / nodes
-            figures["hollow CPU ms/s per node, idle"] = idle["hollow"] * 1000 / nodes
-            figures["hollow threads per node, idle"] = hollow.num_threads() / nodes
-            figures["apiserver CPU %, idle heartbeats"] = idle["apiserver"] * 100
+            figures["hollow RSS per node, idle | MiB"] = hollow.memory_info().rss / 2**20 / nodes
+            figures["hollow CPU per node, idle | ms/s"] = idle["hollow"] * 1000 / nodes
+            figures["hollow threads per node, idle | threads"] = hollow.num_threads() / nodes
+            figures["apiserver CPU, heartbeats only | %"] = idle["apiserver"] * 100
 
             watch = PodLog(cluster.client)
             before, cpu_before = scrape_apiserver(api), cluster.cpu()
@@ -316,26 +316,25 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
 
     startup = [watch.running[n] - sent[n] for n in names]
     for pct in (50, 90, 99):
-        figures[f"pod startup p{pct} s"] = percentile(startup, pct)
+        figures[f"pod startup p{pct} | s"] = percentile(startup, pct)
     binds = sorted(watch.bound[n] for n in names)
-    figures["scheduler bindings/s"] = total / max(binds[-1] - binds[0], 1e-9)
+    figures["scheduler throughput | bindings/s"] = total / max(binds[-1] - binds[0], 1e-9)
     create_window = max(watch.running.values()) - min(sent.values())
     for name in ("apiserver", "scheduler", "hollow"):
-        figures[f"{name} CPU ms per pod"] = (cpu_after[name] - cpu_before[name]) * 1000 / total
-    figures["apiserver CPU % while pods start"] = (
+        figures[f"{name} CPU per pod | ms"] = (cpu_after[name] - cpu_before[name]) * 1000 / total
+    figures["apiserver CPU while pods start | %"] = (
         (cpu_after["apiserver"] - cpu_before["apiserver"]) / create_window * 100
     )
-    figures["apiserver RSS MiB"] = rss_peak
-    figures["hollow MiB per node, pods running"] = hollow_peak / nodes
-    figures["hollow threads, pods running"] = threads_peak
+    figures["apiserver RSS, pods running | MiB"] = rss_peak
+    figures["hollow RSS per node, pods running | MiB"] = hollow_peak / nodes
+    figures["hollow threads, pods running | threads"] = threads_peak
     for key, value in figures.items():
-        unit = key.rsplit(" ", 1)[-1] if key.endswith((" s", "/s", "%")) else ""
-        goal = "<= 5 s" if key == "pod startup p99 s" else ""
-        report(f"N={nodes}: {key}", value, unit, goal)
+        name, unit = key.split(" | ")
+        report(f"N={nodes}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
     for key, (calls, p99) in sorted(api_latencies(before, after).items()):
         limit = "<= 30 s" if key.startswith("LIST") else "<= 1 s"
         report(f"N={nodes}: API p99 {key} ({calls:.0f} calls)", p99 * 1000, "ms", limit)
-        figures[f"API p99 {key} ms"] = p99 * 1000
+        figures[f"API p99 {key} | ms"] = p99 * 1000
     if problems:
         for problem in problems[:20]:
             print("PROBLEM:", problem)
@@ -387,7 +386,7 @@ def main() -> None:
         for key, value in figures.items():
             base = results[smallest].get(key)
             if base:
-                report(f"x{n / smallest:g} nodes: {key}", value / base, "x")
+                report(f"x{n / smallest:g} nodes: {key.split(' | ')[0]}", value / base, "x")
 
 
 if __name__ == "__main__":
