@@ -14,7 +14,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from agent.hollow.fleet import HollowFleet
+from agent.hollow.fleet import START_SPREAD_S, HollowFleet
 from agent.hollow.standins import Ledger
 
 # Each hollow node keeps the real agent's threads (a pod worker per pod among them): a small stack
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", default="hollow-", help="node names are <prefix><index>")
     parser.add_argument("--state-dir", type=Path, help="pod records (default: a new directory in /dev/shm)")
     parser.add_argument("--ledger", type=Path, help="file for the start/stop lines (default: none)")
+    parser.add_argument(
+        "--start-spread", type=float, default=START_SPREAD_S, help="seconds over which the nodes start (10)"
+    )
     parser.add_argument("--log-level", default="WARNING", type=str.upper)
     args = parser.parse_args(argv)
     if args.nodes < 1:
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stopping.set())
     fleet = HollowFleet(args.kubeconfig, args.nodes, state_dir, Ledger(out), prefix=args.prefix)
     try:
-        fleet.start()
+        fleet.start(args.start_spread)
         print(f"ready {args.nodes}", flush=True)
         stopping.wait()
     finally:

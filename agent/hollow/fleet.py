@@ -32,6 +32,13 @@ SPARE_CONNECTIONS = 32
 # A hollow node's status writes are few at a time; the real agent's 8 writer threads each, times a
 # thousand nodes, would be most of the process's threads.
 STATUS_WRITERS = 2
+# The kubelet's PLEG relist period (the agent's default is 0.5 s): each hollow node's loop wakes half
+# as often.
+RELIST_INTERVAL_S = 1.0
+# Node starts are spread over one Lease period, as real kubelets start at different times: started
+# together, a thousand nodes renew their Leases, post their status and resync their pods in the same
+# instant every 10 s, and a thousand threads waking at once starve each other of the GIL.
+START_SPREAD_S = 10.0
 
 
 class HollowNode:
@@ -77,6 +84,7 @@ class HollowFleet:
                     listen="",
                     kubeconfig=kubeconfig_path,
                     node_labels={HOLLOW_LABEL: "true"},
+                    relist_interval=RELIST_INTERVAL_S,
                 ),
                 self.client,
                 ledger,
@@ -85,8 +93,13 @@ class HollowFleet:
         ]
         self._started: list[HollowNode] = []
 
-    def start(self) -> None:
-        for node in self.nodes:
+    def start(self, spread: float = START_SPREAD_S) -> None:
+        """Start the nodes one after another, evenly over `spread` seconds."""
+        began = time.monotonic()
+        for i, node in enumerate(self.nodes):
+            delay = began + spread * i / len(self.nodes) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
             node.start()
             self._started.append(node)
 

@@ -24,7 +24,16 @@ def test_hollow_nodes_register_run_and_delete_pods(
 ) -> None:
     ledger = tmp_path / "ledger"
     command = [sys.executable, "-m", "agent.hollow", "--kubeconfig", str(api.kubeconfig), "--nodes", "3"]
-    command += ["--prefix", "hollow-t", "--state-dir", str(tmp_path / "state"), "--ledger", str(ledger)]
+    command += [
+        "--prefix",
+        "hollow-t",
+        "--start-spread",
+        "0",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--ledger",
+        str(ledger),
+    ]
     fleet = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert fleet.stdout is not None
