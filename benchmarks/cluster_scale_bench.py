@@ -1,7 +1,8 @@
 """kube's density test on hollow nodes: `kubenode apiserver`, the live scheduler and N hollow nodes.
 
-For each N (default 100, 500, 1000): a fresh API server, `kubenode scheduler run`, and
-`python -m agent.hollow --nodes N` (the real agent code, pretend processes; agent/hollow/). Once
+For each N (default 100, 500, 1000): a fresh API server, `kubenode scheduler run`, and N hollow
+nodes in `python -m agent.hollow` processes of `--nodes-per-process` (100) each (the real agent
+code, pretend processes; agent/hollow/). Once
 every Node is Ready the fleet idles for a while (Leases, node status) to measure what one hollow
 node costs; then `--pods-per-node` x N pods (default 30, as kube's density test) are created
 unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate. Printed per N:
@@ -11,13 +12,14 @@ unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate. 
   apiserver_request_duration_seconds over the run (histogram_quantile within kube's buckets;
   kube's SLO: <= 1 s for single objects, <= 30 s for cluster-wide lists);
 - the API server's peak RSS and CPU seconds, the scheduler's throughput (bindings/s while pods
-  arrived) and CPU, the hollow process's RSS, CPU and threads per node;
+  arrived) and CPU, the hollow processes' RSS, CPU and threads per node;
 and at the end the growth of each figure from the smallest N to each larger one.
 Checks (a failure exits non-zero): every pod was seen Running exactly once, on the node it was bound
 to and never another; the ledger shows each started exactly once on that node; every deletion
 reached its node (a stop in the ledger, the pod gone from the API).
 
     .venv/bin/python benchmarks/cluster_scale_bench.py [--nodes 100 500 1000] [--pods-per-node 30] [--rate 50]
+        [--nodes-per-process 100]
 """
 
 from __future__ import annotations
@@ -217,7 +219,7 @@ def cpu_seconds(process: psutil.Process) -> float:
 class Cluster:
     """The API server, the scheduler and the hollow fleet of one run."""
 
-    def __init__(self, api: ApiServerProcess, nodes: int, workdir: Path) -> None:
+    def __init__(self, api: ApiServerProcess, nodes: int, per_process: int, workdir: Path) -> None:
         self.api = api
         self.client = KubeClient(load_kubeconfig(api.kubeconfig), pool_size=SENDERS + 8, timeout=120)
         port = free_port()
@@ -226,29 +228,45 @@ class Cluster:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.scheduler = subprocess.Popen(scheduler_cmd, cwd=ROOT, env=env)
         wait_until(lambda: ready(port), 120, "the scheduler's informers to sync")
-        self.ledger = workdir / "ledger"
-        fleet_cmd = [sys.executable, "-m", "agent.hollow", "--kubeconfig", str(api.kubeconfig)]
-        fleet_cmd += [
-            "--nodes",
-            str(nodes),
-            "--state-dir",
-            str(workdir / "state"),
-            "--ledger",
-            str(self.ledger),
-        ]
-        self.fleet = subprocess.Popen(fleet_cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-        assert self.fleet.stdout is not None
-        if self.fleet.stdout.readline().strip() != f"ready {nodes}":
-            raise SystemExit("the hollow fleet did not start")
+        # Several fleet processes of at most `per_process` nodes: each process has one GIL, and past a few
+        # hundred nodes' threads in one (on this shared 2-core machine) starve each other (docs/scale.md).
+        self.ledgers: list[Path] = []
+        self.fleets: list[subprocess.Popen[str]] = []
+        for k, first in enumerate(range(0, nodes, per_process)):
+            count = min(per_process, nodes - first)
+            self.ledgers.append(workdir / f"ledger-{k}")
+            fleet_cmd = [sys.executable, "-m", "agent.hollow", "--kubeconfig", str(api.kubeconfig)]
+            fleet_cmd += [
+                "--nodes",
+                str(count),
+                "--prefix",
+                f"hollow-{k}-",
+                "--ledger",
+                str(self.ledgers[-1]),
+            ]
+            fleet_cmd += ["--state-dir", str(workdir / f"state-{k}")]
+            self.fleets.append(
+                subprocess.Popen(fleet_cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+            )
+        for fleet in self.fleets:
+            assert fleet.stdout is not None
+            if not fleet.stdout.readline().startswith("ready "):
+                raise SystemExit("a hollow fleet did not start")
         assert api.process is not None
         self.procs = {
-            "apiserver": psutil.Process(api.process.pid),
-            "scheduler": psutil.Process(self.scheduler.pid),
-            "hollow": psutil.Process(self.fleet.pid),
+            "apiserver": [psutil.Process(api.process.pid)],
+            "scheduler": [psutil.Process(self.scheduler.pid)],
+            "hollow": [psutil.Process(fleet.pid) for fleet in self.fleets],
         }
 
     def cpu(self) -> dict[str, float]:
-        return {name: cpu_seconds(proc) for name, proc in self.procs.items()}
+        return {name: sum(cpu_seconds(proc) for proc in procs) for name, procs in self.procs.items()}
+
+    def rss_mib(self, name: str) -> float:
+        return sum(proc.memory_info().rss for proc in self.procs[name]) / 2**20
+
+    def threads(self, name: str) -> int:
+        return sum(proc.num_threads() for proc in self.procs[name])
 
     def ready_nodes(self) -> int:
         items, _ = self.client.list_all(NODES)
@@ -261,14 +279,16 @@ class Cluster:
         )
 
     def stop(self) -> None:
-        self.fleet.terminate()
-        self.fleet.wait(300)
+        for fleet in self.fleets:
+            fleet.terminate()
+        for fleet in self.fleets:
+            fleet.wait(300)
         self.scheduler.terminate()
         self.scheduler.wait(60)
         self.client.close()
 
 
-def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
+def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, float]:
     total = nodes * per_node
     print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s", flush=True)
     figures: dict[str, float] = {}
@@ -277,17 +297,16 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
         tempfile.TemporaryDirectory(prefix="kubenode-scale-", dir="/dev/shm") as tmp,
     ):
         started = time.perf_counter()
-        cluster = Cluster(api, nodes, Path(tmp))
+        cluster = Cluster(api, nodes, per_process, Path(tmp))
         try:
             wait_until(lambda: cluster.ready_nodes() >= nodes, 600, f"{nodes} Ready nodes")
             report(f"N={nodes}: all nodes Ready after", time.perf_counter() - started, "s")
             idle_cpu = cluster.cpu()
             time.sleep(IDLE_SECONDS)
             idle = {k: (v - idle_cpu[k]) / IDLE_SECONDS for k, v in cluster.cpu().items()}
-            hollow = cluster.procs["hollow"]
-            figures["hollow RSS per node, idle | MiB"] = hollow.memory_info().rss / 2**20 / nodes
+            figures["hollow RSS per node, idle | MiB"] = cluster.rss_mib("hollow") / nodes
             figures["hollow CPU per node, idle | ms/s"] = idle["hollow"] * 1000 / nodes
-            figures["hollow threads per node, idle | threads"] = hollow.num_threads() / nodes
+            figures["hollow threads per node, idle | threads"] = cluster.threads("hollow") / nodes
             figures["apiserver CPU, heartbeats only | %"] = idle["apiserver"] * 100
 
             watch = PodLog(cluster.client)
@@ -298,9 +317,9 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
             )
             wait_until(lambda: len(watch.running) >= total, 600, f"{total} pods Running")
             cpu_after = cluster.cpu()
-            rss_peak = cluster.procs["apiserver"].memory_info().rss / 2**20
-            threads_peak = cluster.procs["hollow"].num_threads()
-            hollow_peak = cluster.procs["hollow"].memory_info().rss / 2**20
+            rss_peak = cluster.rss_mib("apiserver")
+            threads_peak = cluster.threads("hollow")
+            hollow_peak = cluster.rss_mib("hollow")
 
             def delete(name: str) -> None:
                 with contextlib.suppress(NotFound):
@@ -312,7 +331,7 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
             watch.close()
         finally:
             cluster.stop()
-        problems = verify(watch, names, cluster.ledger)
+        problems = verify(watch, names, cluster.ledgers)
 
     startup = [watch.running[n] - sent[n] for n in names]
     for pct in (50, 90, 99):
@@ -348,8 +367,8 @@ def run(nodes: int, per_node: int, rate: float) -> dict[str, float]:
     return figures
 
 
-def verify(watch: PodLog, names: list[str], ledger: Path) -> list[str]:
-    lines = [line.split() for line in ledger.read_text().splitlines()]
+def verify(watch: PodLog, names: list[str], ledgers: list[Path]) -> list[str]:
+    lines = [line.split() for ledger in ledgers for line in ledger.read_text().splitlines()]
     starts = Counter((w[1], w[2]) for w in lines if w[0] == "start")
     stops = Counter((w[1], w[2]) for w in lines if w[0] == "stop")
     started_uids = Counter(w[2] for w in lines if w[0] == "start")
@@ -376,8 +395,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--rate", type=float, default=50.0, help="pod creates (and deletes) per second")
+    parser.add_argument("--nodes-per-process", type=int, default=100, help="hollow nodes per fleet process")
     args = parser.parse_args()
-    results = {n: run(n, args.pods_per_node, args.rate) for n in args.nodes}
+    results = {n: run(n, args.pods_per_node, args.rate, args.nodes_per_process) for n in args.nodes}
     smallest = min(results)
     for n, figures in sorted(results.items()):
         if n == smallest:
