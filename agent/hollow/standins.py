@@ -15,12 +15,16 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from agent.cm.cgroups import PodCgroupInfo, ResourceConfig
 from agent.cm.devicemanager import DeviceEvent
 from agent.kuberuntime.processes import ContainerProcess, Identity
 from kubenode.model import Pod
+
+if TYPE_CHECKING:
+    from agent.kuberuntime.securitycontext import ProcessSecurity
+    from agent.volumemanager.namespace import NamespacePlan
 
 FIRST_HOLLOW_PID = 1 << 30  # above pid_max (at most 4,194,304): never a real process
 
@@ -80,6 +84,8 @@ class HollowLauncher:
         log_path: Path,
         procs_files: Sequence[str],
         identity: Identity | None = None,
+        security: ProcessSecurity | None = None,
+        namespace: NamespacePlan | None = None,
     ) -> ContainerProcess:
         pod_uid, container = (identity.pod_uid, identity.container) if identity else ("?", argv[0])
         pid = next(self._pids)

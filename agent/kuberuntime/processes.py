@@ -372,7 +372,17 @@ class Launcher(Protocol):
     """How the runtime starts and signals container processes: the host's (`HOST_LAUNCHER`), or a
     hollow node's, which only pretends (agent/hollow/). `spawn` takes `spawn`'s arguments."""
 
-    def spawn(self, *args: Any, **kwargs: Any) -> ContainerProcess: ...
+    def spawn(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        working_dir: str,
+        log_path: Path,
+        procs_files: Sequence[str],
+        identity: Identity | None = None,
+        security: ProcessSecurity | None = None,
+        namespace: NamespacePlan | None = None,
+    ) -> ContainerProcess: ...
 
     def signal(self, pid: int, sig: signal.Signals) -> None: ...
 
