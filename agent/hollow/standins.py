@@ -86,6 +86,8 @@ class HollowLauncher:
         identity: Identity | None = None,
         security: ProcessSecurity | None = None,
         namespace: NamespacePlan | None = None,
+        *,
+        stdin_path: Path | None = None,
     ) -> ContainerProcess:
         pod_uid, container = (identity.pod_uid, identity.container) if identity else ("?", argv[0])
         pid = next(self._pids)

@@ -382,6 +382,8 @@ class Launcher(Protocol):
         identity: Identity | None = None,
         security: ProcessSecurity | None = None,
         namespace: NamespacePlan | None = None,
+        *,
+        stdin_path: Path | None = None,
     ) -> ContainerProcess: ...
 
     def signal(self, pid: int, sig: signal.Signals) -> None: ...
