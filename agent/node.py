@@ -44,6 +44,7 @@ from agent.eviction.podusage import pod_usage, reclaim_dead_logs
 from agent.eviction.signals import Observation, observe
 from agent.eviction.thresholds import parse_thresholds
 from agent.kuberuntime.envvars import HostInfo
+from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
@@ -96,6 +97,7 @@ class NodeAgent(PodSyncer):
         clock: Callable[[], float] = time.monotonic,
         allocatable: Mapping[str, int] | None = None,
         objects: ConfigObjects = NO_OBJECTS,
+        launcher: Launcher = HOST_LAUNCHER,
     ) -> None:
         self.config = config
         self.cgroups = cgroups
@@ -122,6 +124,7 @@ class NodeAgent(PodSyncer):
             cgroup_oom_kills=cgroups.oom_kills,
             security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
             objects=objects,
+            launcher=launcher,
         )
         self.volumes = VolumeManager(config.state_dir, self.host, objects)
         self.pod_event: Callable[[Pod, str, str, str], None] | None = None

@@ -23,6 +23,8 @@ SCRIPTS = {
     "scheduler_bench": "scheduler",
     "scheduler_e2e_bench": "scheduler against the API server",
     "apiserver_bench": "API server",
+    "watch_index_bench": "API server, pod watchers indexed by node",
+    "cluster_scale_bench": "density test on hollow nodes",
     "cdihook_bench": "CDI cpuset hook",
     "hostile_bench": "under hostile input (issue 14)",
     "topology_bench": "Topology Manager admission (issue 28)",

@@ -366,3 +366,32 @@ def signal_session(pid: int, sig: signal.Signals) -> None:
 def signal_process(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
+
+
+class Launcher(Protocol):
+    """How the runtime starts and signals container processes: the host's (`HOST_LAUNCHER`), or a
+    hollow node's, which only pretends (agent/hollow/). `spawn` takes `spawn`'s arguments."""
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        working_dir: str,
+        log_path: Path,
+        procs_files: Sequence[str],
+        identity: Identity | None = None,
+        security: ProcessSecurity | None = None,
+        namespace: NamespacePlan | None = None,
+        *,
+        stdin_path: Path | None = None,
+    ) -> ContainerProcess: ...
+
+    def signal(self, pid: int, sig: signal.Signals) -> None: ...
+
+
+class HostLauncher:
+    spawn = staticmethod(spawn)
+    signal = staticmethod(signal_process)
+
+
+HOST_LAUNCHER = HostLauncher()

@@ -42,12 +42,12 @@ from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
 from agent.kuberuntime.pleg import ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
+    HOST_LAUNCHER,
     Identity,
+    Launcher,
     ProcessStartError,
     kill_session,
-    signal_process,
     signal_session,
-    spawn,
 )
 from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
@@ -103,7 +103,9 @@ class ProcessRuntime(ContainerSequence):
         security: SecurityPolicy | None = None,
         cgroup_oom_kills: Callable[[str], int] | None = None,
         objects: ConfigObjects = NO_OBJECTS,
+        launcher: Launcher = HOST_LAUNCHER,
     ) -> None:
+        self.launcher = launcher
         self.logs_dir = Path(state_dir) / "logs"
         self.stdin_dir = Path(state_dir) / "stdin"
         self.pods_dir = Path(state_dir) / "pods"
@@ -245,7 +247,7 @@ class ProcessRuntime(ContainerSequence):
         try:
             stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
             identity = Identity.new(pod.uid, c.name)
-            proc = spawn(
+            proc = self.launcher.spawn(
                 argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace,
                 stdin_path=stdin,
             )  # fmt: skip
@@ -311,7 +313,7 @@ class ProcessRuntime(ContainerSequence):
         started = self._clock()
         target.signal_all(uid, signal.SIGTERM)
         for pid in self.running_pids(uid):
-            signal_process(pid, signal.SIGTERM)
+            self.launcher.signal(pid, signal.SIGTERM)
         killed = False
         kill_deadline = self._clock() + 10.0
         while True:
@@ -325,7 +327,7 @@ class ProcessRuntime(ContainerSequence):
                 log.info("pod %s: grace period over, SIGKILL to %d processes", uid, len(alive))
                 target.signal_all(uid, signal.SIGKILL)
                 for pid in alive:
-                    signal_process(pid, signal.SIGKILL)
+                    self.launcher.signal(pid, signal.SIGKILL)
                 killed, kill_deadline = True, now + 10.0
             elif killed and now > kill_deadline:
                 raise RuntimeError(f"pod {uid}: processes {sorted(alive)} survived SIGKILL")

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agent.apis.config import AgentConfig
 from agent.config.apisource import ApiPodSource
@@ -32,7 +33,7 @@ from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.model import Pod, ValidationError
 
 if TYPE_CHECKING:
-    from agent.cm.devicemanager import DeviceEvent, DeviceManager
+    from agent.cm.devicemanager import DeviceEvent
     from agent.cm.topologymanager.publisher import TopologyPublisher
     from agent.node import NodeAgent
     from agent.nodestatus.reporter import NodeStatusReporter
@@ -42,6 +43,16 @@ if TYPE_CHECKING:
     from kubenode.kubeclient.lease import LeaseRenewer
 
 log = logging.getLogger(__name__)
+
+
+class DeviceReport(Protocol):
+    """What the Node status reads of the devices: the DeviceManager, or a hollow node's fake plugin."""
+
+    def capacity(self) -> dict[str, int]: ...
+
+    def allocatable(self) -> dict[str, int]: ...
+
+    def add_listener(self, listener: Callable[[DeviceEvent], None]) -> None: ...
 
 
 @dataclass
@@ -56,6 +67,7 @@ class ClusterMembership:
     status: StatusManager | None = None
     mirrors: MirrorPods | None = None
     topology: TopologyPublisher | None = None
+    owns_client: bool = True  # stop() closes the client
     _started: list[str] = field(default_factory=list)
 
     @classmethod
@@ -69,26 +81,36 @@ class ClusterMembership:
         client = KubeClient(
             loaded, user_agent=f"kubenode-agent/{__version__} ({config.node_name})", pool_size=16
         )
+        return cls.join(config, client)
+
+    @classmethod
+    def join(cls, config: AgentConfig, client: KubeClient, *, owns_client: bool = True) -> ClusterMembership:
+        """The pod source and event recorder over `client` (hollow nodes share one: owns_client False)."""
         source = ApiPodSource(client, config.node_name, backoff_max=config.api_backoff_max)
         recorder = EventRecorder(client, "kubelet", config.node_name)
         # The ConfigMaps and Secrets of the pods' volumes and env, read one by one (the Node authorizer
         # lets a node read only those its pods reference).
         objects = CachedConfigObjects(api_fetcher(client), config.config_map_and_secret_ttl)
         return cls(config, client, source, recorder, objects)
+        return cls(config, client, source, recorder, owns_client=owns_client)
 
     def attach(
         self,
         agent: NodeAgent,
-        devices: DeviceManager | None,
+        devices: DeviceReport | None,
         metrics: AgentMetrics | None,
         *,
         port: int = 0,
         status_port: int = 0,
+        status_writers: int | None = None,
     ) -> None:
+        """Wire the Node, Lease, pod status and mirror pods to `agent`; status_writers: the status
+        manager's writer threads (its default unless given; hollow nodes keep few)."""
+        from agent.cm.devicemanager import DeviceManager
         from agent.nodestatus.nodelease import node_lease
         from agent.nodestatus.reporter import NodeStatusReporter, host_facts
         from agent.pod.mirrorpods import MirrorPods
-        from agent.status.statusmanager import StatusManager
+        from agent.status.statusmanager import WRITERS, StatusManager
 
         config = self.config
         facts = host_facts()
@@ -119,6 +141,7 @@ class ClusterMembership:
             mirror_of=self.mirrors.mirror_of,
             resync_interval=config.pod_status_resync_interval,
             backoff_max=config.api_backoff_max,
+            writers=status_writers or WRITERS,
         )
         self.source.on_invalid = self.status.report_invalid
         self.source.on_mirrors = self.mirrors.mirrors_seen
@@ -128,6 +151,7 @@ class ClusterMembership:
         agent.pod_event = self._pod_event
         if devices is not None:
             devices.add_listener(self._device_changed)
+        if isinstance(devices, DeviceManager):  # a hollow node's fake plugin has no topology to publish
             from agent.cm.topologymanager.publisher import TopologyPublisher
 
             self.topology = TopologyPublisher(
@@ -185,4 +209,5 @@ class ClusterMembership:
             if part is not None:
                 part.stop()
         self._started.clear()
-        self.client.close()
+        if self.owns_client:
+            self.client.close()

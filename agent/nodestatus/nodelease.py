@@ -1,9 +1,9 @@
 """The node's heartbeat: Lease kube-node-lease/<node>, held by the node, renewed every 10 s for 40 s.
 
 As the kubelet's lease controller: leaseDurationSeconds 40, renewed every 0.25 x 40 = 10 s with
-4 % jitter, create-or-renew by GET + PUT with resourceVersion, retries 200 ms doubling to 7 s
-after a failure, and an owner reference to the Node once its uid is known (so the Lease goes
-when the Node is deleted).
+4 % jitter, create-or-renew by PUT with resourceVersion (a GET only first and after a failure),
+retries 200 ms doubling to 7 s after a failure, and an owner reference to the Node once its uid
+is known (so the Lease goes when the Node is deleted).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 - `update_pod` never blocks: it records the update as the UID's *pending* update (replacing
   any earlier pending one, so a worker busy with a slow sync only ever sees the latest
-  state next) and rings the worker's doorbell.
+  state next) and starts the UID's worker thread if none runs. The thread takes pending
+  updates one after another and ends when none is left, so a pod holds a thread only while it
+  has work (the kubelet's goroutine per pod, here on demand: a node of hundreds of pods, or a
+  thousand hollow nodes in one process, keep few threads).
 - The worker state is derived as the kubelet derives it: terminated if `terminated_at` is
   set, else terminating if `terminating_at` is set, else syncing. A pod becomes
   terminating on a kill update, a deletion timestamp or a terminal phase, and from then on
@@ -67,7 +70,6 @@ class _Status:
     synced_at: float | None = None
     completed: list[threading.Event] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
-    doorbell: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
     def work_type(self) -> WorkType:
@@ -150,7 +152,6 @@ class PodWorkers:
                 options = replace(options, update_type=UpdateType.KILL)
             status.pending = options
             self._ensure_worker(status)
-            status.doorbell.set()
 
     def _ensure_worker(self, status: _Status) -> None:
         if status.thread is None or not status.thread.is_alive():
@@ -171,7 +172,6 @@ class PodWorkers:
                     kind = UpdateType.KILL if status.terminating_at is not None else UpdateType.SYNC
                     status.pending = replace(status.active, update_type=kind, completed=None)
                 self._ensure_worker(status)
-                status.doorbell.set()
                 delivered.append(uid)
         return delivered
 
@@ -211,7 +211,6 @@ class PodWorkers:
         for event in status.completed:
             event.set()
         status.completed.clear()
-        status.doorbell.set()  # its thread, if one was started, sees `finished` and exits
         self._changed.notify_all()
 
     def _terminate_orphan(self, status: _Status, last: UpdatePodOptions) -> None:
@@ -221,7 +220,6 @@ class PodWorkers:
         if status.pending is None:
             status.pending = replace(last, update_type=UpdateType.KILL)
         self._ensure_worker(status)
-        status.doorbell.set()
 
     # ----- queries ---------------------------------------------------------------------------------
 
@@ -300,21 +298,23 @@ class PodWorkers:
             statuses = list(self._statuses.values())
             for status in statuses:
                 status.cancel.set()
-                status.doorbell.set()
         for status in statuses:
-            if status.thread is not None and status.thread is not threading.current_thread():
-                status.thread.join(timeout)
+            thread = status.thread  # read once: the worker clears it as it ends
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
 
     def _worker_loop(self, status: _Status) -> None:
         while True:
-            status.doorbell.wait()
             with self._lock:
-                status.doorbell.clear()
                 if self._stopped or status.finished:
                     return
                 update = status.pending
                 if update is None:
-                    continue
+                    # Nothing to do: the thread ends, and the next update starts another (under this
+                    # lock, so none is missed). A pod that is not syncing holds no thread, so a node's
+                    # threads follow its syncs in flight rather than its pods (hollow nodes: thousands).
+                    status.thread = None
+                    return
                 status.pending = None
                 status.active = update
                 status.working = True
@@ -374,9 +374,7 @@ class PodWorkers:
                 self.queue.forget(status.uid)
             if requeue_now and status.pending is None and status.active is not None:
                 status.pending = replace(status.active, update_type=UpdateType.KILL, completed=None)
-            if status.pending is not None and not status.finished:
-                status.doorbell.set()
-            self._changed.notify_all()
+            self._changed.notify_all()  # the worker's loop takes a pending update next
 
     def _jitter(self, period: float) -> float:
         return period + self._rand() * 0.5 * period

@@ -76,6 +76,7 @@ class StatusManager(BackgroundLoop):
         resync_interval: float = 10.0,
         backoff_max: float = 10.0,
         wall: Callable[[], float] = time.time,
+        writers: int = WRITERS,
     ) -> None:
         super().__init__()
         self.client = client
@@ -105,7 +106,7 @@ class StatusManager(BackgroundLoop):
         self._awaiting_delete: set[str] = set()
         self._deleted: set[str] = set()
         self.writes = 0
-        self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pod-status")
+        self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="pod-status")
 
     # ----- the agent's side --------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 Each object is held as its serialized JSON (`Entry.data`) plus the labels and selectable
 fields that selectors read, so a list is a filter over dicts and a join of bytes, and a
-watch event is one pre-built line shared by every watcher. Only committed writes enter
+watch event is one pre-built line shared by every watcher. Watchers are indexed by the field
+their selector pins (`watchindex`), so a pod event costs the same whatever the number of node
+watchers it does not concern. Only committed writes enter
 (`apply`, called by the store after COMMIT, in revision order).
 
 Watchers get events through bounded per-watcher buffers filled without awaiting: a watcher
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from apiserver.selectors import EVERYTHING, Selector
+from apiserver.storage.watchindex import WatcherSet
 
 WATCHER_BUFFER = 2000  # events a watcher may lag behind before it is closed
 
@@ -158,7 +161,7 @@ class WatchCache:
         self.objects: dict[str, dict[str, dict[str, Entry]]] = {}  # resource -> namespace -> name -> entry
         self.history: deque[Event] = deque(maxlen=history_size)
         self.history_start = 0  # a watch from any revision >= this one can be served from history
-        self.watchers: dict[str, set[Watcher]] = {}
+        self.watchers: dict[str, WatcherSet] = {}  # resource -> its watchers, indexed by pinned field
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -202,17 +205,21 @@ class WatchCache:
         if len(self.history) == self.history.maxlen and self.history:
             self.history_start = self.history[0].rev
         self.history.append(event)
-        for watcher in self.watchers.get(entry.resource, ()):
-            watcher.offer(event, now)
+        watchers = self.watchers.get(entry.resource)
+        if watchers is not None:
+            for watcher in watchers.candidates(event):
+                watcher.offer(event, now)
 
     # -- watchers ---------------------------------------------------------------------------------------
 
     def add_watcher(self, watcher: Watcher) -> None:
-        self.watchers.setdefault(watcher.resource, set()).add(watcher)
+        self.watchers.setdefault(watcher.resource, WatcherSet()).add(watcher)
 
     def remove_watcher(self, watcher: Watcher) -> None:
         watcher.closed = True
-        self.watchers.get(watcher.resource, set()).discard(watcher)
+        watchers = self.watchers.get(watcher.resource)
+        if watchers is not None:
+            watchers.discard(watcher)
 
     def close_all(self) -> None:
         """End every watch (shutdown): their handlers see `closed` and finish their responses."""

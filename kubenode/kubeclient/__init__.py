@@ -27,8 +27,8 @@ Modules:
   jitter; `on_add`/`on_update`/`on_delete`, `has_synced`, a `decode` function, injectable clock).
 - `events`: `EventRecorder` (client-go's count/lastTimestamp aggregation, never blocks the caller),
   `ObjectReference`, `reference_to(obj)`.
-- `lease`: `renew_lease` (create, or GET + PUT with resourceVersion), `lease_body`, `get_lease`,
-  `LeaseRenewer` (a renewing thread).
+- `lease`: `renew_lease` (create, or PUT with resourceVersion: of a GET, or of the Lease last stored),
+  `lease_body`, `get_lease`, `LeaseRenewer` (a renewing thread; no GET while its PUTs succeed).
 - `timefmt`: `rfc3339` (metav1.Time), `micro_time` (MicroTime, exactly 6 fractional digits), `parse_time`.
 - `leaderelection`: leader election on a Lease (the scheduler's).
 

@@ -3,9 +3,13 @@
 `renew_lease` is what the kubelet's lease controller does each interval: GET the Lease; if
 it is missing, POST a new one; otherwise PUT it back with its resourceVersion (a
 concurrent writer makes that a 409, and the next round reads again), the holder, the
-duration and a fresh `renewTime` (MicroTime, six fractional digits). `LeaseRenewer` runs
-it every `interval` (with 4 % jitter, as the kubelet) and after a failure retries with a
-backoff from 200 ms doubling to 7 s. Leader election (`leaderelection.py`) builds on the
+duration and a fresh `renewTime` (MicroTime, six fractional digits). Given the Lease as the
+last renewal stored it (`latest`), it skips the GET and PUTs that, as the kubelet's lease
+controller does once it holds a `latestLease`: a heartbeat is one request, not two, which at
+a thousand nodes is 100 GETs a second less. `LeaseRenewer` runs it every `interval` (with
+4 % jitter, as the kubelet), keeping the stored Lease between rounds and dropping it after
+any failure (the next round reads again), and after a failure retries with a backoff from
+200 ms doubling to 7 s. Leader election (`leaderelection.py`) builds on the
 same helpers.
 """
 
@@ -71,9 +75,11 @@ def renew_lease(
     *,
     wall: Callable[[], float] = time.time,
     owner_references: list[dict[str, Any]] | None = None,
+    latest: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Create the Lease, or renew it by GET + PUT with its resourceVersion; returns the stored Lease."""
-    current = get_lease(client, namespace, name)
+    """Create the Lease, or renew it by PUT with its resourceVersion (of `latest`, the Lease this holder
+    last stored, else of a GET); returns the stored Lease."""
+    current = latest if latest is not None else get_lease(client, namespace, name)
     now = wall()
     if current is None:
         body = lease_body(namespace, name, holder, duration_s, now, owner_references=owner_references)
@@ -118,6 +124,7 @@ class LeaseRenewer:
         self.retry_max = retry_max
         self.renewals = 0
         self.last_error: str = ""
+        self._latest: dict[str, Any] | None = None  # the Lease as the last renewal stored it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -131,8 +138,9 @@ class LeaseRenewer:
             self._thread.join(5)
 
     def renew_once(self) -> bool:
+        latest, self._latest = self._latest, None  # kept only if this renewal succeeds
         try:
-            renew_lease(
+            self._latest = renew_lease(
                 self.client,
                 self.namespace,
                 self.name,
@@ -140,6 +148,7 @@ class LeaseRenewer:
                 self.duration_s,
                 wall=self._wall,
                 owner_references=self.owner_references(),
+                latest=latest,
             )
         except KubeError as exc:
             self.last_error = str(exc)

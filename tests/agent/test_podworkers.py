@@ -35,6 +35,7 @@ class RecordingSyncer:
         self.calls: list[tuple[str, str, int]] = []  # (kind, pod command, grace)
         self.entered = threading.Event()
         self.gate: threading.Event | None = None
+        self.terminating_gate: threading.Event | None = None  # holds sync_terminating_pod until set
         self.fail_next = 0
         self.terminal = False
         self.requeue_after: float | None = None
@@ -53,6 +54,8 @@ class RecordingSyncer:
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
         self.calls.append(("terminating", pod.containers[0].command[0], ctx.grace_period()))
+        if self.terminating_gate is not None:
+            self.terminating_gate.wait(10)
 
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
         self.calls.append(("terminated", pod.containers[0].command[0], 0))
@@ -265,8 +268,10 @@ def test_orphans_count_as_deleted_unlike_pods_that_merely_finished(
     assert workers.sync_known_pods([job, svc]) == {"uid-1": WorkType.TERMINATED, "uid-2": WorkType.SYNC}
     # uid-1 completed but is still wanted: its content stays.
     assert not workers.should_pod_content_be_removed("uid-1")
+    syncer.terminating_gate = threading.Event()  # the orphan's termination waits until checked
     assert workers.sync_known_pods([job]) == {"uid-1": WorkType.TERMINATED, "uid-2": WorkType.TERMINATING}
     assert not workers.should_pod_content_be_removed("uid-2"), "still terminating"
+    syncer.terminating_gate.set()
     assert workers.wait_for(lambda: workers.is_finished("uid-2"), 5)
     assert workers.should_pod_content_be_removed("uid-2")
     assert not workers.should_pod_content_be_removed("uid-1")

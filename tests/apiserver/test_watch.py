@@ -124,18 +124,17 @@ def test_send_initial_events_ends_with_annotated_bookmark(api: ApiServerProcess)
     stream.close()
 
 
+def bind_then_delete(api: ApiServerProcess, name: str, node: str) -> None:
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"name": node}}
+    assert api.request("POST", f"{PODS}/{name}/binding", binding)[0] == 201
+    api.request("DELETE", f"{PODS}/{name}", {"gracePeriodSeconds": 0})
+
+
 def test_field_selector_watch_sees_a_pod_arrive_and_leave(api: ApiServerProcess) -> None:
     created(api, PODS, pod("moving"))
     stream = Stream(api, f"resourceVersion={api.request('GET', PODS)[1]['metadata']['resourceVersion']}"
                     "&fieldSelector=spec.nodeName%3Dnode-w&timeoutSeconds=10")  # fmt: skip
-    binding = {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {"name": "moving"},
-        "target": {"name": "node-w"},
-    }
-    assert api.request("POST", PODS + "/moving/binding", binding)[0] == 201
-    api.request("DELETE", PODS + "/moving", {"gracePeriodSeconds": 0})
+    bind_then_delete(api, "moving", "node-w")
     assert summary(stream.wait_for(2)[:2]) == [("ADDED", "moving"), ("DELETED", "moving")]
     stream.close()
 
@@ -209,3 +208,28 @@ def test_idle_watch_gets_bookmarks_at_the_current_revision(api: ApiServerProcess
     stream.close()
     quiet = Stream(api, f"resourceVersion={rv}&timeoutSeconds=1")
     assert quiet.ended.wait(5) and not [e for e in quiet.events if e["type"] == "BOOKMARK"]
+
+
+def test_node_watchers_each_get_exactly_their_pods_events(api: ApiServerProcess) -> None:
+    """Pod watchers indexed by spec.nodeName: the bound node's watcher sees the pod arrive and go, the
+    unbound watcher sees it leave on binding, another node's watcher sees nothing of it."""
+    rv = api.request("GET", PODS)[1]["metadata"]["resourceVersion"]
+    base = f"resourceVersion={rv}&timeoutSeconds=20&fieldSelector="
+    on_a = Stream(api, base + "spec.nodeName%3Didx-a")
+    on_b = Stream(api, base + "spec.nodeName%3Didx-b")
+    unbound = Stream(api, base + "spec.nodeName%3D")
+    labelled = Stream(api, f"resourceVersion={rv}&timeoutSeconds=20&labelSelector=run%3Didx")
+    created(api, PODS, {**pod("idx-moving"), "metadata": {"name": "idx-moving", "labels": {"run": "idx"}}})
+    bind_then_delete(api, "idx-moving", "idx-a")
+    created(api, PODS, pod("idx-marker", nodeName="idx-b"))  # the last event: b's first and only one
+    assert summary(on_a.wait_for(2)) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]
+    assert summary(unbound.wait_for(2)[:2]) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]
+    assert summary(labelled.wait_for(3)) == [
+        ("ADDED", "idx-moving"),
+        ("MODIFIED", "idx-moving"),
+        ("DELETED", "idx-moving"),
+    ]
+    assert summary(on_b.wait_for(1)) == [("ADDED", "idx-marker")]
+    for stream in (on_a, on_b, unbound, labelled):
+        stream.close()
+    assert summary(on_a.events) == [("ADDED", "idx-moving"), ("DELETED", "idx-moving")]

@@ -27,7 +27,7 @@ from kubenode.kubeclient import (
 from kubenode.kubeclient.config import ClientConfig
 from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.kubeclient.informer import Backoff, Informer
-from kubenode.kubeclient.lease import renew_lease
+from kubenode.kubeclient.lease import LeaseRenewer, renew_lease
 from kubenode.kubeclient.timefmt import micro_time, parse_time, rfc3339
 from tests.agent.support import wait_until
 
@@ -320,3 +320,26 @@ def test_nodes_are_cluster_scoped_paths(client: KubeClient) -> None:
         == "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
     )
     assert PODS.path() == "/api/v1/pods"
+
+
+def test_lease_renewer_puts_the_lease_it_stored_and_reads_again_after_a_conflict(
+    client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the kubelet's lease controller: a GET only for the first renewal and after a failure."""
+    gets: list[str] = []
+    real_get = client.get
+
+    def counting_get(resource: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        gets.append(name)
+        return real_get(resource, name, namespace)
+
+    monkeypatch.setattr(client, "get", counting_get)
+    renewer = LeaseRenewer(client, "kube-node-lease", "lease-put-only", "me")
+    assert renewer.renew_once() and renewer.renew_once() and renewer.renew_once()
+    assert gets == ["lease-put-only"]  # the first renewal looked; the next two PUT what the last stored
+    other = real_get(LEASES, "lease-put-only", "kube-node-lease")
+    other["spec"]["holderIdentity"] = "someone-else"
+    client.update(LEASES, other)
+    assert not renewer.renew_once()  # its stored resourceVersion is stale now: 409
+    assert renewer.renew_once() and gets == ["lease-put-only"] * 2
+    assert real_get(LEASES, "lease-put-only", "kube-node-lease")["spec"]["holderIdentity"] == "me"

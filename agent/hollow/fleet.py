@@ -1,0 +1,115 @@
+"""HollowFleet: N hollow nodes in this process, on one KubeClient.
+
+Each node is wired as `build_agent` wires `kubenode agent --kubeconfig` (agent/daemon.py), less the
+manifest directory, the status endpoint and the device manager's sockets: a `NodeAgent` over
+`HollowCgroups` and a `HollowLauncher`, and a `ClusterMembership` joined over the shared client
+with a `FakeDevicePlugin` for the Node status. `start()` starts the nodes one after another (each
+registers, takes its Lease and opens its pod watch in its own threads); `stop()` stops them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from agent.apis.config import AgentConfig
+from agent.daemon import RunningAgent
+from agent.hollow.standins import FakeDevicePlugin, HollowCgroups, HollowLauncher, Ledger
+from agent.lifecycle.admission import host_allocatable
+from agent.node import NodeAgent
+from agent.nodestatus.cluster import ClusterMembership
+from kubenode import __version__
+from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import config as kubeconfig
+
+log = logging.getLogger(__name__)
+
+HOLLOW_LABEL = "kubenode.io/hollow"
+# Per hollow node: its pod watch holds one connection for good; unary calls share the rest.
+SPARE_CONNECTIONS = 32
+# A hollow node's status writes are few at a time; the real agent's 8 writer threads each, times a
+# thousand nodes, would be most of the process's threads.
+STATUS_WRITERS = 2
+# The kubelet's PLEG relist period (the agent's default is 0.5 s): each hollow node's loop wakes half
+# as often.
+RELIST_INTERVAL_S = 1.0
+# Node starts are spread over one Lease period, as real kubelets start at different times: started
+# together, a thousand nodes renew their Leases, post their status and resync their pods in the same
+# instant every 10 s, and a thousand threads waking at once starve each other of the GIL.
+START_SPREAD_S = 10.0
+
+
+class HollowNode:
+    def __init__(self, config: AgentConfig, client: KubeClient, ledger: Ledger) -> None:
+        self.config = config
+        self.plugin = FakeDevicePlugin()
+        self.cluster = ClusterMembership.join(config, client, owns_client=False)
+        self.launcher = HollowLauncher(config.node_name, ledger, time.time)
+        agent = NodeAgent(
+            config,
+            HollowCgroups(),
+            [self.cluster.source],
+            allocatable=host_allocatable(config.max_pods),
+            launcher=self.launcher,
+        )
+        agent.runtime.backoff.initial = config.crash_loop_backoff_initial
+        self.cluster.attach(agent, self.plugin, None, status_writers=STATUS_WRITERS)
+        self.running = RunningAgent(config, agent, None, None, self.cluster)
+
+    def start(self) -> None:
+        self.running.start()
+        self.plugin.register()
+
+    def stop(self) -> None:
+        self.running.stop()
+
+
+class HollowFleet:
+    def __init__(
+        self, kubeconfig_path: Path, nodes: int, state_dir: Path, ledger: Ledger, *, prefix: str = "hollow-"
+    ) -> None:
+        loaded = kubeconfig.load(kubeconfig_path)
+        self.client = KubeClient(
+            loaded, user_agent=f"kubenode-hollow/{__version__}", pool_size=nodes + SPARE_CONNECTIONS
+        )
+        self.ledger = ledger
+        self.nodes = [
+            HollowNode(
+                AgentConfig(
+                    node_name=f"{prefix}{i}",
+                    state_dir=state_dir / f"{prefix}{i}",
+                    device_plugin_dir=None,
+                    listen="",
+                    kubeconfig=kubeconfig_path,
+                    node_labels={HOLLOW_LABEL: "true"},
+                    relist_interval=RELIST_INTERVAL_S,
+                ),
+                self.client,
+                ledger,
+            )
+            for i in range(nodes)
+        ]
+        self._started: list[HollowNode] = []
+
+    def start(self, spread: float = START_SPREAD_S) -> None:
+        """Start the nodes one after another, evenly over `spread` seconds."""
+        began = time.monotonic()
+        for i, node in enumerate(self.nodes):
+            delay = began + spread * i / len(self.nodes) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            node.start()
+            self._started.append(node)
+
+    def stop(self) -> None:
+        """Stop every node (pods are left as they are, as a stopped kubelet leaves them)."""
+        threads = [threading.Thread(target=node.stop, daemon=True) for node in self._started]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self._started.clear()
+        self.client.close()
+        self.ledger.flush()
