@@ -85,6 +85,9 @@ class HollowFleet:
                     kubeconfig=kubeconfig_path,
                     node_labels={HOLLOW_LABEL: "true"},
                     relist_interval=RELIST_INTERVAL_S,
+                    # A hollow node has no pods of its own to guard against: every one would watch (and
+                    # evict for) this machine's memory and disk.
+                    eviction_monitoring_period=0,
                 ),
                 self.client,
                 ledger,
