@@ -57,6 +57,15 @@ def validate_path(path: str) -> None:
         raise PayloadError(f"path {path!r} must not start with '..'")
 
 
+FS_GROUP_READ = 0o440  # kube's roMask: what an fsGroup adds to a read-only volume's files
+
+
+def _own_directory(path: Path, group: int | None) -> None:
+    if group is not None:
+        os.chown(path, -1, group)
+        os.chmod(path, 0o2755)  # setgid: what is made inside keeps the group
+
+
 def _timestamped_name() -> str:
     now = time.time_ns()
     stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime(now // 1_000_000_000))
@@ -71,8 +80,13 @@ def _current(target: Path) -> Path | None:
     return target / name
 
 
-def _same(directory: Path, payload: Mapping[str, FileProjection]) -> bool:
-    """Whether `directory` holds exactly this payload (contents and modes)."""
+def _mode(item: FileProjection, group: int | None) -> int:
+    """The file's mode: with an fsGroup, group-readable too (kube's SetVolumeOwnership read-only mask)."""
+    return item.mode | FS_GROUP_READ if group is not None else item.mode
+
+
+def _same(directory: Path, payload: Mapping[str, FileProjection], group: int | None = None) -> bool:
+    """Whether `directory` holds exactly this payload (contents, modes and, with an fsGroup, group)."""
     found: set[str] = set()
     for root, _dirs, files in os.walk(directory):
         for name in files:
@@ -82,33 +96,44 @@ def _same(directory: Path, payload: Mapping[str, FileProjection]) -> bool:
     for path, item in payload.items():
         full = directory / path
         try:
-            if full.stat().st_mode & 0o7777 != item.mode or full.read_bytes() != item.data:
+            st = full.stat()
+            if st.st_mode & 0o7777 != _mode(item, group) or (group is not None and st.st_gid != group):
+                return False
+            if full.read_bytes() != item.data:
                 return False
         except OSError:
             return False
     return True
 
 
-def write(target: Path, payload: Mapping[str, FileProjection]) -> bool:
-    """Make `target` show `payload`; returns whether anything was written."""
+def write(target: Path, payload: Mapping[str, FileProjection], group: int | None = None) -> bool:
+    """Make `target` show `payload`; returns whether anything was written. With `group` (the pod's fsGroup)
+    every file and directory belongs to that group, files group-readable and directories setgid, as the
+    kubelet's SetVolumeOwnership leaves a read-only volume."""
     for path in payload:
         validate_path(path)
     target.mkdir(parents=True, exist_ok=True)
     old = _current(target)
-    if old is not None and _same(old, payload):
+    if old is not None and _same(old, payload, group):
         return False
     new = target / _timestamped_name()
     while new.exists():  # two writes in one nanosecond: only ever in tests
         new = target / _timestamped_name()
     new.mkdir(mode=0o755)
     try:
+        _own_directory(new, group)
         for path, item in payload.items():
             full = new / path
-            full.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            for parent in reversed(full.relative_to(new).parents[:-1]):
+                if not (new / parent).is_dir():
+                    (new / parent).mkdir(mode=0o755)
+                    _own_directory(new / parent, group)
             fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
                 os.write(fd, item.data)
-                os.fchmod(fd, item.mode)
+                if group is not None:
+                    os.fchown(fd, -1, group)
+                os.fchmod(fd, _mode(item, group))
             finally:
                 os.close(fd)
         top_level = {path.split("/", 1)[0] for path in payload}

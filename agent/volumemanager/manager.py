@@ -76,6 +76,14 @@ class MountedVolume:
     pod_owned: bool = False
 
 
+def fs_group(pod: Pod) -> int | None:
+    """The pod's securityContext.fsGroup (the model keeps only what scheduling needs: read from the pod)."""
+    spec = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
+    context = spec.get("securityContext") if isinstance(spec, dict) else None
+    value = context.get("fsGroup") if isinstance(context, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class VolumeSetupError(Exception):
     def __init__(self, failures: list[tuple[str, str]], retry_after: float) -> None:
         self.failures = failures
@@ -140,11 +148,15 @@ class VolumeManager:
             else:
                 path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)  # the kubelet's emptyDir mode
+            group = fs_group(pod)
+            if group is not None:  # SetVolumeOwnership: the pod's group owns it, setgid keeps it so
+                os.chown(path, -1, group)
+                os.chmod(path, 0o2777)
             return MountedVolume(volume.name, str(path), makes_subpaths=True, pod_owned=True)
         payload = volume_payload(pod, volume, self.objects, self.host)  # before mounting: fail early
         if volume.kind in MEMORY_BACKED_KINDS:
             self._tmpfs(path, None)
-        if atomicwriter.write(path, payload):
+        if atomicwriter.write(path, payload, fs_group(pod)):
             log.info("pod %s volume %s: wrote %d file(s)", pod.key, volume.name, len(payload))
         return MountedVolume(volume.name, str(path), read_only=True)
 
