@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.kuberuntime.processes import spawn
+from agent.kuberuntime.processes import HostLauncher, spawn
 from harness.manifests import write_manifest
 from kubenode.model import Pod, parse_pod
 from tests.agent.support import Harness, pod_manifest, wait_until
@@ -80,7 +80,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         counts["spawn"] += 1
         return spawn(*args, **kwargs)
 
-    monkeypatch.setattr("agent.kuberuntime.runtime.spawn", counting_spawn)
+    # The runtime starts processes through its launcher (agent/kuberuntime/processes.py HostLauncher).
+    monkeypatch.setattr(HostLauncher, "spawn", staticmethod(counting_spawn))
     yield counts
 
 
