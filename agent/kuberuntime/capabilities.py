@@ -16,10 +16,10 @@ reaches them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Iterable
 
 from agent.kuberuntime.envvars import ContainerConfigError
+from agent.util.libc import LIBC, check
 
 # The kernel's capability numbers (include/uapi/linux/capability.h), by name without the CAP_ prefix.
 CAPABILITY_NUMBERS: dict[str, int] = {
@@ -145,25 +145,16 @@ class _CapData(ctypes.Structure):
     ]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {ctypes.cast(_libc.strerror(errno), ctypes.c_char_p).value!r}")
-
-
 def restrict_to(names: frozenset[str]) -> None:
     """In the child, as root: only `names` stay in the bounding set; inheritable and ambient go empty."""
     keep = {CAPABILITY_NUMBERS[name] for name in names}
     for number in range(last_capability() + 1):
         if number not in keep:
-            _check(_libc.prctl(_PR_CAPBSET_DROP, number, 0, 0, 0), f"dropping capability {number}")
-    _check(_libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+            check(LIBC.prctl(_PR_CAPBSET_DROP, number, 0, 0, 0), f"dropping capability {number}")
+    check(LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    check(LIBC.capget(ctypes.byref(header), data), "capget")
     for half in data:
         half.inheritable = 0
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    check(LIBC.capset(ctypes.byref(header), data), "capset")

@@ -23,10 +23,8 @@ cannot be known, so it is reported as unknown.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import fcntl
-import functools
 import os
 import secrets
 import signal
@@ -41,6 +39,7 @@ import psutil
 
 if TYPE_CHECKING:
     from agent.kuberuntime.securitycontext import ProcessSecurity
+from agent.util.libc import LIBC, check
 from agent.volumemanager.namespace import NamespacePlan, enter_container_namespace, report_and_raise
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
@@ -137,8 +136,7 @@ def in_pod_cgroup(
         if join_mounts_of is not None:
             fd = os.open(f"/proc/{join_mounts_of}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             try:
-                if _libc().setns(fd, _CLONE_NEWNS) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
+                check(LIBC.setns(fd, _CLONE_NEWNS), "setns")
             finally:
                 os.close(fd)
             os.chdir(working_dir or "/")
@@ -151,11 +149,6 @@ def in_pod_cgroup(
 
 
 _CLONE_NEWNS = 0x00020000
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def check_working_dir(working_dir: str) -> None:

@@ -20,8 +20,6 @@ at admission (`forbidden_sysctl`).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ from agent.kuberuntime.capabilities import container_capabilities, restrict_to
 from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.rootfs import private_mount_namespace, read_only_root
 from agent.kuberuntime.seccomp import build_filter, load_in_child, resolve_profile
+from agent.util.libc import LIBC, check
 from kubenode.model import Container, Pod
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -68,13 +67,9 @@ class ProcessSecurity:
         os.setresgid(self.gid, self.gid, self.gid)
         os.setresuid(self.uid, self.uid, self.uid)
         if self.no_new_privs:
-            if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            check(LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
             if self.seccomp_filter is not None:
                 load_in_child(self.seccomp_filter)
-
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def _context(obj: Any) -> dict[str, Any]:

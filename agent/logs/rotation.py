@@ -18,7 +18,6 @@ the kubelet's runtime does on ReopenContainerLog. It moves the file's head out i
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -28,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.util.libc import LIBC
+
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 _FALLOC_FL_COLLAPSE_RANGE = 0x08
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+LIBC.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 
 _locks: dict[str, threading.RLock] = {}
 _locks_guard = threading.Lock()
@@ -102,7 +102,7 @@ def live_size(log: Path) -> int:
 
 def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
     """0, or the errno."""
-    if _libc.fallocate(fd, mode, offset, length) == 0:
+    if LIBC.fallocate(fd, mode, offset, length) == 0:
         return 0
     return ctypes.get_errno()
 

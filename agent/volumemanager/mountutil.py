@@ -12,6 +12,8 @@ import ctypes.util
 import os
 from pathlib import Path
 
+from agent.util.libc import LIBC
+
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
@@ -23,7 +25,7 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 0x2
 CLONE_NEWNS = 0x00020000
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = LIBC
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
 _libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
 _libc.unshare.argtypes = (ctypes.c_int,)

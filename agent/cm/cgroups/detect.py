@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from agent.cm.cgroups.api import CgroupError
+from agent.util.libc import LIBC
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 CGROUP2_SUPER_MAGIC = 0x63677270
@@ -16,9 +17,8 @@ _STATFS_BUFFER = 256  # larger than struct statfs on every Linux ABI; f_type is 
 
 def filesystem_magic(path: Path) -> int:
     """statfs(path).f_type; os.statvfs does not expose it, so call libc."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     buffer = ctypes.create_string_buffer(_STATFS_BUFFER)
-    if libc.statfs(os.fsencode(path), buffer) != 0:
+    if LIBC.statfs(os.fsencode(path), buffer) != 0:
         errno = ctypes.get_errno()
         raise CgroupError(str(path), "", f"statfs failed: {os.strerror(errno)}")
     return ctypes.c_long.from_buffer(buffer).value & 0xFFFFFFFF
