@@ -12,6 +12,7 @@ it, so the container waits with CreateContainerConfigError rather than running u
 from __future__ import annotations
 
 import errno
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -81,9 +82,21 @@ def _action(seccomp: Any, name: Any, errno_ret: Any, where: str) -> int:
 
 def build_filter(profile: dict[str, Any], no_new_privs: bool) -> Any:
     """A pyseccomp SyscallFilter for the profile, not yet loaded; syscalls this libseccomp does not know are
-    skipped (as runc skips them)."""
+    skipped (as runc skips them). Compiled once per distinct profile: every container start and every exec
+    probe of a RuntimeDefault pod asks for the same ~350 rules, and the agent never loads a filter itself
+    (only forked children do), so one filter object serves them all."""
+    try:
+        text = json.dumps(profile, sort_keys=True)
+    except (TypeError, ValueError):
+        raise ContainerConfigError("seccomp profile: not a JSON document") from None
+    return _compiled(text, no_new_privs)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(text: str, no_new_privs: bool) -> Any:
     import pyseccomp as seccomp  # the system's libseccomp; only a pod asking for seccomp loads it
 
+    profile: dict[str, Any] = json.loads(text)
     default = _action(seccomp, profile.get("defaultAction"), profile.get("defaultErrnoRet"), "defaultAction")
     syscall_filter = seccomp.SyscallFilter(default)
     # libseccomp sets no_new_privs when it loads a filter unless told not to: that is the pod's choice.
