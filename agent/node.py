@@ -201,21 +201,14 @@ class NodeAgent(PodSyncer):
 
     # ----- the eviction manager's view of the node (agent/eviction) --------------------------------------
 
-    def _observe_signals(self) -> dict[str, Observation]:
-        def pods_working_set() -> int:
-            # Memory only: the pods' full usage (pids, log and emptyDir walks) doubled a round's cost.
-            total = 0
-            for pod in self.active_pods():
-                with contextlib.suppress(CgroupError, OSError, ValueError):
-                    total += self.cgroups.memory_working_set(pod.uid)
-            return total
-
+    def _observe_signals(self, candidates: Sequence[PodUsage]) -> dict[str, Observation]:
+        # The pods' working set is the one the round already read for each candidate: read once, not twice.
         allocatable = self.allocatable()
         return observe(
             self.config.state_dir,
             self._base_allocatable.get("memory", 0),
             allocatable.get("memory", 0),
-            pods_working_set,
+            lambda: sum(u.memory for u in candidates),
         )
 
     def eviction_candidates(self) -> list[PodUsage]:

@@ -109,7 +109,7 @@ class EvictionManager(BackgroundLoop):
         self,
         target: EvictionTarget,
         thresholds: Sequence[Threshold],
-        observe: Callable[[], Mapping[str, Observation]],
+        observe: Callable[[Sequence[PodUsage]], Mapping[str, Observation]],
         *,
         period: float = 10.0,
         transition_period: float = 300.0,
@@ -163,7 +163,7 @@ class EvictionManager(BackgroundLoop):
         if evicted is not None:
             return evicted
         now = self._clock()
-        observations = self._observe()
+        observations = self._observe(candidates)
         met = self._met(observations)
         with self._lock:
             self._first_observed = {t: self._first_observed.get(t, now) for t in met}
@@ -181,7 +181,7 @@ class EvictionManager(BackgroundLoop):
         acting.sort(key=lambda t: CONDITION_OF[t.signal] != "MemoryPressure")  # memory first
         threshold = acting[0]
         if CONDITION_OF[threshold.signal] == "DiskPressure" and self.target.reclaim_dead_container_logs():
-            observations = self._observe()
+            observations = self._observe(candidates)
             if threshold not in self._met(observations):
                 log.info("eviction: reclaimed enough for %s without evicting a pod", threshold)
                 return None

@@ -51,7 +51,9 @@ class Target:
 def manager(
     target: Target, signals: dict[str, Observation], thresholds: Any, clock: list[float]
 ) -> EvictionManager:
-    return EvictionManager(target, thresholds, lambda: signals, transition_period=300, clock=lambda: clock[0])
+    return EvictionManager(
+        target, thresholds, lambda _: signals, transition_period=300, clock=lambda: clock[0]
+    )
 
 
 def test_thresholds_parse_as_the_kubelet_writes_them() -> None:
@@ -130,7 +132,7 @@ def test_soft_thresholds_wait_for_their_grace_and_minimum_reclaim_holds_pressure
     m = EvictionManager(
         target,
         parse_thresholds("", "memory.available<100Mi", "memory.available=30s", "memory.available=50Mi"),
-        lambda: signals,
+        lambda _: signals,
         max_pod_grace_period=7,
         clock=lambda: clock[0],
     )
