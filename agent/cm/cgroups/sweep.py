@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from agent.cm.cgroups.detect import CGROUP_MOUNT
-from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED
+from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED, other_hierarchies
 
 V1_MOUNT = CGROUP_MOUNT
 V1_CONTROLLERS = REQUIRED + OPTIONAL
@@ -24,10 +24,13 @@ V1_CONTROLLERS = REQUIRED + OPTIONAL
 def sweep_v1_root(
     root: str, *, mount: Path = V1_MOUNT, attempts: int = 50, retry_delay: float = 0.02
 ) -> list[str]:
-    """SIGKILL everything under `root` in each v1 hierarchy and remove it; returns what stayed."""
+    """SIGKILL everything under `root` in each v1 hierarchy and remove it; returns what stayed. Every
+    mounted hierarchy is swept, not only the agent's controllers: runc makes a CRI pod's cgroup in all."""
     left = []
-    for controller in V1_CONTROLLERS:
-        top = mount / controller / root.strip("/")
+    managed = {os.path.realpath(mount / c) for c in V1_CONTROLLERS if (mount / c).is_dir()}
+    hierarchies = [mount / c for c in V1_CONTROLLERS] + [Path(h) for h in other_hierarchies(mount, managed)]
+    for hierarchy in hierarchies:
+        top = hierarchy / root.strip("/")
         if top.is_dir():
             _kill_each(top)
             left += _remove_bottom_up(top, attempts, retry_delay)

@@ -56,6 +56,7 @@ class V1Hierarchies:
         self._distinct: dict[str, str] = {}
         for name in self._controllers:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
+        self._mount_root = mount_root
 
     def _node(self, controller: str, dirs: Dirs) -> Any:
         # Fresh nodes every time: a Node remembers the children it created and refuses to
@@ -205,6 +206,10 @@ class V1Hierarchies:
             with kernel_errors(cgroup_path(dirs), f"({name} rmdir)"):
                 if os.path.isdir(leaf):
                     self._node(name, dirs[:-1]).delete_cgroup(dirs[-1])  # cgroupspy wants a str name
+        # A container runtime (runc, for CRI pods) makes the pod's path in every mounted hierarchy, devices,
+        # freezer, blkio and the systemd one included; they are empty once the pod's processes are gone.
+        for directory in other_hierarchies(self._mount_root, set(self._distinct)):
+            remove_tree(os.path.join(directory, *dirs))
 
     def remove_if_empty(self, dirs: Dirs) -> None:
         for path in self._hierarchy_paths(dirs):
@@ -251,3 +256,13 @@ class V1Hierarchies:
 
     def oom_kills(self, dirs: Dirs) -> int:
         return read_flat_key(self._path("memory", dirs), "memory.oom_control", "oom_kill")
+
+
+def other_hierarchies(mount_root: Path, managed: set[str]) -> list[str]:
+    """The mounted v1 hierarchies other than `managed` (their real paths), each once."""
+    found: dict[str, str] = {}
+    for name in subdirectories(str(mount_root)):
+        real = os.path.realpath(mount_root / name)
+        if real not in managed:
+            found.setdefault(real, real)
+    return sorted(found)
