@@ -8,8 +8,12 @@ does not change, so a `Follower` keeps its place while the rotator moves the byt
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
+from typing import BinaryIO
 
+from agent.logs.renaming import rotated_files
 from agent.logs.rotation import LogMeta, lock_for, read_meta
 
 CHUNK = 64 * 1024
@@ -100,8 +104,50 @@ class Follower:
         self.offset = meta.rotated[0].first if meta.rotated else meta.live_first
         return self._read_locked(meta, size)
 
+    def close(self) -> None:
+        pass  # it opens the files at each read
+
 
 def log_files(log: Path) -> list[Path]:
-    """The files that hold this restart's output (the live one last), for cleanup and size accounting."""
+    """The files that hold this restart's output (the live one last), for cleanup and size accounting:
+    those rotated in place (the meta file names them) or renamed (a CRI container's, renaming.py)."""
     meta = read_meta(log)
-    return [log.parent / r.name for r in meta.rotated] + [log]
+    named = [log.parent / r.name for r in meta.rotated]
+    return [*named, *(p for p in rotated_files(log) if p not in named), log]
+
+
+class RenamedFollower:
+    """Follows a log that rotation renames (a CRI container's): reads the file it opened to its end, then,
+    once the runtime writes into a new file at the path (so it has let go of the old one), that one."""
+
+    def __init__(self, log: Path, offset: int) -> None:
+        self.log = log
+        self._file: BinaryIO | None = None
+        with contextlib.suppress(OSError):  # renamed just now: the new file is read from its start
+            self._file = log.open("rb")
+            self._file.seek(offset)
+
+    def read(self, size: int = CHUNK) -> bytes:
+        data = self._file.read(size) if self._file is not None else b""
+        if data:
+            return data
+        try:
+            now = os.stat(self.log)
+        except OSError:
+            return b""  # renamed, the new file not made yet
+        if self._file is not None:
+            if now.st_ino == os.fstat(self._file.fileno()).st_ino or now.st_size == 0:
+                return b""
+            data = self._file.read(size)  # the last writes before the runtime reopened
+            if data:
+                return data
+            self._file.close()
+            self._file = None
+        with contextlib.suppress(OSError):
+            self._file = self.log.open("rb")
+            return self._file.read(size)
+        return b""
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()

@@ -7,7 +7,9 @@
                streamed until the container stops (or restarts) or the client goes.
 
 CRI pods' files (under podLogsDir) are in the CRI format and are unwrapped line by line
-(agent/kuberuntime/crilog.py), their own times serving `timestamps`.
+(agent/kuberuntime/crilog.py), their own times serving `timestamps`. Their rotation renames the file (the
+runtime reopens it, agent/logs/renaming.py): a read shows the live file, as the kubelet's does, and a
+follower reads the renamed file to its end, then the new one.
 The process pods' log files are the processes' raw output, with no time per line (a CRI runtime writes
 one). So `timestamps` prefixes a followed line with the time it was read, and a line already in the file
 with the file's last write time (an upper bound); `sinceSeconds` keeps a file only if it was written to
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.kuberuntime import crilog
-from agent.logs.reader import Follower, snapshot
+from agent.logs.reader import Follower, RenamedFollower, snapshot
 from agent.server.httpapi import StreamRequest
 
 log = logging.getLogger(__name__)
@@ -126,32 +128,35 @@ class ContainerLogs:
         loop = asyncio.get_running_loop()
         pending = b""
         checked = time.monotonic()
-        follower = Follower(path, offset)
-        while not request.disconnected() and (limit is None or sent < limit):
-            new = follower.read(CHUNK)
-            if new:
-                pending += new
-                *complete, pending = pending.split(b"\n")
-                now = time.time()
-                out = b"".join(
-                    crilog.content(line, options["timestamps"])
-                    if cri
-                    else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
-                    for line in complete
-                )
-                if limit is not None:
-                    out = out[: limit - sent]
-                if out:
-                    sent += len(out)
-                    yield out
-                continue
-            if time.monotonic() - checked > 1.0:
-                checked = time.monotonic()
-                if not await loop.run_in_executor(None, still_running):
-                    if pending:
-                        yield pending
-                    return
-            await asyncio.sleep(FOLLOW_POLL_S)
+        follower = RenamedFollower(path, offset) if cri else Follower(path, offset)
+        try:
+            while not request.disconnected() and (limit is None or sent < limit):
+                new = follower.read(CHUNK)
+                if new:
+                    pending += new
+                    *complete, pending = pending.split(b"\n")
+                    now = time.time()
+                    out = b"".join(
+                        crilog.content(line, options["timestamps"])
+                        if cri
+                        else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
+                        for line in complete
+                    )
+                    if limit is not None:
+                        out = out[: limit - sent]
+                    if out:
+                        sent += len(out)
+                        yield out
+                    continue
+                if time.monotonic() - checked > 1.0:
+                    checked = time.monotonic()
+                    if not await loop.run_in_executor(None, still_running):
+                        if pending:
+                            yield pending
+                        return
+                await asyncio.sleep(FOLLOW_POLL_S)
+        finally:
+            follower.close()
 
 
 def _flag(query: Mapping[str, list[str]], name: str) -> bool:
