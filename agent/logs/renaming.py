@@ -6,8 +6,8 @@ the file can be renamed, unlike a process container's (rotation.py). `rotate_ren
 - leftovers are cleaned: `*.tmp` of a compression that was cut short, and a rotated file whose `.gz` exists;
 - the oldest rotated files are removed until, with the one this rotation makes, at most `max_files - 1`
   are kept (the live file is one of containerLogMaxFiles);
-- every rotated file but the newest is gzip-compressed to `<name>.gz` (written to `<name>.gz.tmp`, then
-  renamed); the newest stays plain, as the kubelet leaves it;
+- every rotated file kept is gzip-compressed to `<name>.gz` (written to `<name>.gz.tmp`, then renamed):
+  only the one this rotation makes stays plain, so that a reader still at its end can finish it;
 - `<restart>.log` is renamed to `<restart>.log.<YYYYMMDD-HHMMSS>` (`-<n>` added where a rotation in the
   same second made that name) and the runtime is asked to reopen it. If the reopen fails the rename is
   undone, so the runtime writes on into the file that readers read, and the error is raised.
@@ -78,7 +78,7 @@ def rotate_renamed(log: Path, max_files: int, reopen: Callable[[], None], now: f
         rotated = rotated_files(log)
         while len(rotated) > max(0, max_files - 2):
             rotated.pop(0).unlink(missing_ok=True)
-        for path in rotated[:-1]:
+        for path in rotated:
             if not path.name.endswith(".gz"):
                 _compress(path)
         target = _rotated_name(log, now if now is not None else time.time())
