@@ -8,9 +8,10 @@ the file can be renamed, unlike a process container's (rotation.py). `rotate_ren
   are kept (the live file is one of containerLogMaxFiles);
 - every rotated file kept is gzip-compressed to `<name>.gz` (written to `<name>.gz.tmp`, then renamed):
   only the one this rotation makes stays plain, so that a reader still at its end can finish it;
-- `<restart>.log` is renamed to `<restart>.log.<YYYYMMDD-HHMMSS>` (`-<n>` added where a rotation in the
-  same second made that name) and the runtime is asked to reopen it. If the reopen fails the rename is
-  undone, so the runtime writes on into the file that readers read, and the error is raised.
+- `<restart>.log` is renamed to `<restart>.log.<YYYYMMDD-HHMMSS>` (`-<n>` added where a kept file is of
+  the same second, so that the names still sort oldest first) and the runtime is asked to reopen it. If
+  the reopen fails the rename is undone, so the runtime writes on into the file that readers read, and the
+  error is raised.
 `kubectl logs` reads the live file (the kubelet does too); a follower (reader.RenamedFollower) reads the
 renamed file to its end, then the new one.
 """
@@ -27,19 +28,23 @@ from pathlib import Path
 from agent.logs.rotation import lock_for
 
 STAMP = "%Y%m%d-%H%M%S"  # the kubelet's timestampFormat
+STAMP_LENGTH = len("YYYYMMDD-HHMMSS")
 
 
 def rotated_files(log: Path) -> list[Path]:
     """`<restart>.log.<stamp>[-n][.gz]` beside the live log, oldest first."""
     found = [p for p in log.parent.glob(f"{log.name}.*") if not p.name.endswith(".tmp")]
-    return sorted(found, key=lambda p: _order(p.name.removeprefix(log.name + ".").removesuffix(".gz")))
+    return sorted(found, key=lambda p: _order(_suffix(log, p)))
+
+
+def _suffix(log: Path, rotated: Path) -> str:
+    return rotated.name.removeprefix(log.name + ".").removesuffix(".gz")
 
 
 def _order(suffix: str) -> tuple[str, int]:
     """`<stamp>` before `<stamp>-1` before `<stamp>-2` (a plain sort puts `-10` before `-2`)."""
-    stamp_length = 15  # YYYYMMDD-HHMMSS
-    n = suffix[stamp_length + 1 :]
-    return suffix[:stamp_length], int(n) if n.isdigit() else 0
+    n = suffix[STAMP_LENGTH + 1 :]
+    return suffix[:STAMP_LENGTH], int(n) if n.isdigit() else 0
 
 
 def _cleanup(log: Path) -> None:
@@ -59,14 +64,13 @@ def _compress(path: Path) -> None:
     path.unlink()
 
 
-def _rotated_name(log: Path, now: float) -> Path:
+def _rotated_name(log: Path, now: float, kept: list[Path]) -> Path:
+    """`<log>.<stamp>`, or `-<n>` after it, n past any kept file of the same second (so order holds)."""
     stamp = time.strftime(STAMP, time.gmtime(now))
-    target = log.with_name(f"{log.name}.{stamp}")
-    n = 0
-    while target.exists() or target.with_name(target.name + ".gz").exists():
-        n += 1
-        target = log.with_name(f"{log.name}.{stamp}-{n}")
-    return target
+    same = [_order(_suffix(log, p))[1] for p in kept if _suffix(log, p)[:STAMP_LENGTH] == stamp]
+    if not same:
+        return log.with_name(f"{log.name}.{stamp}")
+    return log.with_name(f"{log.name}.{stamp}-{max(same) + 1}")
 
 
 def rotate_renamed(log: Path, max_files: int, reopen: Callable[[], None], now: float | None = None) -> bool:
@@ -81,7 +85,7 @@ def rotate_renamed(log: Path, max_files: int, reopen: Callable[[], None], now: f
         for path in rotated:
             if not path.name.endswith(".gz"):
                 _compress(path)
-        target = _rotated_name(log, now if now is not None else time.time())
+        target = _rotated_name(log, now if now is not None else time.time(), rotated)
         os.rename(log, target)
         try:
             reopen()
