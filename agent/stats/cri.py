@@ -17,6 +17,7 @@ reading of the same container ID (agent/server/stats.py), as the kubelet keeps i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,7 +40,7 @@ def _usage(cpu: Any, memory: Any, processes: int = 0) -> Usage:
         int(cpu.usage_core_nano_seconds.value),
         int(memory.working_set_bytes.value),
         processes,
-        cpu.timestamp / 1e9,
+        cpu.timestamp / 1e9 if cpu.timestamp else time.time(),  # a runtime that gives no time: now
     )
 
 
