@@ -163,8 +163,7 @@ class RuntimeSelector:
         return (self._of(record.uid) or self.process).pod_usage(record, cgroup)
 
     def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
-        owner = self._of(uid)
-        return owner.log_reopener(uid, container) if owner is not None else None
+        return (self._of(uid) or self.cri).log_reopener(uid, container)  # CRI's: None unless it runs it
 
     def forget(self, uid: str) -> None:
         self.process.forget(uid)

@@ -124,7 +124,8 @@ class StatsProvider:
         self._runtime = runtime  # the agent's, read at each scrape (the CRI wiring replaces it)
         self.node_name = node_name
         self._lock = threading.Lock()
-        self._previous: dict[str, tuple[float, int]] = {}  # key -> (sample time, cumulative cpu ns)
+        # key -> (sample time, cumulative cpu ns, the rate it gave)
+        self._previous: dict[str, tuple[float, int, int | None]] = {}
         self._boot = psutil.boot_time()
 
     def _cgroup(self, uid: str) -> tuple[Usage, set[int]]:
@@ -168,13 +169,17 @@ class StatsProvider:
         return snapshot
 
     def _nano_cores(self, key: str, timestamp: float, cpu_ns: int) -> int | None:
-        """usageNanoCores since the previous reading of `key` (None on the first)."""
+        """usageNanoCores since the previous reading of `key` (None on the first); the same reading again
+        (a runtime's sample served to two scrapes) keeps the rate it had, as the kubelet's cache does."""
         with self._lock:
             before = self._previous.get(key)
-            self._previous[key] = (timestamp, cpu_ns)
-        if before is None or timestamp <= before[0] or cpu_ns < before[1]:
-            return None
-        return int((cpu_ns - before[1]) / (timestamp - before[0]))
+            if before is not None and (timestamp, cpu_ns) == before[:2]:
+                return before[2]
+            rate = None
+            if before is not None and timestamp > before[0] and cpu_ns >= before[1]:
+                rate = int((cpu_ns - before[1]) / (timestamp - before[0]))
+            self._previous[key] = (timestamp, cpu_ns, rate)
+        return rate
 
     def _cpu(self, key: str, usage: Usage) -> dict[str, Any]:
         cpu: dict[str, Any] = {"time": rfc3339(usage.sampled), "usageCoreNanoSeconds": usage.cpu_ns}

@@ -40,22 +40,52 @@ LISTED = [
 ]
 
 
+def sandbox_stats(uid: str, containers: list[cri.ContainerStats]) -> cri.PodSandboxStats:
+    linux = cri.LinuxPodSandboxStats(
+        cpu=cri.CpuUsage(timestamp=1_000_000_000, usage_core_nano_seconds=cri.UInt64Value(value=12)),
+        memory=cri.MemoryUsage(timestamp=1_000_000_000, working_set_bytes=cri.UInt64Value(value=120)),
+        process=cri.ProcessUsage(process_count=cri.UInt64Value(value=4)),
+        containers=containers,
+    )
+    attributes = cri.PodSandboxAttributes(labels={"io.kubernetes.pod.uid": uid})
+    return cri.PodSandboxStats(attributes=attributes, linux=linux)
+
+
 def test_the_sandboxs_stats_give_the_pod_and_its_tracked_running_containers() -> None:
+    selectors = []
+
     def call(method: str, request: Any) -> Any:
         assert method == "ListPodSandboxStats"
-        assert dict(request.filter.label_selector)["io.kubernetes.pod.uid"] == "u1"
-        linux = cri.LinuxPodSandboxStats(
-            cpu=cri.CpuUsage(timestamp=1_000_000_000, usage_core_nano_seconds=cri.UInt64Value(value=12)),
-            memory=cri.MemoryUsage(timestamp=1_000_000_000, working_set_bytes=cri.UInt64Value(value=120)),
-            process=cri.ProcessUsage(process_count=cri.UInt64Value(value=4)),
-            containers=LISTED,
+        selectors.append(dict(request.filter.label_selector))
+        stopped = cri.PodSandboxStats(
+            attributes=cri.PodSandboxAttributes(labels={"io.kubernetes.pod.uid": "u1"})
         )
-        return cri.ListPodSandboxStatsResponse(stats=[cri.PodSandboxStats(linux=linux)])
+        return cri.ListPodSandboxStatsResponse(stats=[stopped, sandbox_stats("u1", LISTED)])
 
-    read = CRIStats(call, "node-a").pod_usage(record(), IDS, lambda: pytest.fail("the cgroup is not read"))
-    assert read.pod == Usage(12, 120, 4, 1.0)
-    assert read.containers == {"main": Usage(7, 70, 0, 2.0), "side": Usage(3, 30, 0, 2.0)}
-    assert read.ids == {"main": "c-main", "side": "c-side"}
+    stats = CRIStats(call, "node-a", clock=lambda: 0.0)
+    for _ in range(2):  # one node-wide list serves both readings (a scrape's pods)
+        read = stats.pod_usage(record(), IDS, lambda: pytest.fail("the cgroup is not read"))
+        assert read.pod == Usage(12, 120, 4, 1.0)
+        assert read.containers == {"main": Usage(7, 70, 0, 2.0), "side": Usage(3, 30, 0, 2.0)}
+        assert read.ids == {"main": "c-main", "side": "c-side"}
+    assert selectors == [{"kubenode.io/node": "node-a"}]
+
+
+def test_a_pod_new_since_the_nodes_list_is_asked_for_alone() -> None:
+    selectors = []
+
+    def call(method: str, request: Any) -> Any:
+        selector = dict(request.filter.label_selector)
+        selectors.append(selector)
+        found = [sandbox_stats("u1", LISTED)] if "io.kubernetes.pod.uid" in selector else []
+        return cri.ListPodSandboxStatsResponse(stats=found)
+
+    read = CRIStats(call, "node-a", clock=lambda: 0.0).pod_usage(record(), IDS, lambda: pytest.fail("no"))
+    assert read.pod.cpu_ns == 12
+    assert selectors == [
+        {"kubenode.io/node": "node-a"},
+        {"kubenode.io/node": "node-a", "io.kubernetes.pod.uid": "u1"},
+    ]
 
 
 def test_without_sandbox_stats_the_pod_cgroup_and_list_container_stats_answer() -> None:
