@@ -119,6 +119,13 @@ def test_a_cri_pods_containers_show_in_the_summary_and_kubectl_top(
     assert pod["cpu"]["usageCoreNanoSeconds"] >= pod["containers"][0]["cpu"]["usageCoreNanoSeconds"] > 0
     assert pod["memory"]["workingSetBytes"] > 5 * 2**20
     assert pod["process_stats"]["process_count"] >= 1
+    with urllib.request.urlopen(f"http://{agent.status_address}/metrics/resource", timeout=10) as answer:
+        text = answer.read().decode()
+    for container in ("main", "hold"):
+        labels = f'{{container="{container}",namespace="default",pod="cri-burner"}}'
+        assert f"\ncontainer_cpu_usage_seconds_total{labels} " in text
+        assert f"\ncontainer_memory_working_set_bytes{labels} " in text
+    assert "\nresource_scrape_error 0" in text
 
     def top_rows() -> dict[str, list[str]] | None:
         # On a loaded machine the burner may have had no CPU in a window: wait for one where it had.
