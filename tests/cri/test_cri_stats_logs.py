@@ -23,10 +23,15 @@ from typing import Any
 
 import pytest
 
+from agent.kuberuntime.cri.client import CRIClient
 from agent.nodestatus.reporter import host_ip
+from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.stats.cri import CRIStats
+from agent.stats.usage import PodUsage, Usage
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
+from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
 from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import gone, wait_until
@@ -89,8 +94,32 @@ def summary_pod(agent: AgentProcess, name: str) -> dict[str, Any] | None:
     return next((p for p in summary["pods"] if p["podRef"]["name"] == name), None)
 
 
+def read_directly(endpoint: str, node: str, uid: str, *, sandbox_stats: bool) -> PodUsage:
+    """CRIStats against the real containerd, on either path, for the agent's pod."""
+    client = CRIClient.connect(endpoint)
+    try:
+        selector = {"io.kubernetes.pod.uid": uid}
+        listed = client.call(
+            client.runtime.ListContainers,
+            cri.ListContainersRequest(filter=cri.ContainerFilter(label_selector=selector)),
+        ).containers
+        ids = {c.metadata.name: c.id for c in listed if c.state == cri.CONTAINER_RUNNING}
+        record = PodRecord(uid=uid, namespace="default", name="cri-burner")
+        for name in ids:
+            record.containers[name] = ContainerRecord(name, state=RUNNING)
+        stats = CRIStats(lambda method, request: client.call(getattr(client.runtime, method), request), node)
+        stats.sandbox_stats = sandbox_stats
+        return stats.pod_usage(record, ids, lambda: (Usage(1, 1, 1), set()))  # the agent's cgroup reading
+    finally:
+        client.close()
+
+
 def test_a_cri_pods_containers_show_in_the_summary_and_kubectl_top(
-    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+    agent: AgentProcess,
+    admin: KubeClient,
+    kubectl: Kubectl,
+    containerd: ContainerdProcess,
+    tmp_path: Path,
 ) -> None:
     body = image_pod(
         "cri-burner",
@@ -126,6 +155,14 @@ def test_a_cri_pods_containers_show_in_the_summary_and_kubectl_top(
         assert f"\ncontainer_cpu_usage_seconds_total{labels} " in text
         assert f"\ncontainer_memory_working_set_bytes{labels} " in text
     assert "\nresource_scrape_error 0" in text
+    # Both of CRIStats' paths against containerd 1.6: ListPodSandboxStats (what the agent used), and
+    # ListContainerStats with the pod cgroup (for a runtime without it).
+    uid = pod["podRef"]["uid"]
+    for sandbox_stats in (True, False):
+        read = read_directly(containerd.endpoint, agent.node, uid, sandbox_stats=sandbox_stats)
+        assert set(read.containers) == {"main", "hold"}
+        assert read.containers["main"].cpu_ns > 0 and read.containers["hold"].memory_working_set > 5 * 2**20
+        assert (read.pod.cpu_ns > read.containers["main"].cpu_ns) == sandbox_stats  # else the cgroup's
 
     def top_rows() -> dict[str, list[str]] | None:
         # On a loaded machine the burner may have had no CPU in a window: wait for one where it had.
