@@ -4,11 +4,16 @@ A container restart's output is the rotated files `<restart>.log.<time>.<first>`
 region of `<restart>.log` (agent/logs/rotation.py says why the live region need not start at the file's
 start). Every offset here is logical: a byte's place in the container's whole output, which a rotation
 does not change, so a `Follower` keeps its place while the rotator moves the bytes under it.
+A CRI container's rotated files are renamed ones, `<restart>.log.<time>[.gz]` (renaming.py): they are
+read before the live file the same way (gzipped ones uncompressed), so `kubectl logs` shows the latest
+lines even just after a rotation emptied the live file; its offsets are the live file's, and a
+`RenamedFollower` (opened under the log's lock, with the snapshot) goes on from there into the next file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 from pathlib import Path
 from typing import BinaryIO
@@ -20,20 +25,35 @@ CHUNK = 64 * 1024
 
 
 def _read_at(path: Path, offset: int, size: int | None = None) -> bytes:
-    """Up to `size` bytes from `offset` (None: to the end)."""
+    """Up to `size` bytes from `offset` (None: to the end); a gzipped rotated file is read uncompressed."""
     try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as packed:
+                data = packed.read()
+            return data[offset:] if size is None else data[offset : offset + size]
         with path.open("rb") as f:
             f.seek(offset)
             return f.read() if size is None else f.read(size)
-    except OSError:
+    except (OSError, EOFError):
         return b""
+
+
+def _rotated_sources(log: Path, meta: LogMeta) -> list[tuple[Path, int, int | None]]:
+    """(file, offset, length) of the rotated output, oldest first: rotated in place (the meta file names
+    them, a process container's) or renamed (a CRI container's, renaming.py; none of a process's)."""
+    named = {r.name for r in meta.rotated}
+    sources: list[tuple[Path, int, int | None]] = [
+        (log.parent / r.name, 0, r.last - r.first) for r in meta.rotated
+    ]
+    sources += [(path, 0, None) for path in rotated_files(log) if path.name not in named]
+    return sources
 
 
 def read_all(log: Path, limit: int | None = None) -> bytes:
     """This restart's output still on disk, oldest first (at most `limit` bytes, from the end)."""
     with lock_for(log):
         meta = read_meta(log)
-        parts = [_read_at(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        parts = [_read_at(path, start, length) for path, start, length in _rotated_sources(log, meta)]
         parts.append(_read_at(log, meta.start))
     data = b"".join(parts)
     return data[-limit:] if limit is not None else data
@@ -45,7 +65,7 @@ def tail_lines(log: Path, lines: int) -> bytes:
         return b""
     with lock_for(log):
         meta = read_meta(log)
-        sources = [(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        sources = _rotated_sources(log, meta)
         try:
             live_end = log.stat().st_size
         except OSError:

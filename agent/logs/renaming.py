@@ -12,8 +12,9 @@ the file can be renamed, unlike a process container's (rotation.py). `rotate_ren
   the same second, so that the names still sort oldest first) and the runtime is asked to reopen it. If
   the reopen fails the rename is undone, so the runtime writes on into the file that readers read, and the
   error is raised.
-`kubectl logs` reads the live file (the kubelet does too); a follower (reader.RenamedFollower) reads the
-renamed file to its end, then the new one.
+`kubectl logs` reads the rotated files, then the live one (reader.py: the kubelet reads only the live one,
+which is empty just after a rotation); a follower (reader.RenamedFollower) reads the renamed file to its
+end, then the new one.
 """
 
 from __future__ import annotations

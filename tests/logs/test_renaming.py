@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.logs.manager import ContainerLogManager, LiveLog
-from agent.logs.reader import RenamedFollower, log_files
+from agent.logs.reader import RenamedFollower, log_files, read_all, tail_lines
 from agent.logs.renaming import rotate_renamed, rotated_files
 
 NOON = 1_795_694_400.0  # 2026-11-26T12:00:00Z
@@ -49,6 +49,11 @@ def test_rotations_keep_max_files_compress_all_but_the_newest_and_lose_nothing(t
     assert (tmp_path / names[1]).read_text() == "batch 4\n"
     assert log.read_text() == "live\n"
     assert log_files(log) == [tmp_path / names[0], tmp_path / names[1], log]
+    # kubectl logs reads through the kept files, gzipped ones uncompressed, then the live one.
+    assert read_all(log) == b"batch 3\nbatch 4\nlive\n"
+    assert tail_lines(log, 2) == b"batch 4\nlive\n"
+    (tmp_path / "1.log").write_text("next restart\n")  # another restart's files are not this one's
+    assert read_all(log) == b"batch 3\nbatch 4\nlive\n"
     assert not list(tmp_path.glob("*.tmp"))
 
 
