@@ -170,7 +170,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         host, port = parse_listen(config.listen)
         from agent.server.stats import StatsProvider
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name)
+        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
         server = StatusServer(
             host,
             port,
@@ -188,7 +188,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.server.secure import build_secure_server
         from agent.server.stats import StatsProvider
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name)
+        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
         reads = {"/stats/summary": stats.summary_route, "/metrics/resource": stats.resource_metrics_route}
         secure = build_secure_server(config, agent, cluster.client, config.node_ip or host_ip(), reads)
         # The Node names the secure port (daemonEndpoints) and the status port (an annotation); both are

@@ -48,7 +48,7 @@ from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
-from agent.logs.manager import ContainerLogManager
+from agent.logs.manager import ContainerLogManager, LiveLog
 from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.podworkers.podsync import (
     CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
@@ -241,12 +241,13 @@ class NodeAgent(PodSyncer):
             records = list(self._records.values())
         return reclaim_dead_logs(records)
 
-    def _live_logs(self) -> list[Path]:
-        """The live log of every running container (the log manager rotates those)."""
+    def _live_logs(self) -> list[LiveLog]:
+        """The live log of every running container, with the runtime's way to reopen it (the log manager
+        rotates those)."""
         with self._lock:
             records = list(self._records.values())
         return [
-            Path(c.log_path)
+            LiveLog(Path(c.log_path), self.runtime.log_reopener(record.uid, c.name))
             for record in records
             for c in list(record.containers.values())
             if c.state == RUNNING and c.log_path

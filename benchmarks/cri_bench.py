@@ -90,24 +90,35 @@ def create_and_time(admin: KubeClient, node: str, prefix: str, process: bool) ->
         watch.stop()
 
 
+def node_agent(api: ApiServerProcess, containerd: ContainerdProcess, **settings: Any) -> AgentProcess:
+    """An agent (not started yet) on the containerd, joined as its node."""
+    agent = AgentProcess(
+        api.kubeconfig, settings={**SETTINGS, "containerRuntimeEndpoint": containerd.endpoint, **settings}
+    )
+    agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
+    return agent
+
+
+def start_with_process_class(admin: KubeClient, agent: AgentProcess) -> None:
+    """The `host-processes` RuntimeClass (the kubenode-process handler), then the agent."""
+    admin.create(
+        RUNTIMECLASSES,
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "host-processes"},
+            "handler": "kubenode-process",
+        },
+    )
+    agent.start()
+
+
 def main() -> int:
     with ContainerdProcess() as containerd, ApiServerProcess() as api:
         admin = KubeClient(load_kubeconfig(api.kubeconfig))
-        agent = AgentProcess(
-            api.kubeconfig, settings={**SETTINGS, "containerRuntimeEndpoint": containerd.endpoint}
-        )
-        agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
+        agent = node_agent(api, containerd)
         try:
-            admin.create(
-                RUNTIMECLASSES,
-                {
-                    "apiVersion": "node.k8s.io/v1",
-                    "kind": "RuntimeClass",
-                    "metadata": {"name": "host-processes"},
-                    "handler": "kubenode-process",
-                },
-            )
-            agent.start()
+            start_with_process_class(admin, agent)
             process = create_and_time(admin, agent.node, "proc", process=True)
             cri = create_and_time(admin, agent.node, "cri", process=False)
             for kind, samples in (("process", process), ("CRI", cri)):

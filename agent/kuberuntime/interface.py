@@ -15,6 +15,7 @@ from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.runtime import PodKillTarget
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.pod.podrecord import PodRecord
+from agent.stats.usage import CgroupReading, PodUsage
 from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
 
@@ -67,3 +68,13 @@ class PodRuntime(Protocol):
 
     def forget(self, uid: str) -> None:
         """Drop what the runtime keeps about a pod that is gone."""
+
+    # ----- stats and logs (agent/stats, agent/logs) ---------------------------------------------------
+
+    def pod_usage(self, record: PodRecord, cgroup: CgroupReading) -> PodUsage:
+        """The pod's and its running containers' usage (`cgroup` reads the pod cgroup); raises CgroupError,
+        OSError or RuntimeError when it cannot be read."""
+
+    def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
+        """How the runtime reopens the container's log after a rotation renamed it (CRI's
+        ReopenContainerLog), or None when the log is rotated in place (agent/logs/rotation.py)."""

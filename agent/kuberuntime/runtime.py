@@ -60,6 +60,7 @@ from agent.pod.podrecord import (
     RecordWriteError,
     rfc3339,
 )
+from agent.stats.usage import CgroupReading, PodUsage, process_pod_usage
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
@@ -294,6 +295,13 @@ class ProcessRuntime(ContainerSequence):
     def remove_logs(self, namespace: str, name: str, uid: str) -> None:
         """A removed pod's logs go with it (rotated files included), as the kubelet removes its log dir."""
         shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
+
+    def pod_usage(self, record: PodRecord, cgroup: CgroupReading) -> PodUsage:
+        """The pod cgroup's numbers, shared out between the containers by their sessions (agent/stats)."""
+        return process_pod_usage(record, cgroup)
+
+    def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
+        return None  # a process keeps its descriptor: its log is rotated in place (agent/logs/rotation.py)
 
     def stdin_path(self, uid: str, container: str) -> Path:
         """The FIFO a `stdin: true` container reads, which `kubectl attach` writes (it outlives the agent)."""

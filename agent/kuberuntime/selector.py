@@ -24,6 +24,7 @@ from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.pod.podrecord import PodRecord
 from agent.prober.handlers import ExecRunner, ProbeError
+from agent.stats.usage import CgroupReading, PodUsage
 from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Pod
 
@@ -157,6 +158,12 @@ class RuntimeSelector:
             return ExecResult(code, (out + err)[:MAX_OUTPUT_BYTES])
 
         return run
+
+    def pod_usage(self, record: PodRecord, cgroup: CgroupReading) -> PodUsage:
+        return (self._of(record.uid) or self.process).pod_usage(record, cgroup)
+
+    def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
+        return (self._of(uid) or self.cri).log_reopener(uid, container)  # CRI's: None unless it runs it
 
     def forget(self, uid: str) -> None:
         self.process.forget(uid)

@@ -4,32 +4,56 @@ A container restart's output is the rotated files `<restart>.log.<time>.<first>`
 region of `<restart>.log` (agent/logs/rotation.py says why the live region need not start at the file's
 start). Every offset here is logical: a byte's place in the container's whole output, which a rotation
 does not change, so a `Follower` keeps its place while the rotator moves the bytes under it.
+A CRI container's rotated files are renamed ones, `<restart>.log.<time>[.gz]` (renaming.py): they are
+read before the live file the same way (gzipped ones uncompressed), so `kubectl logs` shows the latest
+lines even just after a rotation emptied the live file; its offsets are the live file's, and a
+`RenamedFollower` (opened under the log's lock, with the snapshot) goes on from there into the next file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import os
 from pathlib import Path
+from typing import BinaryIO
 
+from agent.logs.renaming import rotated_files
 from agent.logs.rotation import LogMeta, lock_for, read_meta
 
 CHUNK = 64 * 1024
 
 
 def _read_at(path: Path, offset: int, size: int | None = None) -> bytes:
-    """Up to `size` bytes from `offset` (None: to the end)."""
+    """Up to `size` bytes from `offset` (None: to the end); a gzipped rotated file is read uncompressed."""
     try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as packed:
+                data = packed.read()
+            return data[offset:] if size is None else data[offset : offset + size]
         with path.open("rb") as f:
             f.seek(offset)
             return f.read() if size is None else f.read(size)
-    except OSError:
+    except (OSError, EOFError):
         return b""
+
+
+def _rotated_sources(log: Path, meta: LogMeta) -> list[tuple[Path, int, int | None]]:
+    """(file, offset, length) of the rotated output, oldest first: rotated in place (the meta file names
+    them, a process container's) or renamed (a CRI container's, renaming.py; none of a process's)."""
+    named = {r.name for r in meta.rotated}
+    sources: list[tuple[Path, int, int | None]] = [
+        (log.parent / r.name, 0, r.last - r.first) for r in meta.rotated
+    ]
+    sources += [(path, 0, None) for path in rotated_files(log) if path.name not in named]
+    return sources
 
 
 def read_all(log: Path, limit: int | None = None) -> bytes:
     """This restart's output still on disk, oldest first (at most `limit` bytes, from the end)."""
     with lock_for(log):
         meta = read_meta(log)
-        parts = [_read_at(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        parts = [_read_at(path, start, length) for path, start, length in _rotated_sources(log, meta)]
         parts.append(_read_at(log, meta.start))
     data = b"".join(parts)
     return data[-limit:] if limit is not None else data
@@ -41,7 +65,7 @@ def tail_lines(log: Path, lines: int) -> bytes:
         return b""
     with lock_for(log):
         meta = read_meta(log)
-        sources = [(log.parent / r.name, 0, r.last - r.first) for r in meta.rotated]
+        sources = _rotated_sources(log, meta)
         try:
             live_end = log.stat().st_size
         except OSError:
@@ -100,8 +124,50 @@ class Follower:
         self.offset = meta.rotated[0].first if meta.rotated else meta.live_first
         return self._read_locked(meta, size)
 
+    def close(self) -> None:
+        pass  # it opens the files at each read
+
 
 def log_files(log: Path) -> list[Path]:
-    """The files that hold this restart's output (the live one last), for cleanup and size accounting."""
+    """The files that hold this restart's output (the live one last), for cleanup and size accounting:
+    those rotated in place (the meta file names them) or renamed (a CRI container's, renaming.py)."""
     meta = read_meta(log)
-    return [log.parent / r.name for r in meta.rotated] + [log]
+    named = [log.parent / r.name for r in meta.rotated]
+    return [*named, *(p for p in rotated_files(log) if p not in named), log]
+
+
+class RenamedFollower:
+    """Follows a log that rotation renames (a CRI container's): reads the file it opened to its end, then,
+    once the runtime writes into a new file at the path (so it has let go of the old one), that one."""
+
+    def __init__(self, log: Path, offset: int) -> None:
+        self.log = log
+        self._file: BinaryIO | None = None
+        with contextlib.suppress(OSError):  # renamed just now: the new file is read from its start
+            self._file = log.open("rb")
+            self._file.seek(offset)
+
+    def read(self, size: int = CHUNK) -> bytes:
+        data = self._file.read(size) if self._file is not None else b""
+        if data:
+            return data
+        try:
+            now = os.stat(self.log)
+        except OSError:
+            return b""  # renamed, the new file not made yet
+        if self._file is not None:
+            if now.st_ino == os.fstat(self._file.fileno()).st_ino or now.st_size == 0:
+                return b""
+            data = self._file.read(size)  # the last writes before the runtime reopened
+            if data:
+                return data
+            self._file.close()
+            self._file = None
+        with contextlib.suppress(OSError):
+            self._file = self.log.open("rb")
+            return self._file.read(size)
+        return b""
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()

@@ -7,7 +7,9 @@
                streamed until the container stops (or restarts) or the client goes.
 
 CRI pods' files (under podLogsDir) are in the CRI format and are unwrapped line by line
-(agent/kuberuntime/crilog.py), their own times serving `timestamps`.
+(agent/kuberuntime/crilog.py), their own times serving `timestamps`. Their rotation renames the file (the
+runtime reopens it, agent/logs/renaming.py): a read goes back through the rotated files (gzipped ones
+too) as a process pod's does, and a follower reads the renamed file to its end, then the new one.
 The process pods' log files are the processes' raw output, with no time per line (a CRI runtime writes
 one). So `timestamps` prefixes a followed line with the time it was read, and a line already in the file
 with the file's last write time (an upper bound); `sinceSeconds` keeps a file only if it was written to
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.kuberuntime import crilog
-from agent.logs.reader import Follower, snapshot
+from agent.logs.reader import Follower, RenamedFollower, snapshot
+from agent.logs.rotation import lock_for
 from agent.server.httpapi import StreamRequest
 
 log = logging.getLogger(__name__)
@@ -100,9 +103,12 @@ class ContainerLogs:
     ) -> AsyncIterator[bytes]:
         limit = options["limitBytes"]
         sent = 0
-        # Across the log's rotations (agent/logs): the rotated files, then the live one.
-        data, offset = snapshot(path, options["tailLines"])
+        # Across the log's rotations (agent/logs): the rotated files, then the live one. A CRI log's follower
+        # opens the live file under the same lock, so that a rename cannot come between.
         cri = self._cri_root is not None and path.is_relative_to(self._cri_root)
+        with lock_for(path):
+            data, offset = snapshot(path, options["tailLines"])
+            renamed = RenamedFollower(path, offset) if cri and still_running is not None else None
         try:
             written = path.stat().st_mtime
         except OSError:
@@ -126,32 +132,35 @@ class ContainerLogs:
         loop = asyncio.get_running_loop()
         pending = b""
         checked = time.monotonic()
-        follower = Follower(path, offset)
-        while not request.disconnected() and (limit is None or sent < limit):
-            new = follower.read(CHUNK)
-            if new:
-                pending += new
-                *complete, pending = pending.split(b"\n")
-                now = time.time()
-                out = b"".join(
-                    crilog.content(line, options["timestamps"])
-                    if cri
-                    else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
-                    for line in complete
-                )
-                if limit is not None:
-                    out = out[: limit - sent]
-                if out:
-                    sent += len(out)
-                    yield out
-                continue
-            if time.monotonic() - checked > 1.0:
-                checked = time.monotonic()
-                if not await loop.run_in_executor(None, still_running):
-                    if pending:
-                        yield pending
-                    return
-            await asyncio.sleep(FOLLOW_POLL_S)
+        follower = renamed if renamed is not None else Follower(path, offset)
+        try:
+            while not request.disconnected() and (limit is None or sent < limit):
+                new = follower.read(CHUNK)
+                if new:
+                    pending += new
+                    *complete, pending = pending.split(b"\n")
+                    now = time.time()
+                    out = b"".join(
+                        crilog.content(line, options["timestamps"])
+                        if cri
+                        else (_stamp(now) if options["timestamps"] else b"") + line + b"\n"
+                        for line in complete
+                    )
+                    if limit is not None:
+                        out = out[: limit - sent]
+                    if out:
+                        sent += len(out)
+                        yield out
+                    continue
+                if time.monotonic() - checked > 1.0:
+                    checked = time.monotonic()
+                    if not await loop.run_in_executor(None, still_running):
+                        if pending:
+                            yield pending
+                        return
+                await asyncio.sleep(FOLLOW_POLL_S)
+        finally:
+            follower.close()
 
 
 def _flag(query: Mapping[str, list[str]], name: str) -> bool:

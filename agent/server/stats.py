@@ -1,16 +1,16 @@
 """The kubelet's resource stats: `/stats/summary` (the Summary API) and `/metrics/resource`, from the cgroups.
 
-Flow: a scrape calls `StatsProvider.collect()`, which reads, at one timestamp,
+Flow: a scrape calls `StatsProvider.collect()`, which reads
 - the node: CPU from /proc/stat (busy time of every CPU), memory working set as MemTotal - MemAvailable
   from /proc/meminfo, available bytes, the pid limit and the number of processes (/proc);
-- each pod the agent runs with a pod cgroup: cumulative CPU (cpuacct.usage on v1, cpu.stat usage_usec on v2),
-  memory working set (usage less inactive file pages: memory.usage_in_bytes - total_inactive_file on v1,
-  memory.current - inactive_file on v2) and its process count (the pids in the pod cgroup);
-- each running container: a pod with one container is that container's cgroup numbers; in a pod with several
-  (processes have no per-container cgroup) each container's share is the CPU time and resident memory of the
-  processes in its session, found by the identity each container process carries (kuberuntime/processes.py).
-`summary_json` shapes it as stats/v1alpha1 Summary (usageNanoCores from the previous scrape's reading, so
-from the second scrape on); `resource_metrics_text` as the kubelet's Prometheus text, with its names and a
+- each pod the agent runs with a pod cgroup and a running container: the runtime that runs it answers
+  `pod_usage` (agent/kuberuntime/interface.py), given a reader of the pod cgroup (cumulative CPU from
+  cpuacct.usage on v1 or cpu.stat usage_usec on v2; working set as usage less inactive file pages; the
+  pids in it). The process runtime shares the cgroup's numbers out between containers by their processes;
+  the CRI runtime asks containerd (ListPodSandboxStats, or ListContainerStats): agent/stats/.
+`summary_json` shapes it as stats/v1alpha1 Summary (usageNanoCores from the previous reading of the same
+pod or container ID, over the readings' own sample times, as the kubelet's cpuUsageCache: so from the
+second scrape on); `resource_metrics_text` as the kubelet's Prometheus text, with its names and a
 millisecond timestamp on each sample, so metrics-server (or `kubenode apiserver`'s metrics.k8s.io) can scrape
 it: node_cpu_usage_seconds_total, node_memory_working_set_bytes, pod_cpu_usage_seconds_total,
 pod_memory_working_set_bytes, container_cpu_usage_seconds_total, container_memory_working_set_bytes,
@@ -19,7 +19,6 @@ container_start_time_seconds, and scrape_error / resource_scrape_error (1 when s
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -32,11 +31,12 @@ import orjson
 import psutil
 
 from agent.cm.cgroups import CgroupError
-from agent.kuberuntime.processes import stamped_processes
-from agent.pod.podrecord import RUNNING
+from agent.pod.podrecord import RUNNING, PodRecord
+from agent.stats.usage import PodUsage, Usage
 
 if TYPE_CHECKING:
     from agent.cm.cgroups import PodCgroups
+    from agent.kuberuntime.interface import PodRuntime
     from agent.node import PodView
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -45,17 +45,11 @@ _USER_HZ = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
-class Usage:
-    cpu_ns: int  # cumulative
-    memory_working_set: int
-    processes: int = 0
-
-
-@dataclass(frozen=True)
 class ContainerStats:
     name: str
     started: str  # RFC 3339
     usage: Usage
+    key: str  # the rate's cache key: the pod UID and the runtime's container ID (or the name)
 
 
 @dataclass(frozen=True)
@@ -117,33 +111,34 @@ def read_node() -> NodeStats:
     return NodeStats(Usage(cpu, max(0, total - available), processes), available, total, max_pid)
 
 
-def container_shares(pids: set[int]) -> dict[str, Usage]:
-    """CPU time and resident memory of each container's processes (its session), by container name."""
-    leaders = {p.pid: p.identity.container for p in stamped_processes(pids)}
-    totals: dict[str, list[int]] = {}
-    for pid in pids:
-        with contextlib.suppress(OSError, psutil.Error):
-            name = leaders.get(os.getsid(pid))
-            if name is None:
-                continue
-            proc = psutil.Process(pid)
-            times = proc.cpu_times()
-            cpu = int((times.user + times.system + times.children_user + times.children_system) * 1e9)
-            entry = totals.setdefault(name, [0, 0, 0])
-            entry[0] += cpu
-            entry[1] += int(proc.memory_info().rss)
-            entry[2] += 1
-    return {name: Usage(cpu, memory, count) for name, (cpu, memory, count) in totals.items()}
-
-
 class StatsProvider:
-    def __init__(self, pods: Callable[[], Sequence[PodView]], cgroups: PodCgroups, node_name: str) -> None:
+    def __init__(
+        self,
+        pods: Callable[[], Sequence[PodView]],
+        cgroups: PodCgroups,
+        node_name: str,
+        runtime: Callable[[], PodRuntime],
+    ) -> None:
         self._pods = pods
         self._cgroups = cgroups
+        self._runtime = runtime  # the agent's, read at each scrape (the CRI wiring replaces it)
         self.node_name = node_name
         self._lock = threading.Lock()
-        self._previous: dict[str, tuple[float, int]] = {}  # key -> (timestamp, cumulative cpu ns)
+        # key -> (sample time, cumulative cpu ns, the rate it gave)
+        self._previous: dict[str, tuple[float, int, int | None]] = {}
         self._boot = psutil.boot_time()
+
+    def _cgroup(self, uid: str) -> tuple[Usage, set[int]]:
+        pids = self._cgroups.pids(uid)
+        usage = Usage(self._cgroups.cpu_usage_ns(uid), self._cgroups.memory_working_set(uid), len(pids))
+        return usage, pids
+
+    def _read(self, record: PodRecord) -> PodUsage | None:
+        """The runtime's reading of the pod; None when it is gone meanwhile or unreadable."""
+        try:
+            return self._runtime().pod_usage(record, lambda: self._cgroup(record.uid))
+        except (CgroupError, OSError, ValueError, RuntimeError):
+            return None
 
     def collect(self) -> Snapshot:
         timestamp = time.time()
@@ -153,40 +148,42 @@ class StatsProvider:
             running = [c for c in record.containers.values() if c.state == RUNNING]  # sidecars too
             if not record.cgroup or not running:
                 continue
-            try:
-                pids = self._cgroups.pids(record.uid)
-                usage = Usage(
-                    self._cgroups.cpu_usage_ns(record.uid),
-                    self._cgroups.memory_working_set(record.uid),
-                    len(pids),
-                )
-            except (CgroupError, OSError, ValueError):
-                snapshot.errors += 1  # gone meanwhile, or unreadable: the kubelet's scrape_error
+            read = self._read(record)
+            if read is None:
+                snapshot.errors += 1  # the kubelet's scrape_error
                 continue
-            shares = {running[0].name: usage} if len(running) == 1 else container_shares(pids)
             containers = tuple(
-                ContainerStats(c.name, c.started_at or record.start_time, shares[c.name])
+                ContainerStats(
+                    c.name,
+                    c.started_at or record.start_time,
+                    read.containers[c.name],
+                    f"{record.uid}/{read.ids.get(c.name, c.name)}",
+                )
                 for c in running
-                if c.name in shares
+                if c.name in read.containers
             )
             started = record.start_time or rfc3339(timestamp)
             snapshot.pods.append(
-                PodStats(record.namespace, record.name, record.uid, started, usage, containers)
+                PodStats(record.namespace, record.name, record.uid, started, read.pod, containers)
             )
         return snapshot
 
     def _nano_cores(self, key: str, timestamp: float, cpu_ns: int) -> int | None:
-        """usageNanoCores since the previous reading of `key` (None on the first)."""
+        """usageNanoCores since the previous reading of `key` (None on the first); the same reading again
+        (a runtime's sample served to two scrapes) keeps the rate it had, as the kubelet's cache does."""
         with self._lock:
             before = self._previous.get(key)
-            self._previous[key] = (timestamp, cpu_ns)
-        if before is None or timestamp <= before[0] or cpu_ns < before[1]:
-            return None
-        return int((cpu_ns - before[1]) / (timestamp - before[0]))
+            if before is not None and (timestamp, cpu_ns) == before[:2]:
+                return before[2]
+            rate = None
+            if before is not None and timestamp > before[0] and cpu_ns >= before[1]:
+                rate = int((cpu_ns - before[1]) / (timestamp - before[0]))
+            self._previous[key] = (timestamp, cpu_ns, rate)
+        return rate
 
-    def _cpu(self, key: str, timestamp: float, usage: Usage) -> dict[str, Any]:
-        cpu: dict[str, Any] = {"time": rfc3339(timestamp), "usageCoreNanoSeconds": usage.cpu_ns}
-        cores = self._nano_cores(key, timestamp, usage.cpu_ns)
+    def _cpu(self, key: str, usage: Usage) -> dict[str, Any]:
+        cpu: dict[str, Any] = {"time": rfc3339(usage.sampled), "usageCoreNanoSeconds": usage.cpu_ns}
+        cores = self._nano_cores(key, usage.sampled, usage.cpu_ns)
         if cores is not None:
             cpu["usageNanoCores"] = cores
         return cpu
@@ -200,14 +197,16 @@ class StatsProvider:
         for pod in s.pods:
             containers = []
             for c in pod.containers:
-                key = f"{pod.uid}/{c.name}"
-                live.add(key)
+                live.add(c.key)
                 containers.append(
                     {
                         "name": c.name,
                         "startTime": c.started,
-                        "cpu": self._cpu(key, s.timestamp, c.usage),
-                        "memory": {"time": when, "workingSetBytes": c.usage.memory_working_set},
+                        "cpu": self._cpu(c.key, c.usage),
+                        "memory": {
+                            "time": rfc3339(c.usage.sampled),
+                            "workingSetBytes": c.usage.memory_working_set,
+                        },
                     }
                 )
             live.add(pod.uid)
@@ -216,8 +215,11 @@ class StatsProvider:
                     "podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
                     "startTime": pod.started,
                     "containers": containers,
-                    "cpu": self._cpu(pod.uid, s.timestamp, pod.usage),
-                    "memory": {"time": when, "workingSetBytes": pod.usage.memory_working_set},
+                    "cpu": self._cpu(pod.uid, pod.usage),
+                    "memory": {
+                        "time": rfc3339(pod.usage.sampled),
+                        "workingSetBytes": pod.usage.memory_working_set,
+                    },
                     "process_stats": {"process_count": pod.usage.processes},
                 }
             )
@@ -228,7 +230,7 @@ class StatsProvider:
             "node": {
                 "nodeName": self.node_name,
                 "startTime": rfc3339(self._boot),
-                "cpu": self._cpu("node", s.timestamp, node.usage),
+                "cpu": self._cpu("node", node.usage),
                 "memory": {
                     "time": when,
                     "availableBytes": node.memory_available,
@@ -245,13 +247,13 @@ class StatsProvider:
 
     def resource_metrics_text(self) -> str:
         s = self.collect()
-        ms = int(s.timestamp * 1000)
         lines: list[str] = []
 
-        def family(name: str, kind: str, text: str, samples: list[tuple[str, float]]) -> None:
+        def family(name: str, kind: str, text: str, samples: list[tuple[str, float, float]]) -> None:
+            # Each sample carries the time it was read (a CRI runtime's own), which the rate is taken over.
             lines.append(f"# HELP {name} [STABLE] {text}")
             lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {value:.9g} {ms}" for labels, value in samples)
+            lines.extend(f"{name}{labels} {value:.9g} {int(at * 1000)}" for labels, value, at in samples)
 
         def pod_labels(pod: PodStats, container: str | None = None) -> str:
             inner = f'namespace="{_escape(pod.namespace)}",pod="{_escape(pod.name)}"'
@@ -264,43 +266,43 @@ class StatsProvider:
             "container_cpu_usage_seconds_total",
             "counter",
             "Cumulative cpu time consumed by the container in core-seconds",
-            [(pod_labels(p, c.name), c.usage.cpu_ns / 1e9) for p, c in containers],
+            [(pod_labels(p, c.name), c.usage.cpu_ns / 1e9, c.usage.sampled) for p, c in containers],
         )
         family(
             "container_memory_working_set_bytes",
             "gauge",
             "Current working set of the container in bytes",
-            [(pod_labels(p, c.name), c.usage.memory_working_set) for p, c in containers],
+            [(pod_labels(p, c.name), c.usage.memory_working_set, c.usage.sampled) for p, c in containers],
         )
         family(
             "container_start_time_seconds",
             "gauge",
             "Start time of the container since unix epoch in seconds",
-            [(pod_labels(p, c.name), _epoch(c.started)) for p, c in containers if c.started],
+            [(pod_labels(p, c.name), _epoch(c.started), s.timestamp) for p, c in containers if c.started],
         )
         family(
             "node_cpu_usage_seconds_total",
             "counter",
             "Cumulative cpu time consumed by the node in core-seconds",
-            [("", s.node.usage.cpu_ns / 1e9)],
+            [("", s.node.usage.cpu_ns / 1e9, s.node.usage.sampled)],
         )
         family(
             "node_memory_working_set_bytes",
             "gauge",
             "Current working set of the node in bytes",
-            [("", s.node.usage.memory_working_set)],
+            [("", s.node.usage.memory_working_set, s.node.usage.sampled)],
         )
         family(
             "pod_cpu_usage_seconds_total",
             "counter",
             "Cumulative cpu time consumed by the pod in core-seconds",
-            [(pod_labels(p), p.usage.cpu_ns / 1e9) for p in s.pods],
+            [(pod_labels(p), p.usage.cpu_ns / 1e9, p.usage.sampled) for p in s.pods],
         )
         family(
             "pod_memory_working_set_bytes",
             "gauge",
             "Current working set of the pod in bytes",
-            [(pod_labels(p), p.usage.memory_working_set) for p in s.pods],
+            [(pod_labels(p), p.usage.memory_working_set, p.usage.sampled) for p in s.pods],
         )
         error = 1 if s.errors else 0
         for name in ("resource_scrape_error", "scrape_error"):

@@ -35,6 +35,8 @@ from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
 from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, RecordWriteError, rfc3339
+from agent.stats.cri import CRIStats
+from agent.stats.usage import CgroupReading, PodUsage
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, container_mounts
@@ -83,6 +85,7 @@ class CRIRuntime(ContainerSequence):
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
+        self.stats = CRIStats(self._call, node)
         self._ids: dict[tuple[str, str], str] = {}  # (pod uid, container) -> the container id tracked
         self._sandbox_configs: dict[str, tuple[str, cri.PodSandboxConfig]] = {}
         self._states: dict[str, int] = {}
@@ -483,6 +486,32 @@ class CRIRuntime(ContainerSequence):
     def remove_logs(self, namespace: str, name: str, uid: str) -> None:
         """A removed pod's log directory goes with it, as the kubelet removes it."""
         shutil.rmtree(self.pod_logs_dir(namespace, name, uid), ignore_errors=True)
+
+    # ----- stats and logs ------------------------------------------------------------------------
+
+    def pod_usage(self, record: PodRecord, cgroup: CgroupReading) -> PodUsage:
+        """ListPodSandboxStats, or ListContainerStats and the pod cgroup (agent/stats/cri.py)."""
+        with self._lock:
+            ids = {name: cid for (uid, name), cid in self._ids.items() if uid == record.uid}
+        try:
+            return self.stats.pod_usage(record, ids, cgroup)
+        except CRIError as exc:
+            raise self._failed(exc) from None
+
+    def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
+        """ReopenContainerLog for the container the runtime tracks (the log manager renamed its log)."""
+        with self._lock:
+            cid = self._ids.get((uid, container))
+        if cid is None:
+            return None
+
+        def reopen() -> None:
+            try:
+                self._call("ReopenContainerLog", cri.ReopenContainerLogRequest(container_id=cid))
+            except CRIError as exc:
+                raise self._failed(exc) from None
+
+        return reopen
 
     def forget(self, uid: str) -> None:
         with self._lock:
