@@ -21,6 +21,19 @@ for i in range(int(sys.argv[2])):
 """
 
 
+# WRITER, with a pause after every CHUNK lines: it says "c" and waits for one byte on stdin.
+PACED_WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+chunk = int(sys.argv[3])
+for i in range(int(sys.argv[2])):
+    line = b"%08d " % i + b"x" * (i % 300) + b"\\n"
+    os.write(fd, line[:5]); os.write(fd, line[5:])
+    if (i + 1) % chunk == 0:
+        os.write(1, b"c"); os.read(0, 1)
+"""
+
+
 def expected(count: int) -> bytes:
     return b"".join(b"%08d " % i + b"x" * (i % 300) + b"\n" for i in range(count))
 
@@ -58,10 +71,20 @@ def test_the_manager_keeps_the_directory_within_max_size_times_max_files(tmp_pat
     log = tmp_path / "0.log"
     log.touch()
     manager = ContainerLogManager(lambda: [log], max_size=32 * 1024, max_files=3, interval=0.01)
-    writer = start_writer(log, 15_000)
-    while writer.poll() is None:
+    # The writer stops after each 1,000 lines until the manager has checked once: on a loaded machine a
+    # free-running writer could finish before the manager's loop ran at all, and nothing would rotate.
+    writer = subprocess.Popen(
+        [sys.executable, "-c", PACED_WRITER, str(log), "15000", "1000"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    while writer.stdout.read(1):  # one byte per chunk written
         manager.check_once()
-    writer.wait()
+        writer.stdin.write(b"g")
+        writer.stdin.flush()
+    writer.stdin.close()
+    assert writer.wait() == 0
     manager.check_once()
     on_disk = sum(p.stat().st_blocks * 512 for p in tmp_path.iterdir())
     rotated = [p for p in tmp_path.iterdir() if p.name.startswith("0.log.")]
