@@ -77,27 +77,28 @@ protos: $(STAMP)
 
 # The figures also go to docs/figures.md (tools/figures.py), the one table the README and docs link to.
 BENCH_FIGURES := $(VENV)/bench-figures.jsonl
+BENCH_RUN := $(PY) tools/benchrun.py $(BENCH_FIGURES)
 bench: $(STAMP) containerd-deps
 	rm -f $(BENCH_FIGURES)
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/deviceplugin_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/volume_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/agent_cluster_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/prober_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/top_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/exec_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/node_pressure_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/scheduler_e2e_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/extender_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/apiserver_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/watch_index_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cluster_scale_bench.py --nodes 20 100
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cdihook_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/hostile_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/topology_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cgroup2_guest_bench.py
-	KUBENODE_BENCH_FIGURES=$(BENCH_FIGURES) $(PY) benchmarks/cri_bench.py
+	$(BENCH_RUN) benchmarks/deviceplugin_bench.py
+	$(BENCH_RUN) benchmarks/agent_bench.py
+	$(BENCH_RUN) benchmarks/volume_bench.py
+	$(BENCH_RUN) benchmarks/agent_cluster_bench.py
+	$(BENCH_RUN) benchmarks/prober_bench.py
+	$(BENCH_RUN) benchmarks/top_bench.py
+	$(BENCH_RUN) benchmarks/exec_bench.py
+	$(BENCH_RUN) benchmarks/node_pressure_bench.py
+	$(BENCH_RUN) benchmarks/scheduler_bench.py
+	$(BENCH_RUN) benchmarks/scheduler_e2e_bench.py
+	$(BENCH_RUN) benchmarks/extender_bench.py
+	$(BENCH_RUN) benchmarks/apiserver_bench.py
+	$(BENCH_RUN) benchmarks/watch_index_bench.py
+	$(BENCH_RUN) benchmarks/cluster_scale_bench.py --nodes 20 100
+	$(BENCH_RUN) benchmarks/cdihook_bench.py
+	$(BENCH_RUN) benchmarks/hostile_bench.py
+	$(BENCH_RUN) benchmarks/topology_bench.py
+	$(BENCH_RUN) benchmarks/cgroup2_guest_bench.py
+	$(BENCH_RUN) benchmarks/cri_bench.py
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked
