@@ -66,6 +66,10 @@ def machine() -> str:
     return f"{cpus}, {platform.system()} {platform.release()}, cgroup {_cgroup_version()}"
 
 
+def _script_minutes(runs: Sequence[dict[str, Any]]) -> float:
+    return sum(float(r["run"]["wall_s"]) for r in runs) / 60
+
+
 def when(runs: list[dict[str, Any]], now: datetime.datetime) -> str:
     """The date and span of the run, and how busy the machine was at its start and its end: a shared
     machine's other work shows in every figure."""
@@ -73,7 +77,7 @@ def when(runs: list[dict[str, Any]], now: datetime.datetime) -> str:
     if not runs:
         return f"{now:%Y-%m-%d}, load average {load_end}"
     first = datetime.datetime.fromisoformat(runs[0]["run"]["started"])
-    minutes = sum(float(r["run"]["wall_s"]) for r in runs) / 60
+    minutes = _script_minutes(runs)
     span = f"{first:%Y-%m-%d} from {first:%H:%M} to {now:%H:%M} UTC ({minutes:.0f} min of scripts)"
     return f"{span}, load average {float(runs[0]['run']['load'][0]):.1f} at the start and {load_end}"
 
@@ -153,7 +157,9 @@ def main(argv: list[str]) -> int:
     previous = _rows(target.read_text()) if target.exists() else set()
     now = datetime.datetime.now(datetime.UTC)
     target.write_text(render(figures, machine(), when(runs, now), runs))
-    print(f"wrote {target} ({len(figures)} figures from {len({f['bench'] for f in figures})} scripts)")
+    scripts = len({f["bench"] for f in figures})
+    minutes = _script_minutes(runs)
+    print(f"wrote {target} ({len(figures)} figures from {scripts} scripts, {minutes:.1f} min of scripts)")
     gone = sorted(previous - {(_part(f), f["name"]) for f in figures})
     if gone:
         print(f"figures.py: {len(gone)} rows of the previous {target} are not in this run:", file=sys.stderr)
