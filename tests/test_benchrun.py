@@ -44,3 +44,21 @@ def test_a_run_records_its_figures_and_its_time_and_figures_renders_both(tmp_pat
     assert "| fine_bench | thing p50 | 1.50 ms | <= 2 ms |" in text
     assert "load average" in text and "CPUs" in text and "at the start" in text
     assert "| fine_bench | --size 3 |" in text
+
+
+def test_figures_names_the_labels_of_the_old_table_that_this_run_lost(tmp_path: Path) -> None:
+    recorded = tmp_path / "figures.jsonl"
+    recorded.write_text(
+        json.dumps({"bench": "agent_bench", "name": "kept", "value": 1, "unit": "s", "goal": ""})
+    )
+    target = tmp_path / "figures.md"
+    rows = [
+        "| part | figure | measured | goal |",
+        "|---|---|---|---|",
+        "| x | kept | 1 s |  |",
+        "| x | lost | 2 s |  |",
+    ]
+    target.write_text("\n".join(rows) + "\n")
+    argv = [sys.executable, "tools/figures.py", str(recorded), str(target)]
+    done = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True)
+    assert "1 figures of the old" in done.stderr and "  lost" in done.stderr and "kept" not in done.stderr

@@ -4,8 +4,9 @@ Each benchmark's `report()` appends a JSON line (bench, name, value, unit, goal)
 $KUBENODE_BENCH_FIGURES, and tools/benchrun.py appends one `run` line per script (its arguments, wall
 and CPU seconds, load average). This turns them into a Markdown table of figures headed by the machine
 and the time they were measured on (date, CPUs, kernel, cgroup version, load average at the start and
-the end of the run), followed by how long each script took. Rows that the previous file had and this
-run did not produce are listed on stderr (a renamed label or a script that stopped reporting).
+the end of the run), followed by how long each script took. The figure names (labels) that the old file
+had and this run did not produce are listed on stderr: a renamed label or a script that stopped
+reporting one, either of which breaks the comparison of old and new runs.
 Usage: python tools/figures.py FIGURES.jsonl docs/figures.md
 """
 
@@ -129,14 +130,14 @@ def _part(figure: dict[str, Any]) -> str:
     return str(SCRIPTS.get(figure["bench"], figure["bench"]))
 
 
-def _rows(markdown: str) -> set[tuple[str, str]]:
-    """(part, figure) of each row of a figures table."""
-    rows = set()
+def _names(markdown: str) -> set[str]:
+    """The figure names (labels) of a figures table: what must stay the same for runs to compare."""
+    names = set()
     for line in markdown.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if line.startswith("| ") and len(cells) == 4 and cells[0] not in ("part", "---"):
-            rows.add((cells[0], cells[1]))
-    return rows
+            names.add(cells[1])
+    return names
 
 
 def main(argv: list[str]) -> int:
@@ -154,17 +155,17 @@ def main(argv: list[str]) -> int:
         print(f"figures.py: {recorded} holds no figure", file=sys.stderr)
         return 1
     target = Path(argv[2])
-    previous = _rows(target.read_text()) if target.exists() else set()
+    previous = _names(target.read_text()) if target.exists() else set()
     now = datetime.datetime.now(datetime.UTC)
     target.write_text(render(figures, machine(), when(runs, now), runs))
     scripts = len({f["bench"] for f in figures})
     minutes = _script_minutes(runs)
     print(f"wrote {target} ({len(figures)} figures from {scripts} scripts, {minutes:.1f} min of scripts)")
-    gone = sorted(previous - {(_part(f), f["name"]) for f in figures})
+    gone = sorted(previous - {str(f["name"]).strip() for f in figures})
     if gone:
-        print(f"figures.py: {len(gone)} rows of the previous {target} are not in this run:", file=sys.stderr)
-        for part, name in gone:
-            print(f"  {part} | {name}", file=sys.stderr)
+        print(f"figures.py: {len(gone)} figures of the old {target} are not in this run:", file=sys.stderr)
+        for name in gone:
+            print(f"  {name}", file=sys.stderr)
     return 0
 
 
