@@ -76,6 +76,11 @@ protos: $(STAMP)
 	$(PY) tools/genproto.py
 
 # The figures also go to docs/figures.md (tools/figures.py), the one table the README and docs link to.
+# Each script runs through tools/benchrun.py: it prints the script's wall and CPU time, and a script that
+# fails or records no figure stops the run before docs/figures.md is written. The sizes are the scripts'
+# defaults, which issue 23's ratios compare, except the density test's N (issue 24 allows a smaller one
+# here). Expected: about 15 minutes on a quiet 2-core machine, cluster_scale (~4 min) and the qemu
+# guest (~2-3 min) the longest; docs/figures.md ends with the times each script took. Run it quiet.
 BENCH_FIGURES := $(VENV)/bench-figures.jsonl
 BENCH_RUN := $(PY) tools/benchrun.py $(BENCH_FIGURES)
 bench: $(STAMP) containerd-deps
