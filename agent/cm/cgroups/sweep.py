@@ -9,6 +9,7 @@ bottom-up, retrying while killed tasks are still leaving.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import time
@@ -54,10 +55,18 @@ def sweep_v2_root(
 
 def _kill_each(top: Path) -> None:
     for current, _dirs, _files in os.walk(top):
-        with contextlib.suppress(FileNotFoundError):
-            for pid in Path(current, "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
+        try:
+            pids = Path(current, "cgroup.procs").read_text().split()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            # A cgroup removed (by runc, say) between the walk and the read answers ENODEV: it holds no task.
+            if error.errno == errno.ENODEV:
+                continue
+            raise
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _remove_bottom_up(top: Path, attempts: int, retry_delay: float) -> list[str]:
