@@ -50,9 +50,11 @@ DEFAULT_LOCK_NAME = "kubenode-scheduler"
 # each, within its client's burst of 100.
 BINDING_WORKERS = 64
 EVENT_QUEUE = 20000  # Scheduled events of a burst of pods are queued, not dropped
-# Event writers: one thread writing an event at a time fell behind the bindings (a burst's
-# Scheduled events trailed them by many seconds), and a long enough burst would fill the queue.
-EVENT_WRITERS = 4
+# Event writers: an event's write waits for the API server's commit (an fsync shared by the writes
+# that arrived with it), so events per second are at most writers / commit latency. One writer fell
+# behind the bindings by many seconds, four by about five (2,000 nodes, 4,000 pods); each writer is a
+# thread that mostly waits on its socket.
+EVENT_WRITERS = 16
 
 
 @dataclass(frozen=True)
