@@ -6,6 +6,7 @@ import copy
 import math
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 from apiserver.registry import schema
@@ -25,7 +26,7 @@ def walked(body: dict[str, Any], model: str = "V1Pod") -> tuple[Any, list[str]]:
     """The plain walk, with no memo."""
     unknown: list[str] = []
     return schema._walk(
-        copy.deepcopy(body), (schema.MODEL, getattr(schema.kubernetes.client, model)), "", unknown
+        copy.deepcopy(body), (schema.MODEL, getattr(kubernetes.client, model)), "", unknown
     ), unknown
 
 
