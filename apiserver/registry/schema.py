@@ -45,6 +45,16 @@ def parse_time(text: str) -> datetime.datetime | None:
     return moment
 
 
+@functools.lru_cache(maxsize=4096)
+def _normal_time(text: str, micro: bool) -> str | None:
+    """A time as Go re-encodes it (None: unreadable). Memoized: the writes of one second (events'
+    first and last timestamps, a burst of conditions) carry the same few texts."""
+    moment = parse_time(text)
+    if moment is None:
+        return None
+    return format_microtime(moment) if micro else format_time(moment)
+
+
 # Compiled descriptors of the client's type annotations: (tag, argument).
 ANY, LIST, DICT, MODEL, TIME, MICROTIME, BOOL, NUMBER, INT, STRING = range(10)
 Descriptor = tuple[int, Any]
@@ -147,10 +157,10 @@ def _walk(value: Any, desc: Descriptor, path: str, unknown: list[str]) -> Any:
     elif tag in (TIME, MICROTIME):
         if not isinstance(value, str):
             raise DecodeError(path, f"expected a time string, got {_type_name(value)}")
-        moment = parse_time(value)
-        if moment is None:
+        normal = _normal_time(value, tag == MICROTIME)
+        if normal is None:
             raise DecodeError(path, f"parsing time {value!r}: not RFC 3339")
-        return format_microtime(moment) if tag == MICROTIME else format_time(moment)
+        return normal
     elif tag == BOOL:
         if not isinstance(value, bool):
             raise DecodeError(path, f"expected bool, got {_type_name(value)}")
