@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -196,7 +196,13 @@ def decode_pod_update(obj: dict[str, Any], old: Pod | BadObject) -> Pod | BadObj
     its previous version is reused with the new node name instead of being parsed again; any
     other change is decoded in full."""
     if isinstance(old, Pod) and _differs_only_in_binding(old.raw, obj):
-        return replace(old, node_name=obj["spec"].get("nodeName") or "", raw=obj)
+        # dataclasses.replace without re-running __init__ (as Pod.bound_to): every other field,
+        # the cached requests included, is the previous version's
+        bound = object.__new__(Pod)
+        bound.__dict__.update(old.__dict__)
+        bound.__dict__["node_name"] = obj["spec"].get("nodeName") or ""
+        bound.__dict__["raw"] = obj
+        return bound
     return decode_pod(obj)
 
 

@@ -417,8 +417,11 @@ class WatchStream:
                 if not chunk:
                     return  # the server ended the watch (timeoutSeconds) or closed the connection
                 buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                if b"\n" not in chunk:
+                    continue
+                lines = buffer.split(b"\n")  # once per chunk: splitting one line off at a time
+                buffer = lines.pop()  # copied the rest of a 64 KiB chunk for every event in it
+                for line in lines:
                     if line.strip():
                         try:
                             event = orjson.loads(line)
