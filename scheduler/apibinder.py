@@ -53,7 +53,9 @@ def post_binding(client: KubeClient, pod: Pod, node: str) -> str | None:
     """POST the pod's Binding. None: bound now; a node name: it was already bound there (409
     "already assigned", which is not a failure). Any other error raises (e.g. being deleted)."""
     try:
-        client.create(PODS, binding_body(pod, node), pod.namespace, name=pod.name, subresource="binding")
+        client.create(
+            PODS, binding_body(pod, node), pod.namespace, name=pod.name, subresource="binding", decode=False
+        )
     except Conflict as exc:
         match = _ALREADY_ASSIGNED.search(exc.message)
         if match is None:

@@ -33,7 +33,10 @@ def register(subparsers: Any) -> None:
         "--metrics-bind-address", metavar="HOST:PORT", help="serve /metrics and /healthz here (port 0: any)"
     )
     live.add_argument(
-        "--binding-workers", type=int, default=64, help="binds in flight at once (the bounded pool)"
+        "--binding-workers",
+        type=int,
+        default=64,
+        help="binds in flight at once (the bounded pool); as many threads write the events",
     )
     live.set_defaults(func=run_live)
     extender = commands.add_parser(

@@ -3,9 +3,10 @@
 The shared client's Informer lists then watches; its `decode` here turns each API object
 (a dict from orjson) into `kubenode.model` Node/Pod with the same validating parsers the
 simulator uses, never through the official client's models. A pod's update that only binds
-it reuses the pod decoded before (`decode_pod_update`), so each pod is parsed once. An
-object that does not parse becomes a `BadObject` carrying the field-naming message, so the
-informer keeps going.
+it reuses the pod decoded before (`decode_pod_update`), so each pod is parsed once, and pods
+with the same spec (one template's) share its parse (`SpecCache`): only their metadata is
+read per pod. An object that does not parse becomes a `BadObject` carrying the field-naming
+message, so the informer keeps going.
 
 Routing, as kube-scheduler's event handlers:
 - nodes: add/update -> engine.update_node (which moves the unschedulable pods the change may
@@ -24,15 +25,19 @@ Routing, as kube-scheduler's event handlers:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, NODES, PODS, KubeClient
 from kubenode.kubeclient.informer import Informer
 from kubenode.model.errors import ValidationError
+from kubenode.model.fields import Fields
 from kubenode.model.objects import Node, Pod
-from kubenode.model.parse import parse_node, parse_pod
+from kubenode.model.parse import SpecFields, parse_node, parse_pod, parse_pod_spec
 from scheduler.engine import Scheduler
 from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
 
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 # kube-scheduler's pod informer: every pod but the finished ones.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 SOURCE = "api"
+SPEC_CACHE_SIZE = 1024  # distinct pod specs kept parsed
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,66 @@ def _field_message(exc: ValidationError) -> str:
     return f"{exc.field}: {exc.message}" if exc.field else exc.message
 
 
+class SpecCache:
+    """Parsed pod specs by their JSON (nodeName left out): the pods of one template (a Deployment's,
+    a Job's, the benchmark's) share one spec, which is then parsed once, not once per pod. Equal
+    bytes are equal JSON values, which parse_pod_spec maps to equal fields; a spec that does not
+    parse is never kept, so each such pod still reports its own error. The requests, limits and
+    QoS class, which depend on the spec alone, are computed once per spec too."""
+
+    def __init__(self, size: int = SPEC_CACHE_SIZE) -> None:
+        self.size = size
+        self._specs: dict[bytes, tuple[SpecFields, dict[str, Any]]] = {}
+        self._lock = threading.Lock()  # informers of several schedulers in one process share it
+        self.hits = 0
+
+    def __call__(self, spec: Fields) -> SpecFields:
+        return self._entry(spec)[0]
+
+    def _entry(self, spec: Fields) -> tuple[SpecFields, dict[str, Any]]:
+        data = spec.data
+        if "nodeName" in data:
+            data = {key: value for key, value in data.items() if key != "nodeName"}
+        try:
+            key = orjson.dumps(data)
+        except TypeError:  # not JSON (a YAML-only value): no key, parse it
+            return parse_pod_spec(spec), {}
+        with self._lock:
+            entry = self._specs.get(key)
+        if entry is not None:
+            self.hits += 1
+            return entry
+        entry = (parse_pod_spec(spec), {})
+        with self._lock:
+            if len(self._specs) >= self.size:
+                self._specs.pop(next(iter(self._specs)))  # the oldest spec
+            self._specs[key] = entry
+        return entry
+
+    def decode(self, obj: Mapping[str, Any]) -> Pod:
+        """parse_pod with this cache; raises ValidationError as parse_pod does."""
+        derived: dict[str, Any] | None = None
+
+        def spec_fields(spec: Fields) -> SpecFields:
+            nonlocal derived
+            fields, derived = self._entry(spec)
+            return fields
+
+        pod = parse_pod(obj, SOURCE, spec_fields=spec_fields)
+        if derived is not None:
+            if derived:
+                pod.__dict__.update(derived)  # the cached properties, as computed for this spec
+            else:
+                derived.update(requests=pod.requests, limits=pod.limits, qos_class=pod.qos_class)
+        return pod
+
+
+_SPECS = SpecCache()
+
+
 def decode_pod(obj: dict[str, Any]) -> Pod | BadObject:
     try:
-        return parse_pod(obj, SOURCE)
+        return _SPECS.decode(obj)
     except ValidationError as exc:
         return _bad("Pod", obj, _field_message(exc))
     except Exception as exc:  # a parser bug must not stop the informer; report it as bad input
@@ -133,7 +196,13 @@ def decode_pod_update(obj: dict[str, Any], old: Pod | BadObject) -> Pod | BadObj
     its previous version is reused with the new node name instead of being parsed again; any
     other change is decoded in full."""
     if isinstance(old, Pod) and _differs_only_in_binding(old.raw, obj):
-        return replace(old, node_name=obj["spec"].get("nodeName") or "", raw=obj)
+        # dataclasses.replace without re-running __init__ (as Pod.bound_to): every other field,
+        # the cached requests included, is the previous version's
+        bound = object.__new__(Pod)
+        bound.__dict__.update(old.__dict__)
+        bound.__dict__["node_name"] = obj["spec"].get("nodeName") or ""
+        bound.__dict__["raw"] = obj
+        return bound
     return decode_pod(obj)
 
 

@@ -19,6 +19,7 @@ waits for the informers' first sync.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -90,13 +91,29 @@ class SchedulerMetrics:
         )
         if pending_counts is not None:
             self.registry.register(_PendingPods(pending_counts))
+        # labels() validates and takes a lock on every call: each label set's children are looked
+        # up once (two observations per bound pod).
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._sli_children: dict[int, Any] = {}
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
-        self.schedule_attempts.labels(result, profile).inc()
-        self.attempt_duration.labels(result, profile).observe(seconds)
+        key = (result, profile)
+        children = self._attempt_children.get(key)
+        if children is None:
+            children = (
+                self.schedule_attempts.labels(result, profile),
+                self.attempt_duration.labels(result, profile),
+            )
+            self._attempt_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def scheduled(self, attempts: int, seconds: float) -> None:
-        self.sli_duration.labels(str(min(attempts, MAX_ATTEMPTS_LABEL))).observe(seconds)
+        label = min(attempts, MAX_ATTEMPTS_LABEL)
+        child = self._sli_children.get(label)
+        if child is None:
+            child = self._sli_children[label] = self.sli_duration.labels(str(label))
+        child.observe(seconds)
 
     def preempted(self, victims: int) -> None:
         self.preemption_attempts.inc()

@@ -75,8 +75,9 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
         raise too_large()
     chunks: list[bytes] = []
     total = 0
-    while True:  # read() returns what has arrived so far, not the whole body
-        chunk = await request.content.read(1 << 20)
+    content = request.content
+    while not content.at_eof():  # a body that has all arrived is taken without waiting
+        chunk = content.read_nowait(1 << 20) or await content.read(1 << 20)
         if not chunk:
             break
         total += len(chunk)

@@ -5,6 +5,7 @@ unknown field is dropped (fieldValidation Ignore/Warn) or a 400 (Strict), and `m
 is re-encoded at whole seconds while `metav1.MicroTime` keeps exactly six fractional digits.
 `decode` does the same walk over the `kubernetes` client's pydantic models, so no schema is
 written by hand; only which times are MicroTime is listed here (the models say datetime for both).
+A spec seen before is not walked again (`_SpecMemo`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import kubernetes.client
+import orjson
 
 
 def format_time(moment: datetime.datetime) -> str:
@@ -41,6 +43,16 @@ def parse_time(text: str) -> datetime.datetime | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return moment
+
+
+@functools.lru_cache(maxsize=4096)
+def _normal_time(text: str, micro: bool) -> str | None:
+    """A time as Go re-encodes it (None: unreadable). Memoized: the writes of one second (events'
+    first and last timestamps, a burst of conditions) carry the same few texts."""
+    moment = parse_time(text)
+    if moment is None:
+        return None
+    return format_microtime(moment) if micro else format_time(moment)
 
 
 # Compiled descriptors of the client's type annotations: (tag, argument).
@@ -145,10 +157,10 @@ def _walk(value: Any, desc: Descriptor, path: str, unknown: list[str]) -> Any:
     elif tag in (TIME, MICROTIME):
         if not isinstance(value, str):
             raise DecodeError(path, f"expected a time string, got {_type_name(value)}")
-        moment = parse_time(value)
-        if moment is None:
+        normal = _normal_time(value, tag == MICROTIME)
+        if normal is None:
             raise DecodeError(path, f"parsing time {value!r}: not RFC 3339")
-        return format_microtime(moment) if tag == MICROTIME else format_time(moment)
+        return normal
     elif tag == BOOL:
         if not isinstance(value, bool):
             raise DecodeError(path, f"expected bool, got {_type_name(value)}")
@@ -159,10 +171,64 @@ def _walk(value: Any, desc: Descriptor, path: str, unknown: list[str]) -> Any:
     return value
 
 
+SPEC_MEMO_SIZE = 512
+# Only JSON's own types make a key: a datetime or a str subclass (from a YAML body) is walked each time.
+_PLAIN_JSON_ONLY = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+class _SpecMemo:
+    """Walked specs by their JSON: the objects of one template (a Deployment's pods, a benchmark's)
+    send the same spec, which is then walked once, not once per object. A hit is the stored result
+    decoded afresh (the caller may change it) with the same unknown-field paths; equal bytes are
+    equal JSON values, which the walk maps to equal results. A spec the walk refuses is never kept,
+    and one orjson cannot encode (an integer past 64 bits) is walked each time."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._walked: dict[tuple[Descriptor, bytes], tuple[bytes, tuple[str, ...]]] = {}
+
+    def walk(self, value: dict[str, Any], desc: Descriptor, path: str, unknown: list[str]) -> Any:
+        try:
+            encoded_value = orjson.dumps(value, option=_PLAIN_JSON_ONLY)
+        except TypeError:  # not plain JSON values (orjson.JSONEncodeError is a TypeError)
+            return _walk(value, desc, path, unknown)
+        if b"null" in encoded_value:  # orjson writes NaN and infinities (YAML's .nan, .inf) as null too
+            return _walk(value, desc, path, unknown)
+        key = (desc, encoded_value)
+        hit = self._walked.get(key)
+        if hit is not None:
+            unknown.extend(hit[1])
+            return orjson.loads(hit[0])
+        found: list[str] = []
+        result = _walk(value, desc, path, found)
+        if len(self._walked) >= self.size:
+            self._walked.pop(next(iter(self._walked)), None)  # the oldest
+        self._walked[key] = (orjson.dumps(result), tuple(found))  # the input's values, times as text
+        unknown.extend(found)
+        return result
+
+
+_specs = _SpecMemo(SPEC_MEMO_SIZE)
+
+
 def decode(obj: Mapping[str, Any], model_name: str) -> tuple[dict[str, Any], list[str]]:
     """The object with unknown fields dropped and times normalized, and the unknown field paths.
 
     Raises DecodeError (path, problem) for a value of the wrong JSON type."""
     unknown: list[str] = []
-    result = _walk(obj, (MODEL, getattr(kubernetes.client, model_name)), "", unknown)
+    desc = (MODEL, getattr(kubernetes.client, model_name))
+    if not isinstance(obj, dict) or type(obj.get("spec")) is not dict:
+        return _walk(obj, desc, "", unknown), unknown
+    # The MODEL step of _walk at the top, with the spec walked through the memo.
+    known = _fields(desc[1])
+    result = {}
+    for key, item in obj.items():
+        child = known.get(key)
+        if child is None:
+            unknown.append(str(key))
+        elif item is not None:
+            walk = _specs.walk if key == "spec" and type(item) is dict else _walk
+            result[key] = walk(item, child, key, unknown)
     return result, unknown

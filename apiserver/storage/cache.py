@@ -16,6 +16,7 @@ window gets the in-band 410 `Expired` error, as kube's cacher sends it.
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -162,6 +163,9 @@ class WatchCache:
         self.history: deque[Event] = deque(maxlen=history_size)
         self.history_start = 0  # a watch from any revision >= this one can be served from history
         self.watchers: dict[str, WatcherSet] = {}  # resource -> its watchers, indexed by pinned field
+        # (resource, namespace) -> its names in order, until a name comes or goes: each page of a
+        # chunked list (kubectl's limit=500) starts where the last ended instead of sorting again
+        self._sorted_names: dict[tuple[str, str], list[str]] = {}
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -183,10 +187,16 @@ class WatchCache:
             names = spaces.get(namespace)
             if not names:
                 continue
-            for name in sorted(names):
-                if after is not None and (namespace, name) <= after:
+            ordered = self._sorted_names.get((resource, namespace))
+            if ordered is None:
+                ordered = self._sorted_names[(resource, namespace)] = sorted(names)
+            start = (
+                bisect.bisect_right(ordered, after[1]) if after is not None and namespace == after[0] else 0
+            )
+            for index in range(start, len(ordered)):
+                entry = names.get(ordered[index])
+                if entry is None:  # deleted while a caller paused between entries
                     continue
-                entry = names[name]
                 if filter_.labels.matches(entry.labels) and filter_.fields.matches(entry.fields):
                     yield entry
 
@@ -197,10 +207,14 @@ class WatchCache:
         if event.type == "DELETED":
             names = spaces.get(entry.namespace, {})
             names.pop(entry.name, None)
+            self._sorted_names.pop((entry.resource, entry.namespace), None)
             if not names:
                 spaces.pop(entry.namespace, None)
         else:
-            spaces.setdefault(entry.namespace, {})[entry.name] = entry
+            names = spaces.setdefault(entry.namespace, {})
+            if entry.name not in names:
+                self._sorted_names.pop((entry.resource, entry.namespace), None)
+            names[entry.name] = entry
         self.revision = entry.rev
         if len(self.history) == self.history.maxlen and self.history:
             self.history_start = self.history[0].rev

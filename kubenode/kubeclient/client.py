@@ -182,8 +182,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """One request; the decoded JSON answer, or a typed error."""
+        """One request; the decoded JSON answer, or a typed error. decode=False: a success's answer is
+        not read ({}), for writers that need only to know it succeeded (events, bindings)."""
         data = None if body is None else orjson.dumps(body)
         headers = self._header_block(content_type if data is not None else None)
         try:
@@ -195,7 +197,7 @@ class KubeClient:
         data = resp.data
         if resp.status >= 300:
             raise _error(resp.status, data, f"{method} {path}")
-        if not data:
+        if not data or not decode:
             return {}
         try:
             decoded = orjson.loads(data)
@@ -287,9 +289,11 @@ class KubeClient:
         *,
         name: str | None = None,
         subresource: str = "",
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """POST; with `name` and `subresource`, POST to a subresource (pods/<p>/binding, .../eviction)."""
-        return self.request("POST", resource.path(namespace, name, subresource), body=body)
+        """POST; with `name` and `subresource`, POST to a subresource (pods/<p>/binding, .../eviction).
+        decode=False returns {} instead of the created object."""
+        return self.request("POST", resource.path(namespace, name, subresource), body=body, decode=decode)
 
     def update(self, resource: Resource, body: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
         """PUT the whole object (its metadata names it; its resourceVersion is the precondition)."""
@@ -306,13 +310,15 @@ class KubeClient:
         *,
         subresource: str = "",
         patch_type: str = "strategic",
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """PATCH with `patch_type` strategic (default), merge or json."""
+        """PATCH with `patch_type` strategic (default), merge or json; decode=False returns {}."""
         return self.request(
             "PATCH",
             resource.path(namespace, name, subresource),
             body=patch,
             content_type=PATCH_TYPES[patch_type],
+            decode=decode,
         )
 
     def delete(
@@ -411,8 +417,11 @@ class WatchStream:
                 if not chunk:
                     return  # the server ended the watch (timeoutSeconds) or closed the connection
                 buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                if b"\n" not in chunk:
+                    continue
+                lines = buffer.split(b"\n")  # once per chunk: splitting one line off at a time
+                buffer = lines.pop()  # copied the rest of a 64 KiB chunk for every event in it
+                for line in lines:
                     if line.strip():
                         try:
                             event = orjson.loads(line)

@@ -220,7 +220,7 @@ class EventRecorder:
         if seen is not None:
             patch = {"count": seen.count + 1, "lastTimestamp": now, "message": item.message}
             try:
-                self.client.patch(EVENTS, seen.name, patch, seen.namespace)
+                self.client.patch(EVENTS, seen.name, patch, seen.namespace, decode=False)
                 with self._written_lock:
                     seen.count += 1
                     if key in self._written:
@@ -247,7 +247,7 @@ class EventRecorder:
             "reportingInstance": self.host,
         }
         with contextlib.suppress(AlreadyExists):  # a retry of a create that reached the server
-            self.client.create(EVENTS, body, namespace)
+            self.client.create(EVENTS, body, namespace, decode=False)
         with self._written_lock:
             self._written[key] = _Written(name, namespace, 1, now)
             while len(self._written) > CACHE_SIZE:

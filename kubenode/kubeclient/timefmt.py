@@ -8,6 +8,8 @@ the explicit format. Parsing is lenient (any fraction, Z or an offset).
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import math
 import time
 
 
@@ -17,7 +19,13 @@ def _utc(wall: float | None) -> dt.datetime:
 
 def rfc3339(wall: float | None = None) -> str:
     """metav1.Time: 2026-11-22T20:30:00Z."""
-    return _utc(wall).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_second(math.floor(time.time() if wall is None else wall))
+
+
+@functools.lru_cache(maxsize=64)
+def _rfc3339_second(second: int) -> str:
+    """Whole seconds, so the writes of one second (a burst of events) format it once."""
+    return _utc(second).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def micro_time(wall: float | None = None) -> str:

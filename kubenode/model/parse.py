@@ -11,7 +11,7 @@ resources (integer, requests == limits), enums, node selector terms and requirem
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubenode.model.errors import echo
@@ -286,17 +286,14 @@ def _annotations(meta: Fields) -> dict[str, str]:
     return annotations
 
 
-def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
-    """A validated, defaulted Pod; raises ValidationError naming source and field."""
-    obj, meta, name = _named_object(data, source, "Pod")
-    namespace = meta.string("namespace", "default")
-    if not is_dns1123_label(namespace):
-        raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {echo(namespace)}")
-    uid = meta.string("uid")
-    if uid and not is_valid_uid(uid):
-        raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {echo(uid)}")
+# What a pod's spec alone decides (nodeName aside): the Pod fields a cache of parsed specs may share
+# between pods of one template (scheduler.informers keeps one).
+SpecFields = Mapping[str, Any]
+SpecParser = Callable[[Fields], SpecFields]
 
-    spec = obj.child("spec", "V1PodSpec")
+
+def parse_pod_spec(spec: Fields) -> SpecFields:
+    """The Pod fields spec decides, nodeName aside (keyword arguments of Pod); raises ValidationError."""
     volumes = parse_volumes(spec)
     containers = tuple(_container(c, init=False) for c in spec.children("containers", "V1Container"))
     if not containers:
@@ -332,7 +329,37 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         preferred.append(
             PreferredSchedulingTerm(weight, _term(pref.child("preference", "V1NodeSelectorTerm")))
         )
+    return {
+        "scheduler_name": spec.string("schedulerName", "default-scheduler"),
+        "priority": _int32(spec, "priority"),
+        "priority_class_name": spec.string("priorityClassName"),
+        "preemption_policy": spec.string("preemptionPolicy", "PreemptLowerPriority"),
+        "restart_policy": restart_policy,
+        "termination_grace_period_seconds": grace,
+        "init_containers": init_containers,
+        "containers": containers,
+        "overhead": overhead,
+        "node_selector": spec.string_map("nodeSelector"),
+        "required_node_affinity": required,
+        "preferred_node_affinity": tuple(preferred),
+        "tolerations": _tolerations(spec),
+        "volumes": volumes,
+    }
 
+
+def parse_pod(data: Mapping[str, Any], source: str = "", *, spec_fields: SpecParser = parse_pod_spec) -> Pod:
+    """A validated, defaulted Pod; raises ValidationError naming source and field. `spec_fields`
+    reads the spec (a cache of parsed specs may stand in for `parse_pod_spec`)."""
+    obj, meta, name = _named_object(data, source, "Pod")
+    namespace = meta.string("namespace", "default")
+    if not is_dns1123_label(namespace):
+        raise meta.error("namespace", f"must be a lowercase RFC 1123 label, got {echo(namespace)}")
+    uid = meta.string("uid")
+    if uid and not is_valid_uid(uid):
+        raise meta.error("uid", f"must be letters, digits and '-' (at most 128), got {echo(uid)}")
+
+    spec = obj.child("spec", "V1PodSpec")
+    from_spec = spec_fields(spec)
     status = obj.child("status")
     deletion_grace = meta.data.get("deletionGracePeriodSeconds")
     return Pod(
@@ -345,25 +372,12 @@ def parse_pod(data: Mapping[str, Any], source: str = "") -> Pod:
         deletion_timestamp=str(meta.data["deletionTimestamp"]) if meta.has("deletionTimestamp") else None,
         deletion_grace_period_seconds=deletion_grace if isinstance(deletion_grace, int) else None,
         node_name=spec.string("nodeName"),
-        scheduler_name=spec.string("schedulerName", "default-scheduler"),
-        priority=_int32(spec, "priority"),
-        priority_class_name=spec.string("priorityClassName"),
-        preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
-        restart_policy=restart_policy,
-        termination_grace_period_seconds=grace,
-        init_containers=init_containers,
-        containers=containers,
-        overhead=overhead,
-        node_selector=spec.string_map("nodeSelector"),
-        required_node_affinity=required,
-        preferred_node_affinity=tuple(preferred),
-        tolerations=_tolerations(spec),
-        volumes=volumes,
         phase=status.string("phase", "Pending"),
         nominated_node_name=status.string("nominatedNodeName"),
         start_time=str(status.data.get("startTime") or ""),
         source=source,
         raw=data,
+        **from_spec,
     )
 
 

@@ -4,6 +4,7 @@ a lagging watcher being closed instead of growing without bound."""
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from apiserver.selectors import Requirement, Selector
 from apiserver.storage import store as store_module
-from apiserver.storage.cache import Entry, Event, Filter, Watcher
+from apiserver.storage.cache import Entry, Event, Filter, WatchCache, Watcher
 from apiserver.storage.store import Store
 
 
@@ -98,3 +99,28 @@ def test_selector_transitions_become_added_and_deleted() -> None:
         return [line.split(b'"', 4)[3] for line, _, _ in watcher.pending]
 
     assert asyncio.run(run()) == [b"ADDED", b"MODIFIED", b"DELETED"]
+
+
+def test_pages_of_a_list_follow_the_objects_as_names_come_and_go() -> None:
+    """entries(after=...) keeps names in order between pages; adds and deletes between pages show."""
+    cache = WatchCache(100)
+    rng = random.Random(7)
+    live: dict[tuple[str, str], Entry] = {}
+    for rev in range(1, 400):
+        namespace, name = rng.choice(("a", "b", "c")), f"p{rng.randrange(60):02d}"
+        entry = Entry("pods", namespace, name, rev, b"{}", {"odd": str(rev % 2)}, {})
+        if (namespace, name) in live and rng.random() < 0.4:
+            cache.apply(Event("DELETED", entry, live.pop((namespace, name))), 0.0)
+        else:
+            cache.apply(Event("MODIFIED" if (namespace, name) in live else "ADDED", entry, None), 0.0)
+            live[(namespace, name)] = entry
+        after = (rng.choice(("", "a", "b", "c")), f"p{rng.randrange(60):02d}") if rng.random() < 0.7 else None
+        namespace_filter = rng.choice(("", "b"))
+        expected = [
+            key
+            for key in sorted(live)
+            if (after is None or key > after) and (not namespace_filter or key[0] == namespace_filter)
+        ]
+        found = [(e.namespace, e.name) for e in cache.entries("pods", Filter(namespace_filter), after)]
+        assert found == expected
+        assert all(e is live[(e.namespace, e.name)] for e in cache.entries("pods", Filter()))

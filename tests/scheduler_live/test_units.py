@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from kubenode.kubeclient import Conflict
+from kubenode.model.errors import ValidationError
 from kubenode.model.objects import Pod
+from kubenode.model.parse import parse_pod
 from scheduler.apibinder import ApiBinder
 from scheduler.clock import ManualClock
 from scheduler.engine import Scheduler
-from scheduler.informers import BadObject, EventRouter, decode_pod, decode_pod_update
+from scheduler.informers import BadObject, EventRouter, SpecCache, decode_pod, decode_pod_update
 from scheduler.simulate import InMemoryBinder
 from scheduler.statuswriter import StatusWriter
 from tests.scheduler_live.support import ROOT, pod
@@ -94,11 +96,34 @@ def test_a_pods_binding_reuses_its_decoded_pod_and_any_other_change_is_parsed() 
         changed[section][key] = value
         parsed = decode_pod_update(changed, pending)
         assert parsed == decode_pod(changed) and parsed != reused
-        assert isinstance(parsed, Pod) and parsed.containers is not pending.containers
+        assert isinstance(parsed, Pod) and parsed.raw is changed
     broken = copy.deepcopy(bound)
     broken["spec"]["nodeName"] = 3
     assert isinstance(decode_pod_update(broken, pending), BadObject)
     assert isinstance(decode_pod_update(bound, decode_pod(pod("x", cpu="two"))), Pod)  # was bad
+
+
+def test_pods_of_one_spec_share_its_parse_and_decode_as_a_full_parse_does() -> None:
+    cache = SpecCache(size=2)
+    first, second = pod("a", cpu="250m"), pod("b", cpu="250m")
+    second["metadata"]["labels"] = {"app": "web"}
+    second["spec"]["nodeName"] = "node-1"  # not part of the key: a bound pod shares the parse too
+    one, two = cache.decode(first), cache.decode(second)
+    assert one == parse_pod(first, "api") and two == parse_pod(second, "api")
+    assert two.containers is one.containers and cache.hits == 1
+    assert (two.node_name, two.labels, two.name) == ("node-1", {"app": "web"}, "b")
+    # requests, limits and QoS are the spec's, whichever pod they were computed on
+    plain = parse_pod(second, "api")
+    assert (two.requests, two.limits, two.qos_class) == (plain.requests, plain.limits, plain.qos_class)
+    # another spec is parsed apart; a bad one is never kept, so each pod reports its own error
+    other = cache.decode(pod("c", cpu="500m"))
+    assert other.requests["cpu"] == 500 and other.containers is not one.containers
+    for name in ("d", "e"):
+        with pytest.raises(ValidationError, match="cpu"):
+            cache.decode(pod(name, cpu="two"))
+    assert cache.hits == 1
+    cache.decode(pod("f", cpu="1"))  # a third spec: the oldest of two is dropped
+    assert cache.decode(pod("g", cpu="250m")).containers is not one.containers
 
 
 def test_409_already_assigned_is_success_and_other_conflicts_fail() -> None:
