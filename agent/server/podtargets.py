@@ -75,14 +75,14 @@ class PodTargets:
 
     # ----- exec ------------------------------------------------------------------------------------
 
-    def _streaming_url(self, what: str, ask: Callable[[], str | None]) -> Upstream | Refusal | None:
-        """The runtime's streaming URL (a CRI pod), None (a process pod: the agent serves it), or why not."""
+    @staticmethod
+    def _streaming_url(what: str, ask: Callable[[], str | None]) -> Upstream | None:
+        """The runtime's streaming URL (a CRI pod), None (a process pod: the agent serves it). The runtime's
+        refusal is told the client after its upgrade (streamproxy.py): the API server cannot know it."""
         try:
             url = ask()
-        except LookupError as exc:
-            return 400, f"cannot {what}: {exc}"
-        except RuntimeError as exc:
-            return 500, f"cannot {what}: {exc}"
+        except (LookupError, RuntimeError) as exc:
+            return Upstream("", what, error=str(exc))
         return Upstream(url, what) if url is not None else None
 
     def _exec(

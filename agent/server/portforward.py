@@ -38,8 +38,8 @@ from agent.server.spdy import (
     Frame,
     SpdyError,
 )
+from agent.server.streamproxy import PORTFORWARD, Upstream, dial, proxy_port_forward
 from agent.server.streamproxy import TUNNEL as PROTOCOL
-from agent.server.streamproxy import Upstream, proxy_port_forward
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +187,13 @@ class _Session:
             self._finish(error_stream, "")
 
 
+def _refusing(line: str) -> PortCheck:
+    async def check(port: int) -> str | None:
+        return line
+
+    return check
+
+
 async def portforward_handler(request: web.Request, resolve: ResolvePod) -> web.StreamResponse:
     info = request.match_info
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
@@ -196,7 +203,10 @@ async def portforward_handler(request: web.Request, resolve: ResolvePod) -> web.
     if isinstance(resolved, tuple):
         return refuse(*resolved)
     if isinstance(resolved, Upstream):
-        return await proxy_port_forward(request, resolved)
+        connection = await dial(resolved, PORTFORWARD)
+        if not isinstance(connection, str):
+            return await proxy_port_forward(request, connection)
+        resolved = _refusing(connection)  # each forwarded connection is told why, as kubectl expects
     ws = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=4 * 2**20, autoping=True)
     await ws.prepare(request)
     await _Session(ws, resolved, info["pod"]).run()

@@ -9,15 +9,16 @@ itself and is a SPDY client of the streaming server:
 
     the runtime's URL (http://127.0.0.1:<port>/<exec|attach|portforward>/<token>, one use) -> `upgrade`:
     POST with `Upgrade: SPDY/3.1` and `X-Stream-Protocol-Version` (v4.channel.k8s.io, or portforward.k8s.io)
-    -> 101, or one line naming what the server answered (the client's WebSocket is refused with it) ->
+    -> 101, or one line naming what the server answered (or why the runtime gave no URL) ->
     exec, attach (`proxy_remotecommand`): the client's WebSocket upgraded -> SPDY streams opened (error,
     then stdin, stdout, stderr, resize as asked) -> channel 0 and 4 messages become stdin and resize DATA;
     v5's close of stdin a FIN on the stdin stream -> stdout and stderr DATA become channel 1 and 2
     messages -> when the server hangs up, the error stream's metav1.Status (Success, or NonZeroExitCode
-    with the code) goes out on channel 3 and the WebSocket closes.
+    with the code) goes out on channel 3 and the WebSocket closes. A refusal is a Status there too.
     port-forward (`proxy_port_forward`): kubectl already speaks SPDY inside its WebSocket tunnel
     (SPDY/3.1+portforward.k8s.io), so the WebSocket's binary messages and the upgraded connection's bytes
-    are spliced both ways, unchanged.
+    are spliced both ways, unchanged. A refusal: the agent's own SPDY session answers every forwarded
+    connection's error stream with the line (portforward.py), which kubectl prints.
 Either side ending ends the other: the runtime's connection is closed, the WebSocket closed.
 """
 
@@ -43,7 +44,6 @@ from agent.server.channels import (
     STDERR,
     STDIN,
     STDOUT,
-    refuse,
     status,
 )
 from agent.server.spdy import GOAWAY, PING, Codec, SpdyError
@@ -65,6 +65,7 @@ class Upstream:
 
     url: str
     what: str  # "exec in container main of pod web", for the lines that name it
+    error: str = ""  # the runtime refused the call (no URL): the client is told after its upgrade
 
 
 class UpstreamError(Exception):
@@ -110,12 +111,16 @@ async def upgrade(url: str, protocol: str) -> Connection:
     return reader, writer
 
 
-async def _connect(request: web.Request, upstream: Upstream, protocol: str) -> Connection | web.Response:
-    try:
-        return await upgrade(upstream.url, protocol)
-    except UpstreamError as exc:
-        log.info("%s: %s", upstream.what, exc)
-        return refuse(502, f"cannot {upstream.what}: {exc}")
+async def dial(upstream: Upstream, protocol: str) -> Connection | str:
+    """The upgraded connection, or the one line saying why not (the runtime's refusal, or its server's)."""
+    problem = upstream.error
+    if not problem:
+        try:
+            return await upgrade(upstream.url, protocol)
+        except UpstreamError as exc:
+            problem = str(exc)
+    log.info("cannot %s: %s", upstream.what, problem)
+    return f"cannot {upstream.what}: {problem}"
 
 
 async def _until_either(
@@ -201,13 +206,19 @@ class _RemoteCommand:
 async def proxy_remotecommand(
     request: web.Request, upstream: Upstream, flags: StreamFlags
 ) -> web.StreamResponse:
-    """exec or attach through the runtime's streaming server (the module's flow)."""
-    connection = await _connect(request, upstream, REMOTECOMMAND)
-    if isinstance(connection, web.Response):
-        return connection
+    """exec or attach through the runtime's streaming server (the module's flow). The client is upgraded
+    first, as kube-apiserver's stream translator does: a failure after that is a Status on the error channel,
+    which kubectl prints (a refused upgrade would send it to its SPDY fallback, which the API server
+    refuses)."""
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=MAX_MESSAGE, autoping=True)
+    await ws.prepare(request)
+    connection = await dial(upstream, REMOTECOMMAND)
+    if isinstance(connection, str):
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_bytes(status(None, connection))
+            await ws.close()
+        return ws
     try:
-        await ws.prepare(request)
         await _RemoteCommand(ws, connection, flags).run()
     except (SpdyError, ConnectionError) as exc:
         log.info("%s: %s", upstream.what, exc)
@@ -235,10 +246,9 @@ async def _splice(ws: web.WebSocketResponse, connection: Connection) -> None:
     await _until_either(up(), down())
 
 
-async def proxy_port_forward(request: web.Request, upstream: Upstream) -> web.StreamResponse:
-    connection = await _connect(request, upstream, PORTFORWARD)
-    if isinstance(connection, web.Response):
-        return connection
+async def proxy_port_forward(request: web.Request, connection: Connection) -> web.StreamResponse:
+    """The tunnel spliced to a connection `dial` made (portforward.py dials: its own session answers when
+    the runtime refuses)."""
     ws = web.WebSocketResponse(protocols=(TUNNEL,), max_msg_size=MAX_MESSAGE, autoping=True)
     try:
         await ws.prepare(request)

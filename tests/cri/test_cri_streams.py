@@ -33,16 +33,18 @@ def test_kubectl_exec_passes_output_stdin_tty_and_the_exit_code(
     apply(kubectl, tmp_path, image_pod("cri-exec-it", agent.node, "sleep 600"))
     wait_until(lambda: running(admin, "cri-exec-it"), 60, "cri-exec-it Running")
     done = _exec(kubectl, "cri-exec-it", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
-    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n"), done
+    # kubectl's own last line, as with a kubelet: the status carried the code.
+    assert (done.returncode, done.stdout) == (3, "out\n"), done
+    assert done.stderr == "err\ncommand terminated with exit code 3\n", done.stderr
     done = _exec(kubectl, "cri-exec-it", "--", "hostname")
     assert done.returncode == 0 and done.stdout.strip(), done
     # stdin reaches the command, and its end (v5's close of stdin, a FIN to containerd) ends `cat`.
     done = _exec(kubectl, "-i", "cri-exec-it", "--", "cat", stdin="through containerd\n")
     assert (done.returncode, done.stdout) == (0, "through containerd\n"), done
-    # With a terminal (`script` gives kubectl one): the command's stdin is a tty of kubectl's size.
-    line = (
-        f"{kubectl_path()} exec -it cri-exec-it -- sh -c '/bin/busybox tty; /bin/busybox stty size; exit 4'"
-    )
+    # With a terminal (`script` gives kubectl one): the command's stdin is a tty of kubectl's size. containerd
+    # sets the size just after it starts the process (as with a kubelet), so the command waits to see one.
+    size = "until /bin/busybox stty size 2>/dev/null; do :; done"
+    line = f"{kubectl_path()} exec -it cri-exec-it -- sh -c '/bin/busybox tty; {size}; exit 4'"
     env = {**os.environ, "KUBECONFIG": str(kubectl.kubeconfig)}
     tty = subprocess.run(
         ["script", "-qec", f"stty cols 97 rows 31; {line}", "/dev/null"],
@@ -92,8 +94,7 @@ def test_kubectl_attach_reaches_a_containers_stdin_and_output(
         attach.stdin.flush()
         _read_until(attach, "got hello")
         # stdinOnce: the end of this attach's stdin closes the container's; it ends, and so does attach.
-        attach.stdin.close()
-        out, err = attach.communicate(timeout=60)
+        out, err = attach.communicate(timeout=60)  # closes kubectl's stdin first
         assert "stdin closed" in out and attach.returncode == 0, (out, err)
     finally:
         if attach.poll() is None:
@@ -153,5 +154,5 @@ def test_a_runtime_that_is_gone_refuses_exec_in_one_line_and_exec_works_when_it_
         60,
         "exec through containerd again",
     )
-    assert done.stderr == "", done.stderr
+    assert done.stderr == "command terminated with exit code 5\n", done.stderr
     delete(kubectl, admin, "cri-exec-gone")
