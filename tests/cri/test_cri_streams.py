@@ -7,12 +7,16 @@ started again for this module.
 
 from __future__ import annotations
 
+import http.client
 import os
 import select
 import socket
 import subprocess
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from harness.agent import AgentProcess
 from harness.containerd import ContainerdProcess
@@ -127,6 +131,16 @@ def test_kubectl_port_forward_reaches_a_containers_server(
                 assert answer.read() == b"served by busybox\n"
     finally:
         forward.stop()
+    # A port nothing listens on: containerd's error, on the forwarded connection's error stream, reaches
+    # kubectl; the tunnel carried it unchanged.
+    closed = free_port()
+    forward = PortForward(kubectl.kubeconfig, "cri-web", closed)
+    try:
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/", timeout=30)
+    finally:
+        err = forward.stop()
+    assert f"failed to connect to localhost:{closed}" in err, err
     delete(kubectl, admin, "cri-web")
 
 
@@ -135,7 +149,7 @@ def _accepts(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_a_runtime_that_is_gone_refuses_exec_in_one_line_and_exec_works_when_it_is_back(
+def test_a_runtime_that_is_gone_refuses_exec_and_port_forward_in_one_line_and_serves_when_back(
     agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, containerd: ContainerdProcess, tmp_path: Path
 ) -> None:
     apply(kubectl, tmp_path, image_pod("cri-exec-gone", agent.node, "sleep 600"))
@@ -146,6 +160,14 @@ def test_a_runtime_that_is_gone_refuses_exec_in_one_line_and_exec_works_when_it_
         assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done
         assert f"container runtime {containerd.endpoint}" in done.stderr, done.stderr
         assert "cannot exec in container main of pod cri-exec-gone" in done.stderr, done.stderr
+        # port-forward: the tunnel opens, and each forwarded connection is told why, naming the runtime.
+        forward = PortForward(kubectl.kubeconfig, "cri-exec-gone", free_port())
+        try:
+            with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+                urllib.request.urlopen(f"http://127.0.0.1:{forward.local}/", timeout=30)
+        finally:
+            err = forward.stop()
+        assert "cannot forward ports to pod cri-exec-gone: container runtime unix://" in err, err
     finally:
         containerd.start(import_images=False)
     # The agent kept serving: once containerd is back (its shims kept the container), exec works again.
