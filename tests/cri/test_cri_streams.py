@@ -7,13 +7,19 @@ started again for this module.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import http.client
 import os
+import pty
 import select
 import socket
+import struct
 import subprocess
+import termios
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,17 +51,16 @@ def test_kubectl_exec_passes_output_stdin_tty_and_the_exit_code(
     # stdin reaches the command, and its end (v5's close of stdin, a FIN to containerd) ends `cat`.
     done = _exec(kubectl, "-i", "cri-exec-it", "--", "cat", stdin="through containerd\n")
     assert (done.returncode, done.stdout) == (0, "through containerd\n"), done
-    # With a terminal (`script` gives kubectl one): the command's stdin is a tty of kubectl's size. containerd
-    # sets the size just after it starts the process (as with a kubelet), so the command waits to see one.
+    # With a terminal: the command's stdin is a tty of kubectl's size. containerd sets the size just after it
+    # starts the process, so the command waits to see one; and containerd can drop a tty's last output when
+    # the command exits at once after it (its stdout stream ends without it), so the command ends only when
+    # the test has seen what it checks and presses Enter.
     size = "until /bin/busybox stty size 2>/dev/null; do :; done"
-    line = f"{kubectl_path()} exec -it cri-exec-it -- sh -c '/bin/busybox tty; {size}; exit 4'"
-    env = {**os.environ, "KUBECONFIG": str(kubectl.kubeconfig)}
-    tty = subprocess.run(
-        ["script", "-qec", f"stty cols 97 rows 31; {line}", "/dev/null"],
-        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert tty.returncode == 4, (tty.stdout, tty.stderr)
-    assert "/dev/pts/" in tty.stdout and "31 97" in tty.stdout, tty.stdout
+    command = f"/bin/busybox tty; {size}; read line; exit 4"
+    with _on_terminal(kubectl, "exec", "-it", "cri-exec-it", "--", "sh", "-c", command) as (tty, controller):
+        _read_fd_until(controller, "31 97", _read_fd_until(controller, "/dev/pts/"))
+        os.write(controller, b"\r")
+        assert tty.wait(60) == 4
     # A container the pod does not have: one line naming it.
     done = _exec(kubectl, "cri-exec-it", "-c", "nosuch", "--", "true")
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done
@@ -65,19 +70,6 @@ def test_kubectl_exec_passes_output_stdin_tty_and_the_exit_code(
     assert done.returncode != 0 and "/no/such/binary" in done.stderr, done
     assert _exec(kubectl, "cri-exec-it", "--", "true").returncode == 0
     delete(kubectl, admin, "cri-exec-it")
-
-
-def _read_until(process: subprocess.Popen[str], wanted: str, timeout: float = 60) -> str:
-    """kubectl's stdout until `wanted` shows (select on the pipe: an event, not a sleep)."""
-    assert process.stdout is not None
-    seen = ""
-    fd = process.stdout.fileno()
-    while wanted not in seen:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        chunk = os.read(fd, 4096).decode() if ready else ""
-        assert chunk, f"kubectl's output ended before {wanted!r}: {seen!r}"
-        seen += chunk
-    return seen
 
 
 def test_kubectl_attach_reaches_a_containers_stdin_and_output(
@@ -96,7 +88,8 @@ def test_kubectl_attach_reaches_a_containers_stdin_and_output(
     try:
         attach.stdin.write("hello\n")
         attach.stdin.flush()
-        _read_until(attach, "got hello")
+        assert attach.stdout is not None
+        _read_fd_until(attach.stdout.fileno(), "got hello")
         # stdinOnce: the end of this attach's stdin closes the container's; it ends, and so does attach.
         out, err = attach.communicate(timeout=60)  # closes kubectl's stdin first
         assert "stdin closed" in out and attach.returncode == 0, (out, err)
@@ -111,6 +104,53 @@ def test_kubectl_attach_reaches_a_containers_stdin_and_output(
     assert done.returncode == 1 and "was not started with stdin: true" in done.stderr, done
     for name in ("cri-attach", "cri-no-stdin"):
         delete(kubectl, admin, name)
+
+
+def test_kubectl_attach_with_a_terminal_to_a_tty_container(
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    script = "while read line; do echo got $line; /bin/busybox stty size; done"
+    apply(kubectl, tmp_path, image_pod("cri-attach-tty", agent.node, script, stdin=True, tty=True))
+    wait_until(lambda: running(admin, "cri-attach-tty"), 60, "cri-attach-tty Running")
+    with _on_terminal(kubectl, "attach", "-it", "cri-attach-tty") as (_, controller):
+        seen = ""
+        for typed in (b"hello\r", b"again\r"):  # the second once attach surely runs (the first may go early)
+            os.write(controller, typed)
+            seen = _read_fd_until(controller, "got " + typed.decode().strip(), seen)
+        # The container's tty has kubectl's size (the resize stream reached containerd).
+        _read_fd_until(controller, "31 97", seen)
+    delete(kubectl, admin, "cri-attach-tty")
+
+
+@contextlib.contextmanager
+def _on_terminal(kubectl: Kubectl, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """kubectl on a pseudo-terminal of 31 rows and 97 columns (so -t is honoured); the process and the
+    terminal's controlling side, to type into and read from. kubectl is killed at the end if still running."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 31, 97, 0, 0))
+    argv = [str(kubectl_path()), "--kubeconfig", str(kubectl.kubeconfig), *args]
+    process = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
+    os.close(terminal)
+    try:
+        yield process, controller
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(30)
+        os.close(controller)
+
+
+def _read_fd_until(fd: int, wanted: str, seen: str = "", timeout: float = 60) -> str:
+    """A descriptor's output until `wanted` shows (select: an event, not a sleep)."""
+    while wanted not in seen:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        try:
+            chunk = os.read(fd, 4096).decode(errors="replace") if ready else ""
+        except OSError:
+            chunk = ""
+        assert chunk, f"the output ended before {wanted!r}: {seen!r}"
+        seen += chunk
+    return seen
 
 
 def test_kubectl_port_forward_reaches_a_containers_server(
