@@ -19,7 +19,7 @@ import subprocess
 import termios
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +38,7 @@ def _exec(kubectl: Kubectl, *args: str, stdin: str | None = None) -> subprocess.
 
 
 def test_kubectl_exec_passes_output_stdin_tty_and_the_exit_code(
-    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, tmp_path: Path
+    agent: AgentProcess, admin: KubeClient, kubectl: Kubectl, containerd: ContainerdProcess, tmp_path: Path
 ) -> None:
     apply(kubectl, tmp_path, image_pod("cri-exec-it", agent.node, "sleep 600"))
     wait_until(lambda: running(admin, "cri-exec-it"), 60, "cri-exec-it Running")
@@ -58,7 +58,8 @@ def test_kubectl_exec_passes_output_stdin_tty_and_the_exit_code(
     size = "until /bin/busybox stty size 2>/dev/null; do :; done"
     command = f"/bin/busybox tty; {size}; read line; exit 4"
     with _on_terminal(kubectl, "exec", "-it", "cri-exec-it", "--", "sh", "-c", command) as (tty, controller):
-        _read_fd_until(controller, "31 97", _read_fd_until(controller, "/dev/pts/"))
+        seen = _read_fd_until(controller, "/dev/pts/", explain=containerd.log_tail)
+        _read_fd_until(controller, "31 97", seen, explain=lambda: agent.log() + containerd.log_tail())
         os.write(controller, b"\r")
         assert tty.wait(60) == 4
     # A container the pod does not have: one line naming it.
@@ -140,7 +141,9 @@ def _on_terminal(kubectl: Kubectl, *args: str) -> Iterator[tuple[subprocess.Pope
         os.close(controller)
 
 
-def _read_fd_until(fd: int, wanted: str, seen: str = "", timeout: float = 60) -> str:
+def _read_fd_until(
+    fd: int, wanted: str, seen: str = "", timeout: float = 60, explain: Callable[[], str] = str
+) -> str:
     """A descriptor's output until `wanted` shows (select: an event, not a sleep)."""
     while wanted not in seen:
         ready, _, _ = select.select([fd], [], [], timeout)
@@ -148,7 +151,7 @@ def _read_fd_until(fd: int, wanted: str, seen: str = "", timeout: float = 60) ->
             chunk = os.read(fd, 4096).decode(errors="replace") if ready else ""
         except OSError:
             chunk = ""
-        assert chunk, f"the output ended before {wanted!r}: {seen!r}"
+        assert chunk, f"the output ended before {wanted!r}: {seen!r}\n{explain()}"
         seen += chunk
     return seen
 
