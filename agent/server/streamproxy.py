@@ -11,7 +11,8 @@ itself and is a SPDY client of the streaming server:
     POST with `Upgrade: SPDY/3.1` and `X-Stream-Protocol-Version` (v4.channel.k8s.io, or portforward.k8s.io)
     -> 101, or one line naming what the server answered (or why the runtime gave no URL) ->
     exec, attach (`proxy_remotecommand`): the client's WebSocket upgraded -> SPDY streams opened (error,
-    then stdin, stdout, stderr, resize as asked) -> channel 0 and 4 messages become stdin and resize DATA;
+    then stdin, stdout, stderr, resize as asked) and their SYN_REPLYs awaited (the server drops data sent
+    before) -> channel 0 and 4 messages become stdin and resize DATA;
     v5's close of stdin a FIN on the stdin stream -> stdout and stderr DATA become channel 1 and 2
     messages -> when the server hangs up, the error stream's metav1.Status (Success, or NonZeroExitCode
     with the code) goes out on channel 3 and the WebSocket closes. A refusal is a Status there too.
@@ -46,7 +47,7 @@ from agent.server.channels import (
     STDOUT,
     status,
 )
-from agent.server.spdy import GOAWAY, PING, Codec, SpdyError
+from agent.server.spdy import GOAWAY, PING, SYN_REPLY, Codec, SpdyError
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,9 @@ class _RemoteCommand:
         self._ids = {kind: 1 + 2 * n for n, kind in enumerate(kinds)}  # a client's streams: odd, rising
         self._channels = {self._ids.get("stdout", 0): STDOUT, self._ids.get("stderr", 0): STDERR}
         self._status = bytearray()
+        # The server drops data on a stream it has not replied to yet (spdystream), so the client's data
+        # waits for every SYN_REPLY, as client-go's CreateStream does.
+        self._replied = {ident: asyncio.Event() for ident in self._ids.values()}
 
     async def run(self) -> None:
         for kind, ident in self._ids.items():
@@ -176,6 +180,8 @@ class _RemoteCommand:
             for frame in self._codec.feed(chunk):
                 if not frame.control:
                     await self._data(frame.stream, frame.payload)
+                elif frame.kind == SYN_REPLY and frame.stream in self._replied:
+                    self._replied[frame.stream].set()
                 elif frame.kind == PING:
                     self._writer.write(self._codec.ping(frame.value))
                 elif frame.kind == GOAWAY:
@@ -189,6 +195,7 @@ class _RemoteCommand:
 
     async def _from_client(self) -> None:
         stdin, resize = self._ids.get("stdin"), self._ids.get("resize")
+        await asyncio.gather(*(replied.wait() for replied in self._replied.values()))
         async for message in self._ws:
             if message.type != WSMsgType.BINARY or not message.data:
                 continue
