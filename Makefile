@@ -105,6 +105,7 @@ bench: $(STAMP) containerd-deps
 	$(BENCH_RUN) benchmarks/cgroup2_guest_bench.py
 	$(BENCH_RUN) benchmarks/cri_bench.py
 	$(BENCH_RUN) benchmarks/cri_stats_bench.py
+	$(BENCH_RUN) benchmarks/cri_exec_bench.py
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # `sudo make install`: kubenode in its own venv under PREFIX (no dev tools), the `kubenode` command linked

@@ -14,6 +14,7 @@ from typing import Protocol
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.runtime import PodKillTarget
 from agent.kuberuntime.securitycontext import SecurityPolicy
+from agent.kuberuntime.streaming import StreamFlags
 from agent.pod.podrecord import PodRecord
 from agent.stats.usage import CgroupReading, PodUsage
 from agent.volumemanager.manager import MountedVolume
@@ -78,3 +79,16 @@ class PodRuntime(Protocol):
     def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
         """How the runtime reopens the container's log after a rotation renamed it (CRI's
         ReopenContainerLog), or None when the log is rotated in place (agent/logs/rotation.py)."""
+
+    # ----- streaming: kubectl exec, attach and port-forward (streaming.py) --------------------------
+
+    def exec_url(self, uid: str, container: str, command: Sequence[str], flags: StreamFlags) -> str | None:
+        """CRI Exec: the URL of the runtime's streaming server for this exec; None: the agent serves it
+        itself. LookupError: the container is not running there; RuntimeError: the runtime refused or is
+        gone."""
+
+    def attach_url(self, uid: str, container: str, flags: StreamFlags) -> str | None:
+        """CRI Attach, as exec_url."""
+
+    def port_forward_url(self, uid: str) -> str | None:
+        """CRI PortForward for the pod's sandbox, as exec_url."""

@@ -51,6 +51,7 @@ from agent.kuberuntime.processes import (
 )
 from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
+from agent.kuberuntime.streaming import StreamFlags
 from agent.pod.podrecord import (
     RUNNING,
     WAITING,
@@ -377,6 +378,16 @@ class ProcessRuntime(ContainerSequence):
             del self._oom_baseline[key]
         self.backoff.forget_prefix(f"{uid}/")
         shutil.rmtree(self.stdin_dir / uid, ignore_errors=True)
+
+    # Streams (kubectl exec, attach, port-forward): the agent serves host processes' itself (agent/server/).
+    def exec_url(self, uid: str, container: str, command: Sequence[str], flags: StreamFlags) -> str | None:
+        return None
+
+    def attach_url(self, uid: str, container: str, flags: StreamFlags) -> str | None:
+        return None
+
+    def port_forward_url(self, uid: str) -> str | None:
+        return None
 
 
 def wants_stdin(pod: Pod, container: str) -> bool:

@@ -22,6 +22,7 @@ from agent.kuberuntime.cri.runtime import CRIRuntime
 from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES, ExecResult
 from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
+from agent.kuberuntime.streaming import StreamFlags
 from agent.pod.podrecord import PodRecord
 from agent.prober.handlers import ExecRunner, ProbeError
 from agent.stats.usage import CgroupReading, PodUsage
@@ -164,6 +165,17 @@ class RuntimeSelector:
 
     def log_reopener(self, uid: str, container: str) -> Callable[[], None] | None:
         return (self._of(uid) or self.cri).log_reopener(uid, container)  # CRI's: None unless it runs it
+
+    # ----- streams: a CRI pod's go through the runtime's streaming server, a process pod's are the agent's --
+
+    def exec_url(self, uid: str, container: str, command: Sequence[str], flags: StreamFlags) -> str | None:
+        return self.cri.exec_url(uid, container, command, flags) if self._of(uid) is self.cri else None
+
+    def attach_url(self, uid: str, container: str, flags: StreamFlags) -> str | None:
+        return self.cri.attach_url(uid, container, flags) if self._of(uid) is self.cri else None
+
+    def port_forward_url(self, uid: str) -> str | None:
+        return self.cri.port_forward_url(uid) if self._of(uid) is self.cri else None
 
     def forget(self, uid: str) -> None:
         self.process.forget(uid)

@@ -5,9 +5,11 @@
     output from now on (its log file, followed: the runtime writes stdout and stderr there together, so
     it all arrives on the stdout channel) and the client's stdin written to the container's stdin FIFO
     (agent/kuberuntime/processes.py) -> when the container stops, a Success status and the close.
+    A CRI pod's attach instead goes to the runtime's streaming server (CRI Attach's URL; streamproxy.py),
+    with the container's own tty.
 
-Limits: a container's `tty: true` gets no terminal (the runtime gives containers none), so attach is
-never a tty; `stdinOnce` is not honoured (stdin stays open after the first attach).
+Limits of process pods: a container's `tty: true` gets no terminal (the runtime gives containers none),
+so attach is never a tty; `stdinOnce` is not honoured (stdin stays open after the first attach).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from pathlib import Path
 
 from aiohttp import WSMsgType, web
 
-from agent.server.remotecommand import CLOSE, MAX_MESSAGE, PROTOCOLS, STDIN, STDOUT, refuse, status
+from agent.kuberuntime.streaming import StreamFlags
+from agent.server.channels import CLOSE, MAX_MESSAGE, PROTOCOLS, STDIN, STDOUT, refuse, status
+from agent.server.streamproxy import Upstream, proxy_remotecommand
 
 FOLLOW_POLL_S = 0.1
 READ_CHUNK = 32 * 1024
@@ -34,8 +38,9 @@ class AttachTarget:
     running: Callable[[], bool]  # still the same running container
 
 
-# (namespace, pod, container) -> the target, or (HTTP code, why not).
-ResolveAttach = Callable[[str, str, str], Awaitable[AttachTarget | tuple[int, str]]]
+# (namespace, pod, container, streams) -> the target (a process pod), the runtime's streaming URL (a CRI pod),
+# or (HTTP code, why not).
+ResolveAttach = Callable[[str, str, str, StreamFlags], Awaitable[AttachTarget | Upstream | tuple[int, str]]]
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -47,10 +52,13 @@ async def attach_handler(request: web.Request, resolve: ResolveAttach) -> web.St
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
     if request.headers.get("Upgrade", "").lower() != "websocket" or not offered & set(PROTOCOLS):
         return refuse(400, f"attach: needs a WebSocket upgrade offering one of {', '.join(PROTOCOLS)}")
-    target = await resolve(info["namespace"], info["pod"], info["container"])
+    want_stdin = _flag(request, "stdin")
+    flags = StreamFlags(want_stdin, _flag(request, "stdout"), _flag(request, "stderr"), _flag(request, "tty"))
+    target = await resolve(info["namespace"], info["pod"], info["container"], flags)
     if isinstance(target, tuple):
         return refuse(*target)
-    want_stdin = _flag(request, "stdin")
+    if isinstance(target, Upstream):
+        return await proxy_remotecommand(request, target, flags)
     if want_stdin and target.stdin_path is None:
         return refuse(400, f"attach: container {info['container']} was not started with stdin: true")
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=MAX_MESSAGE, autoping=True)

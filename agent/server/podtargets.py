@@ -5,11 +5,14 @@ each answering the target or (HTTP code, one line) for the route to refuse with.
     attach:      the running container -> its log file, stdin FIFO, and whether it still runs
     portForward: the running pod -> the check of a port: declared (containerPort) or listened on by a
                  process in the pod cgroup
+A CRI pod's answer is instead the runtime's streaming URL (the runtime's exec_url, attach_url,
+port_forward_url: CRI Exec, Attach, PortForward), which the route proxies (streamproxy.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +23,14 @@ import psutil
 from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.execstream import ExecSpec, exec_spec
 from agent.kuberuntime.runtime import ProcessRuntime, wants_stdin
+from agent.kuberuntime.securitycontext import raw_container
+from agent.kuberuntime.streaming import StreamFlags
 from agent.node import NodeAgent, PodView
 from agent.pod.podrecord import RUNNING, ContainerRecord
 from agent.server.attach import AttachTarget, ResolveAttach
 from agent.server.portforward import PortCheck, ResolvePod
 from agent.server.remotecommand import Resolve
+from agent.server.streamproxy import Upstream
 from kubenode.model import Pod
 
 T = TypeVar("T")
@@ -69,11 +75,28 @@ class PodTargets:
 
     # ----- exec ------------------------------------------------------------------------------------
 
-    def _exec(self, namespace: str, name: str, container: str, command: list[str]) -> ExecSpec | Refusal:
+    @staticmethod
+    def _streaming_url(what: str, ask: Callable[[], str | None]) -> Upstream | None:
+        """The runtime's streaming URL (a CRI pod), None (a process pod: the agent serves it). The runtime's
+        refusal is told the client after its upgrade (streamproxy.py): the API server cannot know it."""
+        try:
+            url = ask()
+        except (LookupError, RuntimeError) as exc:
+            return Upstream("", what, error=str(exc))
+        return Upstream(url, what) if url is not None else None
+
+    def _exec(
+        self, namespace: str, name: str, container: str, command: list[str], flags: StreamFlags
+    ) -> ExecSpec | Upstream | Refusal:
         found = self._running(namespace, name, container)
         if isinstance(found, tuple):
             return found
         pod = found.pod
+        runtime = self._agent.runtime
+        what = f"exec in container {container} of pod {name}"
+        upstream = self._streaming_url(what, lambda: runtime.exec_url(pod.uid, container, command, flags))
+        if upstream is not None:
+            return upstream
         try:
             files = self._agent.cgroups.procs_files(pod)
             policy = self._agent.runtime.security
@@ -84,9 +107,9 @@ class PodTargets:
     @property
     def exec(self) -> Resolve:
         async def resolve(
-            namespace: str, name: str, container: str, command: list[str]
-        ) -> ExecSpec | Refusal:
-            return await self._off_loop(self._exec, namespace, name, container, command)
+            namespace: str, name: str, container: str, command: list[str], flags: StreamFlags
+        ) -> ExecSpec | Upstream | Refusal:
+            return await self._off_loop(self._exec, namespace, name, container, command, flags)
 
         return resolve
 
@@ -99,11 +122,22 @@ class PodTargets:
                 return rec is not None and rec.state == RUNNING and rec.log_path == log_path
         return False
 
-    def _attach(self, namespace: str, name: str, container: str) -> AttachTarget | Refusal:
+    def _attach(
+        self, namespace: str, name: str, container: str, flags: StreamFlags
+    ) -> AttachTarget | Upstream | Refusal:
         found = self._running(namespace, name, container)
         if isinstance(found, tuple):
             return found
         pod = found.pod
+        if flags.stdin and not wants_stdin(pod, container):
+            return 400, f"attach: container {container} was not started with stdin: true"
+        # The container's own tty, as the kubelet takes it: a process's terminal cannot change once started.
+        flags = dataclasses.replace(flags, tty=raw_container(pod, container).get("tty") is True)
+        runtime = self._agent.runtime
+        what = f"attach to container {container} of pod {name}"
+        upstream = self._streaming_url(what, lambda: runtime.attach_url(pod.uid, container, flags))
+        if upstream is not None:
+            return upstream
         uid, log_path = pod.uid, found.record.log_path
         # attach is served for process pods: their runtime keeps the stdin FIFO (with a CRI endpoint the
         # selector's process runtime; CRI pods' attach would go through the runtime's streaming server).
@@ -113,8 +147,10 @@ class PodTargets:
 
     @property
     def attach(self) -> ResolveAttach:
-        async def resolve(namespace: str, name: str, container: str) -> AttachTarget | Refusal:
-            return await self._off_loop(self._attach, namespace, name, container)
+        async def resolve(
+            namespace: str, name: str, container: str, flags: StreamFlags
+        ) -> AttachTarget | Upstream | Refusal:
+            return await self._off_loop(self._attach, namespace, name, container, flags)
 
         return resolve
 
@@ -128,7 +164,7 @@ class PodTargets:
             " and none of its processes listens on it"
         )
 
-    def _forward(self, namespace: str, name: str) -> PortCheck | Refusal:
+    def _forward(self, namespace: str, name: str) -> PortCheck | Upstream | Refusal:
         view = self._view(namespace, name)
         if isinstance(view, tuple):
             return view
@@ -136,6 +172,12 @@ class PodTargets:
         assert pod is not None
         if view.record.phase != "Running":
             return 400, f'pod "{name}" is not running (phase {view.record.phase}): cannot forward ports'
+        runtime = self._agent.runtime
+        upstream = self._streaming_url(
+            f"forward ports to pod {name}", lambda: runtime.port_forward_url(pod.uid)
+        )
+        if upstream is not None:
+            return upstream
         uid, declared = pod.uid, declared_ports(pod.raw)
 
         async def check(port: int) -> str | None:
@@ -145,7 +187,7 @@ class PodTargets:
 
     @property
     def port_forward(self) -> ResolvePod:
-        async def resolve(namespace: str, name: str) -> PortCheck | Refusal:
+        async def resolve(namespace: str, name: str) -> PortCheck | Upstream | Refusal:
             return await self._off_loop(self._forward, namespace, name)
 
         return resolve

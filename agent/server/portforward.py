@@ -9,9 +9,13 @@ here inside the WebSocket tunnel kubectl 1.31+ opens (subprotocol `SPDY/3.1+port
     the error stream closed empty (success), or carrying one line saying why (a port the pod does not
     serve, a refused connection), which kubectl prints.
 
-Which ports: one the pod declares (`containerPorts`) or one a process in the pod cgroup listens on; any
-other port is refused, so a forward cannot reach the node's other services. PINGs are answered; a protocol
-error ends the connection with GOAWAY and the endpoint keeps serving others.
+A CRI pod's port-forward instead goes to the runtime's streaming server (CRI PortForward's URL), the SPDY
+bytes spliced unchanged (streamproxy.py): the runtime dials the port in the pod's network namespace, which
+here is the node's (no CNI), and applies no check of its own.
+
+Which ports (process pods): one the pod declares (`containerPorts`) or one a process in the pod cgroup
+listens on; any other port is refused, so a forward cannot reach the node's other services. PINGs are
+answered; a protocol error ends the connection with GOAWAY and the endpoint keeps serving others.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
-from agent.server.remotecommand import refuse
+from agent.server.channels import refuse
 from agent.server.spdy import (
     PING,
     RST_REFUSED_STREAM,
@@ -34,18 +38,20 @@ from agent.server.spdy import (
     Frame,
     SpdyError,
 )
+from agent.server.streamproxy import PORTFORWARD, Upstream, dial, proxy_port_forward
+from agent.server.streamproxy import TUNNEL as PROTOCOL
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 MAX_STREAMS = 128
 READ_CHUNK = 32 * 1024
 CONNECT_TIMEOUT_S = 10.0
 
 # (port) -> None if the pod serves it, else why not (one line).
 PortCheck = Callable[[int], Awaitable[str | None]]
-# (namespace, pod) -> the pod's port check, or (HTTP code, why not).
-ResolvePod = Callable[[str, str], Awaitable[PortCheck | tuple[int, str]]]
+# (namespace, pod) -> the pod's port check (a process pod), the runtime's streaming URL (a CRI pod), or
+# (HTTP code, why not).
+ResolvePod = Callable[[str, str], Awaitable[PortCheck | Upstream | tuple[int, str]]]
 
 
 @dataclass
@@ -181,6 +187,13 @@ class _Session:
             self._finish(error_stream, "")
 
 
+def _refusing(line: str) -> PortCheck:
+    async def check(port: int) -> str | None:
+        return line
+
+    return check
+
+
 async def portforward_handler(request: web.Request, resolve: ResolvePod) -> web.StreamResponse:
     info = request.match_info
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
@@ -189,6 +202,11 @@ async def portforward_handler(request: web.Request, resolve: ResolvePod) -> web.
     resolved = await resolve(info["namespace"], info["pod"])
     if isinstance(resolved, tuple):
         return refuse(*resolved)
+    if isinstance(resolved, Upstream):
+        connection = await dial(resolved, PORTFORWARD)
+        if not isinstance(connection, str):
+            return await proxy_port_forward(request, connection)
+        resolved = _refusing(connection)  # each forwarded connection is told why, as kubectl expects
     ws = web.WebSocketResponse(protocols=(PROTOCOL,), max_msg_size=4 * 2**20, autoping=True)
     await ws.prepare(request)
     await _Session(ws, resolved, info["pod"]).run()

@@ -5,14 +5,13 @@ Kubernetes' channel protocol, as the kubelet's streaming server serves it.
     (or v4.channel.k8s.io) -> refused before the upgrade with one plain-text line (400 for a bad query or a
     protocol we do not speak, 404 for an unknown pod or container, 400 for one that is not running) ->
     the upgrade -> the process started (agent/kuberuntime/execstream.py) -> messages until it exits.
+    A CRI pod's exec instead goes to the runtime's streaming server (CRI Exec's URL; streamproxy.py).
 
-The framing (apimachinery's remotecommand constants; client-go tools/remotecommand): every message is
-binary, its first byte a channel: 0 stdin (client to server), 1 stdout, 2 stderr, 3 error, 4 resize
-(client to server, JSON `{"Width": w, "Height": h}`). v5 adds 255: `[255, channel]` closes that channel
-(the client closes stdin so; the process sees end of input). When the process has exited and its output
-is sent, the error channel carries a metav1.Status: `Success`, or `Failure` with reason NonZeroExitCode
-and the code as the `ExitCode` cause (kubectl exits with it), or the reason the command could not run;
-then the WebSocket closes. If the client goes first, the process and its session are killed.
+The framing is channels.py's. v5's `[255, 0]` closes stdin (the process sees end of input). When the process
+has exited and its output is sent, the error channel carries a metav1.Status: `Success`, or `Failure` with
+reason NonZeroExitCode and the code as the `ExitCode` cause (kubectl exits with it), or the reason the
+command could not run; then the WebSocket closes. If the client goes first, the process and its session are
+killed.
 """
 
 from __future__ import annotations
@@ -27,50 +26,31 @@ from aiohttp import WSMsgType, web
 
 from agent.kuberuntime.execstream import ExecSession, ExecSpec
 from agent.kuberuntime.processes import ProcessStartError
+from agent.kuberuntime.streaming import StreamFlags
+from agent.server.channels import (
+    CLOSE,
+    MAX_MESSAGE,
+    PROTOCOLS,
+    RESIZE,
+    STDERR,
+    STDIN,
+    STDOUT,
+    refuse,
+    status,
+)
+from agent.server.streamproxy import Upstream, proxy_remotecommand
 
 log = logging.getLogger(__name__)
 
-PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
-MAX_MESSAGE = 4 * 2**20
 FIRST_SIZE_WAIT_S = 1.0
 
-# (namespace, pod, container, command) -> what to run, or (HTTP code, why not).
-Resolve = Callable[[str, str, str, list[str]], Awaitable[ExecSpec | tuple[int, str]]]
+# (namespace, pod, container, command, streams) -> what to run (a process pod), the runtime's streaming URL
+# (a CRI pod), or (HTTP code, why not).
+Resolve = Callable[[str, str, str, list[str], StreamFlags], Awaitable[ExecSpec | Upstream | tuple[int, str]]]
 
 
 def _flag(query: Any, name: str) -> bool:
     return str(query.get(name, "")).lower() in ("1", "true")
-
-
-def status(code: int | None, message: str = "") -> bytes:
-    """The error channel's metav1.Status for an exit code (None: the command did not run)."""
-    if code == 0:
-        body: dict[str, Any] = {"metadata": {}, "status": "Success"}
-    elif code is None:
-        body = {"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError",
-                "code": 500}  # fmt: skip
-    else:
-        body = {
-            "metadata": {},
-            "status": "Failure",
-            "message": f"command terminated with non-zero exit code: {message}exit code {code}",
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-        }
-    return bytes([ERROR]) + json.dumps(body).encode()
-
-
-# A refused upgrade's reason also goes in this header: a WebSocket client (the API server's aiohttp) is given
-# the status and headers of a failed handshake, not its body.
-REFUSAL_HEADER = "X-Kubenode-Refusal"
-
-
-def refuse(code: int, text: str) -> web.Response:
-    line = " ".join(text.split())
-    return web.Response(
-        status=code, text=line + "\n", content_type="text/plain", headers={REFUSAL_HEADER: line}
-    )
 
 
 async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResponse:
@@ -85,9 +65,12 @@ async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResp
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
     if request.headers.get("Upgrade", "").lower() != "websocket" or not offered & set(PROTOCOLS):
         return refuse(400, f"exec: needs a WebSocket upgrade offering one of {', '.join(PROTOCOLS)}")
-    resolved = await resolve(info["namespace"], info["pod"], info["container"], command)
+    flags = StreamFlags(stdin=stdin, stdout=_flag(query, "stdout"), stderr=_flag(query, "stderr"), tty=tty)
+    resolved = await resolve(info["namespace"], info["pod"], info["container"], command, flags)
     if isinstance(resolved, tuple):
         return refuse(*resolved)
+    if isinstance(resolved, Upstream):
+        return await proxy_remotecommand(request, resolved, flags)
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=MAX_MESSAGE, autoping=True)
     await ws.prepare(request)
     early: list[bytes] = []

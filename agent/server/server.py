@@ -30,9 +30,10 @@ from aiohttp import web
 
 from agent.server.attach import ResolveAttach, attach_handler
 from agent.server.auth import Authorizer, attributes, forbidden, identity_of
+from agent.server.channels import refuse
 from agent.server.httpapi import StreamRequest, StreamRoute
 from agent.server.portforward import ResolvePod, portforward_handler
-from agent.server.remotecommand import Resolve, exec_handler, refuse
+from agent.server.remotecommand import Resolve, exec_handler
 
 log = logging.getLogger(__name__)
 

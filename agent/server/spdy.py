@@ -1,8 +1,10 @@
-"""SPDY/3.1 frames, the server's side: what kubectl's port-forward speaks inside its WebSocket tunnel.
+"""SPDY/3.1 frames: what kubectl's port-forward speaks inside its WebSocket tunnel, and what a CRI runtime's
+streaming server speaks (the agent is its client there: streamproxy.py).
 
 kubectl 1.31+ dials `SPDY/3.1+portforward.k8s.io` as a WebSocket subprotocol and runs a SPDY client over
 the WebSocket's binary messages (client-go tools/portforward/tunneling_dialer.go). This module parses the
 frames that client sends and builds the ones a server answers with; `portforward.py` holds the session.
+As a client (`syn_stream`), it opens the streams of an exec or attach on a CRI streaming server.
 
     control frame: 1 | version 3 (15 bits) | type (16) | flags (8) | length (24) | payload
     data frame:    0 | stream id (31)                  | flags (8) | length (24) | data
@@ -142,7 +144,7 @@ class Codec:
     def _control_frame(kind: int, flags: int, payload: bytes) -> bytes:
         return struct.pack(">HHI", 0x8000 | VERSION, kind, (flags << 24) | len(payload)) + payload
 
-    def syn_reply(self, stream: int, headers: dict[str, str] | None = None) -> bytes:
+    def _header_block(self, headers: dict[str, str] | None) -> bytes:
         items = sorted((headers or {}).items())
         raw = struct.pack(">I", len(items))
         for name, value in items:
@@ -152,8 +154,15 @@ class Codec:
                 + struct.pack(">I", len(value))
                 + value.encode()
             )
-        block = self._deflate.compress(raw) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
-        return self._control_frame(SYN_REPLY, 0, struct.pack(">I", stream) + block)
+        return self._deflate.compress(raw) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+
+    def syn_reply(self, stream: int, headers: dict[str, str] | None = None) -> bytes:
+        return self._control_frame(SYN_REPLY, 0, struct.pack(">I", stream) + self._header_block(headers))
+
+    def syn_stream(self, stream: int, headers: dict[str, str], *, fin: bool = False) -> bytes:
+        """The client's side: open `stream` (odd ids, rising) with its headers; priority 0, no association."""
+        fixed = struct.pack(">IIH", stream, 0, 0)
+        return self._control_frame(SYN_STREAM, FLAG_FIN if fin else 0, fixed + self._header_block(headers))
 
     def ping(self, ident: int) -> bytes:
         return self._control_frame(PING, 0, struct.pack(">I", ident))

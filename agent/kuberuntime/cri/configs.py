@@ -124,12 +124,16 @@ def container_config(
     run_env = {k: v for k, v in env.items() if k not in PROCESS_ONLY_ENV or any(e.name == k for e in c.env)}
     context = security if security is not None else cri.LinuxContainerSecurityContext()
     context.namespace_options.CopyFrom(host_namespaces())
+    raw = raw_container(pod, c.name)
     return cri.ContainerConfig(
         metadata=cri.ContainerMetadata(name=c.name, attempt=restart_count),
         image=cri.ImageSpec(image=c.image),
         command=[expand(part, env) for part in c.command],
         args=[expand(part, env) for part in c.args],
         working_dir=c.working_dir,
+        stdin=raw.get("stdin") is True,  # kubectl attach -i reaches it (cri/streaming.py)
+        stdin_once=raw.get("stdinOnce") is True,
+        tty=raw.get("tty") is True,
         envs=[cri.KeyValue(key=k, value=v.encode()) for k, v in run_env.items()],
         log_path=f"{c.name}/{restart_count}.log",
         labels=labels.container_labels(pod, c, node),

@@ -30,6 +30,7 @@ from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, ImagePuller
+from agent.kuberuntime.cri.streaming import CRIStreaming
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
@@ -57,7 +58,7 @@ def _wall(nanoseconds: int) -> str:
     return rfc3339(nanoseconds / 1e9) if nanoseconds else rfc3339()
 
 
-class CRIRuntime(ContainerSequence):
+class CRIRuntime(ContainerSequence, CRIStreaming):
     def __init__(
         self,
         endpoint: str,
