@@ -92,7 +92,7 @@ class AgentProcess:
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def start(self, timeout: float = 30.0) -> AgentProcess:
+    def start(self, timeout: float = 90.0) -> AgentProcess:
         self.status_address = ""
         self.process = process = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "--log-level", "INFO", "agent",

@@ -97,7 +97,7 @@ class ContainerdProcess:
                 import_image(self.socket, name)
         return self
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None
