@@ -66,10 +66,17 @@ def read_pids(procs_path: str) -> set[int]:
 
 
 def tree_pids(directory: str) -> set[int]:
-    """Every pid in the cgroup at `directory` and in its sub-cgroups."""
-    pids: set[int] = set()
-    for current, _subdirs, _files in os.walk(directory):
-        pids |= read_pids(os.path.join(current, "cgroup.procs"))
+    """Every pid in the cgroup at `directory` and in its sub-cgroups (none if it does not exist)."""
+    pids = read_pids(f"{directory}/cgroup.procs")
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return pids  # removed meanwhile, or never made (os.walk, used before, skipped these too)
+    with entries:
+        # A cgroup's entries are its interface files and its sub-cgroups; only the latter are directories.
+        subdirs = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for sub in subdirs:
+        pids |= tree_pids(sub)
     return pids
 
 

@@ -1,11 +1,10 @@
-"""cgroup v1: one hierarchy per controller (cpu, cpuacct, cpuset, memory, pids), driven through cgroupspy.
+"""cgroup v1: one hierarchy per controller (cpu, cpuacct, cpuset, memory, pids), driven through its files.
 
-cgroupspy's Tree lists the whole hierarchy when built, far too slow per operation, so this
-builds one `cgroupspy.nodes.Node` per path it touches, named by the whole path below the
-controller root (a chain of one Node per level costs more in path joins than the syscalls).
-cgroupspy has no pids controller, so pids.max is written as a plain file. Quirks handled here:
-IntegerFile maps -1 to None; cpuset files take sets of ints, not list strings; delete_cgroup
-needs a str name.
+Each controller's mount directory is resolved once; a cgroup's directory in a hierarchy is that
+path joined with its names, and every value is one read or one write of an interface file (a
+pod's sync touches some sixty, so no per-path object is built). Values as the kernel takes them:
+-1 is "no limit" for cpu.cfs_quota_us and memory.limit_in_bytes; cpuset files hold list strings
+("0-3,6"); a new cpuset child starts empty and gets its parent's cpus and mems before anything else.
 """
 
 from __future__ import annotations
@@ -13,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
-
-from cgroupspy.nodes import Node
 
 from agent.cm.cgroups import validate
 from agent.cm.cgroups.api import CgroupError, ResourceConfig
@@ -27,7 +23,6 @@ from agent.cm.cgroups.files import (
     remove_tree,
     subdirectories,
     tree_pids,
-    write_file,
 )
 from agent.cm.cgroups.formulas import QUOTA_PERIOD
 from kubenode.cpuset import format_cpuset, parse_cpuset
@@ -36,13 +31,13 @@ REQUIRED = ("cpu", "cpuacct", "cpuset", "memory")
 OPTIONAL = ("pids",)
 # memory.limit_in_bytes reads back as 9223372036854771712 (page-rounded LONG_MAX) when unlimited.
 _MEMORY_UNLIMITED_FROM = 1 << 62
+_UNLIMITED = -1
 
 
 class V1Hierarchies:
     version = 1
 
     def __init__(self, mount_root: Path) -> None:
-        self._root = Node(os.fsencode(mount_root))
         self._controllers: list[str] = []
         missing = []
         for name in REQUIRED + OPTIONAL:
@@ -56,19 +51,30 @@ class V1Hierarchies:
         self._distinct: dict[str, str] = {}
         for name in self._controllers:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
+        self._base = {name: os.path.join(str(mount_root), name) for name in self._controllers}
         self._mount_root = mount_root
 
-    def _node(self, controller: str, dirs: Dirs) -> Any:
-        # Fresh nodes every time: a Node remembers the children it created and refuses to
-        # create one again, which would break re-creating a root that was removed.
-        root = Node(controller.encode(), parent=self._root)
-        return Node("/".join(dirs).encode(), parent=root) if dirs else root
-
     def _path(self, controller: str, dirs: Dirs) -> str:
-        return os.fsdecode(self._node(controller, dirs).full_path)
+        return "/".join((self._base[controller], *dirs))
 
     def _hierarchy_paths(self, dirs: Dirs) -> list[str]:
         return [self._path(name, dirs) for name in self._distinct.values()]
+
+    def _get(self, controller: str, dirs: Dirs, file: str) -> str:
+        """An interface file's value; a kernel error names the cgroup and the file."""
+        with kernel_errors(cgroup_path(dirs), file), open(f"{self._path(controller, dirs)}/{file}") as handle:
+            return handle.read().strip()
+
+    def _set(self, controller: str, dirs: Dirs, file: str, value: str) -> None:
+        with kernel_errors(cgroup_path(dirs), file):
+            fd = os.open(f"{self._path(controller, dirs)}/{file}", os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, value.encode("ascii"))
+            finally:
+                os.close(fd)
+
+    def _get_int(self, controller: str, dirs: Dirs, file: str) -> int:
+        return int(self._get(controller, dirs, file))
 
     def exists(self, dirs: Dirs) -> bool:
         return all(os.path.isdir(path) for path in self._hierarchy_paths(dirs))
@@ -84,22 +90,20 @@ class V1Hierarchies:
 
     def _make(self, controller: str, dirs: Dirs) -> bool:
         """mkdir dirs (and missing ancestors) in one hierarchy; True if the leaf was made."""
-        if not dirs or os.path.isdir(self._path(controller, dirs)):
+        path = self._path(controller, dirs) if dirs else ""
+        if not dirs or os.path.isdir(path):
             return False
         self._make(controller, dirs[:-1])
         with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
-            child = self._node(controller, dirs[:-1]).create_cgroup(dirs[-1])
+            os.mkdir(path)
         if controller == "cpuset":
-            self._inherit_cpuset(child, cgroup_path(dirs))
+            self._inherit_cpuset(dirs)
         return True
 
-    def _inherit_cpuset(self, node: Any, cgroup: str) -> None:
+    def _inherit_cpuset(self, dirs: Dirs) -> None:
         # A new v1 cpuset child starts with no cpus/mems and refuses tasks (ENOSPC) until given some.
-        parent = node.parent.controller
-        with kernel_errors(cgroup, "cpuset.mems"):
-            node.controller.mems = parent.mems
-        with kernel_errors(cgroup, "cpuset.cpus"):
-            node.controller.cpus = parent.cpus
+        for file in ("cpuset.mems", "cpuset.cpus"):
+            self._set("cpuset", dirs, file, self._get("cpuset", dirs[:-1], file) or "\n")
 
     def validate(self, dirs: Dirs, config: ResourceConfig) -> None:
         cgroup = cgroup_path(dirs)
@@ -108,86 +112,78 @@ class V1Hierarchies:
         validate.check_memory(cgroup, "memory.limit_in_bytes", config.memory_limit)
         validate.check_pids(cgroup, "pids.max", config.pids_limit)
         if not validate.is_unlimited(config.cpu_quota):
-            parent = self._node("cpu", dirs[:-1]).controller
-            with kernel_errors(cgroup_path(dirs[:-1]), "cpu.cfs_quota_us"):
-                parent_quota, parent_period = parent.cfs_quota_us, parent.cfs_period_us
+            parent = dirs[:-1]
+            parent_quota = self._get_int("cpu", parent, "cpu.cfs_quota_us")
+            parent_period = self._get_int("cpu", parent, "cpu.cfs_period_us")
             validate.check_quota_within_parent(
                 cgroup,
                 "cpu.cfs_quota_us",
                 config.cpu_quota,
                 config.cpu_period or QUOTA_PERIOD,
-                parent_quota,
+                None if parent_quota == _UNLIMITED else parent_quota,
                 parent_period,
             )
         if config.pids_limit is not None and config.pids_limit > 0 and "pids" not in self._controllers:
             raise CgroupError(cgroup, "pids.max", "the pids controller is not mounted")
         self._wanted_cpuset(dirs, config)
 
-    def _wanted_cpuset(self, dirs: Dirs, config: ResourceConfig) -> tuple[set[int], set[int]]:
+    def _cpus(self, dirs: Dirs, file: str) -> frozenset[int]:
+        value = self._get("cpuset", dirs, file)
+        try:
+            return parse_cpuset(value)
+        except ValueError as err:
+            raise CgroupError(cgroup_path(dirs), file, str(err)) from None
+
+    def _wanted_cpuset(self, dirs: Dirs, config: ResourceConfig) -> tuple[frozenset[int], frozenset[int]]:
         cgroup = cgroup_path(dirs)
-        parent = self._node("cpuset", dirs[:-1]).controller
-        with kernel_errors(cgroup_path(dirs[:-1]), "cpuset.cpus"):
-            parent_cpus, parent_mems = frozenset(parent.cpus), frozenset(parent.mems)
-        cpus = set(parent_cpus)
-        mems = set(parent_mems)
+        parent_cpus, parent_mems = self._cpus(dirs[:-1], "cpuset.cpus"), self._cpus(dirs[:-1], "cpuset.mems")
+        cpus, mems = parent_cpus, parent_mems
         if config.cpuset_cpus is not None:
-            cpus = set(validate.checked_cpuset(cgroup, "cpuset.cpus", config.cpuset_cpus, parent_cpus))
+            cpus = validate.checked_cpuset(cgroup, "cpuset.cpus", config.cpuset_cpus, parent_cpus)
         if config.cpuset_mems is not None:
-            mems = set(validate.checked_cpuset(cgroup, "cpuset.mems", config.cpuset_mems, parent_mems))
+            mems = validate.checked_cpuset(cgroup, "cpuset.mems", config.cpuset_mems, parent_mems)
         return cpus, mems
 
     def write(self, dirs: Dirs, config: ResourceConfig) -> None:
-        cgroup = cgroup_path(dirs)
-        self._write_cpu(cgroup, self._node("cpu", dirs).controller, config)
-        memory = self._node("memory", dirs).controller
-        wanted_memory = -1 if validate.is_unlimited(config.memory_limit) else config.memory_limit
-        with kernel_errors(cgroup, "memory.limit_in_bytes"):
-            current = memory.limit_in_bytes
-            if current is not None and current >= _MEMORY_UNLIMITED_FROM:
-                current = -1
-            if (current if current is not None else -1) != wanted_memory:
-                memory.limit_in_bytes = wanted_memory
+        self._write_cpu(dirs, config)
+        wanted_memory = _UNLIMITED if validate.is_unlimited(config.memory_limit) else config.memory_limit
+        current = self._get_int("memory", dirs, "memory.limit_in_bytes")
+        if current >= _MEMORY_UNLIMITED_FROM:
+            current = _UNLIMITED
+        if current != wanted_memory:
+            self._set("memory", dirs, "memory.limit_in_bytes", str(wanted_memory))
         if "pids" in self._controllers:
-            pids_dir = self._path("pids", dirs)
             wanted_pids = "max" if validate.is_unlimited(config.pids_limit) else str(config.pids_limit)
-            if read_file(pids_dir, "pids.max") != wanted_pids:
-                write_file(pids_dir, "pids.max", wanted_pids)
+            if self._get("pids", dirs, "pids.max") != wanted_pids:
+                self._set("pids", dirs, "pids.max", wanted_pids)
         cpus, mems = self._wanted_cpuset(dirs, config)
-        cpuset = self._node("cpuset", dirs).controller
-        with kernel_errors(cgroup, "cpuset.mems"):
-            if cpuset.mems != mems:
-                cpuset.mems = mems
-        with kernel_errors(cgroup, "cpuset.cpus"):
-            if cpuset.cpus != cpus:
-                cpuset.cpus = cpus
+        if self._cpus(dirs, "cpuset.mems") != mems:
+            self._set("cpuset", dirs, "cpuset.mems", format_cpuset(mems))
+        if self._cpus(dirs, "cpuset.cpus") != cpus:
+            self._set("cpuset", dirs, "cpuset.cpus", format_cpuset(cpus))
 
-    @staticmethod
-    def _write_cpu(cgroup: str, cpu: Any, config: ResourceConfig) -> None:
-        if config.cpu_shares is not None:
-            with kernel_errors(cgroup, "cpu.shares"):
-                if cpu.shares != config.cpu_shares:
-                    cpu.shares = config.cpu_shares
-                    if cpu.shares != config.cpu_shares:
-                        raise CgroupError(
-                            cgroup, "cpu.shares", f"kernel kept {cpu.shares}, not {config.cpu_shares}"
-                        )
-        wanted_quota = None if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
-        with kernel_errors(cgroup, "cpu.cfs_period_us"):
-            period = cpu.cfs_period_us
+    def _write_cpu(self, dirs: Dirs, config: ResourceConfig) -> None:
+        if config.cpu_shares is not None and self._get_int("cpu", dirs, "cpu.shares") != config.cpu_shares:
+            self._set("cpu", dirs, "cpu.shares", str(config.cpu_shares))
+            kept = self._get_int("cpu", dirs, "cpu.shares")
+            if kept != config.cpu_shares:
+                raise CgroupError(
+                    cgroup_path(dirs), "cpu.shares", f"kernel kept {kept}, not {config.cpu_shares}"
+                )
+        wanted_quota = _UNLIMITED if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
+        period = self._get_int("cpu", dirs, "cpu.cfs_period_us")
         period_pending = config.cpu_period is not None and period != config.cpu_period
         if period_pending:
             # As runc does: the new period may be refused next to the old quota; retry after the quota.
             try:
-                cpu.cfs_period_us = config.cpu_period
+                self._set("cpu", dirs, "cpu.cfs_period_us", str(config.cpu_period))
                 period_pending = False
-            except OSError:
+            except CgroupError:
                 pass
-        with kernel_errors(cgroup, "cpu.cfs_quota_us"):
-            if cpu.cfs_quota_us != wanted_quota:
-                cpu.cfs_quota_us = wanted_quota
+        if self._get_int("cpu", dirs, "cpu.cfs_quota_us") != wanted_quota:
+            self._set("cpu", dirs, "cpu.cfs_quota_us", str(wanted_quota))
         if period_pending:
-            with kernel_errors(cgroup, "cpu.cfs_period_us"):
-                cpu.cfs_period_us = config.cpu_period
+            self._set("cpu", dirs, "cpu.cfs_period_us", str(config.cpu_period))
 
     def procs_files(self, dirs: Dirs) -> list[str]:
         return [os.path.join(path, "cgroup.procs") for path in self._hierarchy_paths(dirs)]
@@ -205,7 +201,7 @@ class V1Hierarchies:
                 remove_tree(os.path.join(leaf, sub))
             with kernel_errors(cgroup_path(dirs), f"({name} rmdir)"):
                 if os.path.isdir(leaf):
-                    self._node(name, dirs[:-1]).delete_cgroup(dirs[-1])  # cgroupspy wants a str name
+                    os.rmdir(leaf)
         # A container runtime (runc, for CRI pods) makes the pod's path in every mounted hierarchy, devices,
         # freezer, blkio and the systemd one included; they are empty once the pod's processes are gone.
         for directory in other_hierarchies(self._mount_root, set(self._distinct)):
@@ -246,8 +242,7 @@ class V1Hierarchies:
         return limits
 
     def cpu_usage_ns(self, dirs: Dirs) -> int:
-        with kernel_errors(cgroup_path(dirs), "cpuacct.usage"):
-            return int(self._node("cpuacct", dirs).controller.usage or 0)
+        return int(self._get("cpuacct", dirs, "cpuacct.usage") or 0)
 
     def memory_working_set(self, dirs: Dirs) -> int:
         path = self._path("memory", dirs)
