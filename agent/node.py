@@ -31,12 +31,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
-from agent.cm.devicemanager import DeviceManager
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
 from agent.eviction.manager import EvictionManager, PodUsage
@@ -65,6 +64,9 @@ from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
 from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +282,7 @@ class NodeAgent(PodSyncer):
             self._loop_thread.join(10)
         self.workers.stop()
         self.prober.stop()
+        self.store.flush()  # the records saved by the last syncs are on disk before stop returns
 
     def _restore(self) -> None:
         records, problems = self.store.load_all()

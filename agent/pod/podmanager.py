@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from agent.apis.config import AgentConfig
-from agent.cm.devicemanager import DeviceManager
 from agent.cm.topologymanager import TopologyManager
 from agent.config.sources import ManifestError, SourceSnapshot
 from agent.lifecycle.admission import Rejection, admit
@@ -33,6 +33,9 @@ from agent.podworkers.types import UpdatePodOptions, UpdateType, WorkType
 from agent.podworkers.workers import TERMINAL_PHASES, PodWorkers
 from agent.prober.spec import gate_conditions
 from kubenode.model import Pod
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
 
 log = logging.getLogger("agent.node")
 
