@@ -157,8 +157,12 @@ class PodManager:
                 if uid not in self._rejected
                 and uid not in self._held
                 and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
-                and self._records.get(uid, PodRecord(uid, "", "")).phase not in TERMINAL_PHASES
+                and not self._terminal_record(uid)
             ]
+
+    def _terminal_record(self, uid: str) -> bool:
+        record = self._records.get(uid)
+        return record is not None and record.phase in TERMINAL_PHASES
 
     def allocatable(self) -> dict[str, int]:
         result = dict(self._base_allocatable)
