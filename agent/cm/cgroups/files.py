@@ -20,15 +20,20 @@ def display(path: str | bytes) -> str:
     return os.fsdecode(path)
 
 
+def kernel_error(cgroup: str, file: str, err: OSError) -> CgroupError:
+    """The CgroupError for a kernel error on the cgroup's file (raise it `from err`)."""
+    problem = err.strerror or str(err)
+    hint = _HINTS.get(err.errno or 0)
+    return CgroupError(cgroup, file, f"{problem} ({hint})" if hint else problem)
+
+
 @contextmanager
 def kernel_errors(cgroup: str, file: str) -> Iterator[None]:
     """Re-raise OSError from the block as CgroupError naming the cgroup and file."""
     try:
         yield
     except OSError as err:
-        problem = err.strerror or str(err)
-        hint = _HINTS.get(err.errno or 0)
-        raise CgroupError(cgroup, file, f"{problem} ({hint})" if hint else problem) from err
+        raise kernel_error(cgroup, file, err) from err
 
 
 def read_file(directory: str, file: str) -> str:

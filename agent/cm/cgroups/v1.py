@@ -17,6 +17,7 @@ from agent.cm.cgroups import validate
 from agent.cm.cgroups.api import CgroupError, ResourceConfig
 from agent.cm.cgroups.backend import Dirs, cgroup_path
 from agent.cm.cgroups.files import (
+    kernel_error,
     kernel_errors,
     read_file,
     read_flat_key,
@@ -32,6 +33,10 @@ OPTIONAL = ("pids",)
 # memory.limit_in_bytes reads back as 9223372036854771712 (page-rounded LONG_MAX) when unlimited.
 _MEMORY_UNLIMITED_FROM = 1 << 62
 _UNLIMITED = -1
+_MAX_VALUE_BYTES = 65536  # the files read here hold one number or one CPU list
+# What a new v1 cgroup's files hold (kernel: ROOT_TASK_GROUP_LOAD shares, default_cfs_period() 100 ms with
+# no quota, PAGE_COUNTER_MAX memory, pids "max").
+_FRESH = {"cpu.shares": 1024, "cpu.cfs_period_us": 100000, "cpu.cfs_quota_us": _UNLIMITED}
 
 
 class V1Hierarchies:
@@ -52,6 +57,11 @@ class V1Hierarchies:
         for name in self._controllers:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
         self._base = {name: os.path.join(str(mount_root), name) for name in self._controllers}
+        # Cgroups create() just made in every hierarchy and write() has not written yet: write() takes their
+        # values as the kernel's defaults (_FRESH) and their cpuset (cpus, mems) as the one they inherited,
+        # instead of reading each file back. Calls for one cgroup come from one thread (the pod's worker).
+        self._fresh: dict[Dirs, tuple[frozenset[int], frozenset[int]] | None] = {}
+        self._inherited: dict[Dirs, tuple[frozenset[int], frozenset[int]]] = {}
         self._mount_root = mount_root
 
     def _path(self, controller: str, dirs: Dirs) -> str:
@@ -62,16 +72,25 @@ class V1Hierarchies:
 
     def _get(self, controller: str, dirs: Dirs, file: str) -> str:
         """An interface file's value; a kernel error names the cgroup and the file."""
-        with kernel_errors(cgroup_path(dirs), file), open(f"{self._path(controller, dirs)}/{file}") as handle:
-            return handle.read().strip()
+        try:
+            fd = os.open(f"{self._path(controller, dirs)}/{file}", os.O_RDONLY)
+            try:
+                data = os.read(fd, _MAX_VALUE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise kernel_error(cgroup_path(dirs), file, err) from err
+        return data.decode("ascii").strip()
 
     def _set(self, controller: str, dirs: Dirs, file: str, value: str) -> None:
-        with kernel_errors(cgroup_path(dirs), file):
+        try:
             fd = os.open(f"{self._path(controller, dirs)}/{file}", os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, value.encode("ascii"))
             finally:
                 os.close(fd)
+        except OSError as err:
+            raise kernel_error(cgroup_path(dirs), file, err) from err
 
     def _get_int(self, controller: str, dirs: Dirs, file: str) -> int:
         return int(self._get(controller, dirs, file))
@@ -83,27 +102,41 @@ class V1Hierarchies:
         return any(os.path.isdir(path) for path in self._hierarchy_paths(dirs))
 
     def create(self, dirs: Dirs) -> bool:
-        created = False
-        for name in self._distinct.values():
-            created = self._make(name, dirs) or created
-        return created
+        made = [self._make(name, dirs) for name in self._distinct.values()]
+        if all(made):
+            # New in every hierarchy: its files hold the kernel's defaults, and its cpuset the parent's.
+            self._fresh[dirs] = self._inherited.pop(dirs, None)
+        else:
+            self._inherited.pop(dirs, None)
+        return any(made)
 
     def _make(self, controller: str, dirs: Dirs) -> bool:
         """mkdir dirs (and missing ancestors) in one hierarchy; True if the leaf was made."""
-        path = self._path(controller, dirs) if dirs else ""
-        if not dirs or os.path.isdir(path):
+        if not dirs:
             return False
-        self._make(controller, dirs[:-1])
-        with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
-            os.mkdir(path)
+        path = self._path(controller, dirs)
+        try:
+            os.mkdir(path)  # one call where a stat and then a mkdir were made before
+        except FileExistsError:
+            return False
+        except FileNotFoundError:
+            self._make(controller, dirs[:-1])
+            with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
+                os.mkdir(path)
+        except OSError as err:
+            with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
+                raise err
         if controller == "cpuset":
             self._inherit_cpuset(dirs)
         return True
 
     def _inherit_cpuset(self, dirs: Dirs) -> None:
         # A new v1 cpuset child starts with no cpus/mems and refuses tasks (ENOSPC) until given some.
-        for file in ("cpuset.mems", "cpuset.cpus"):
-            self._set("cpuset", dirs, file, self._get("cpuset", dirs[:-1], file) or "\n")
+        mems, cpus = (self._get("cpuset", dirs[:-1], file) for file in ("cpuset.mems", "cpuset.cpus"))
+        self._set("cpuset", dirs, "cpuset.mems", mems or "\n")
+        self._set("cpuset", dirs, "cpuset.cpus", cpus or "\n")
+        with contextlib.suppress(ValueError):  # unparsable: write() reads them back instead
+            self._inherited[dirs] = (parse_cpuset(cpus), parse_cpuset(mems))
 
     def validate(self, dirs: Dirs, config: ResourceConfig) -> None:
         cgroup = cgroup_path(dirs)
@@ -134,9 +167,17 @@ class V1Hierarchies:
         except ValueError as err:
             raise CgroupError(cgroup_path(dirs), file, str(err)) from None
 
-    def _wanted_cpuset(self, dirs: Dirs, config: ResourceConfig) -> tuple[frozenset[int], frozenset[int]]:
+    def _wanted_cpuset(
+        self,
+        dirs: Dirs,
+        config: ResourceConfig,
+        parent: tuple[frozenset[int], frozenset[int]] | None = None,
+    ) -> tuple[frozenset[int], frozenset[int]]:
+        """(cpus, mems) the cgroup should hold; `parent` is the parent's, when known without reading."""
         cgroup = cgroup_path(dirs)
-        parent_cpus, parent_mems = self._cpus(dirs[:-1], "cpuset.cpus"), self._cpus(dirs[:-1], "cpuset.mems")
+        if parent is None:
+            parent = self._cpus(dirs[:-1], "cpuset.cpus"), self._cpus(dirs[:-1], "cpuset.mems")
+        parent_cpus, parent_mems = parent
         cpus, mems = parent_cpus, parent_mems
         if config.cpuset_cpus is not None:
             cpus = validate.checked_cpuset(cgroup, "cpuset.cpus", config.cpuset_cpus, parent_cpus)
@@ -145,33 +186,42 @@ class V1Hierarchies:
         return cpus, mems
 
     def write(self, dirs: Dirs, config: ResourceConfig) -> None:
-        self._write_cpu(dirs, config)
+        fresh = dirs in self._fresh
+        inherited = self._fresh.pop(dirs, None)
+        self._write_cpu(dirs, config, fresh)
         wanted_memory = _UNLIMITED if validate.is_unlimited(config.memory_limit) else config.memory_limit
-        current = self._get_int("memory", dirs, "memory.limit_in_bytes")
+        current = _UNLIMITED if fresh else self._get_int("memory", dirs, "memory.limit_in_bytes")
         if current >= _MEMORY_UNLIMITED_FROM:
             current = _UNLIMITED
         if current != wanted_memory:
             self._set("memory", dirs, "memory.limit_in_bytes", str(wanted_memory))
         if "pids" in self._controllers:
             wanted_pids = "max" if validate.is_unlimited(config.pids_limit) else str(config.pids_limit)
-            if self._get("pids", dirs, "pids.max") != wanted_pids:
+            if ("max" if fresh else self._get("pids", dirs, "pids.max")) != wanted_pids:
                 self._set("pids", dirs, "pids.max", wanted_pids)
-        cpus, mems = self._wanted_cpuset(dirs, config)
-        if self._cpus(dirs, "cpuset.mems") != mems:
+        if inherited is None:
+            cpus, mems = self._wanted_cpuset(dirs, config)
+            current_cpus, current_mems = self._cpus(dirs, "cpuset.cpus"), self._cpus(dirs, "cpuset.mems")
+        else:
+            cpus, mems = self._wanted_cpuset(dirs, config, parent=inherited)
+            current_cpus, current_mems = inherited
+        if current_mems != mems:
             self._set("cpuset", dirs, "cpuset.mems", format_cpuset(mems))
-        if self._cpus(dirs, "cpuset.cpus") != cpus:
+        if current_cpus != cpus:
             self._set("cpuset", dirs, "cpuset.cpus", format_cpuset(cpus))
 
-    def _write_cpu(self, dirs: Dirs, config: ResourceConfig) -> None:
-        if config.cpu_shares is not None and self._get_int("cpu", dirs, "cpu.shares") != config.cpu_shares:
+    def _write_cpu(self, dirs: Dirs, config: ResourceConfig, fresh: bool) -> None:
+        def current(file: str) -> int:
+            return _FRESH[file] if fresh else self._get_int("cpu", dirs, file)
+
+        if config.cpu_shares is not None and current("cpu.shares") != config.cpu_shares:
             self._set("cpu", dirs, "cpu.shares", str(config.cpu_shares))
             kept = self._get_int("cpu", dirs, "cpu.shares")
             if kept != config.cpu_shares:
-                raise CgroupError(
-                    cgroup_path(dirs), "cpu.shares", f"kernel kept {kept}, not {config.cpu_shares}"
-                )
+                problem = f"kernel kept {kept}, not {config.cpu_shares}"
+                raise CgroupError(cgroup_path(dirs), "cpu.shares", problem)
         wanted_quota = _UNLIMITED if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
-        period = self._get_int("cpu", dirs, "cpu.cfs_period_us")
+        period = current("cpu.cfs_period_us")
         period_pending = config.cpu_period is not None and period != config.cpu_period
         if period_pending:
             # As runc does: the new period may be refused next to the old quota; retry after the quota.
@@ -180,7 +230,7 @@ class V1Hierarchies:
                 period_pending = False
             except CgroupError:
                 pass
-        if self._get_int("cpu", dirs, "cpu.cfs_quota_us") != wanted_quota:
+        if current("cpu.cfs_quota_us") != wanted_quota:
             self._set("cpu", dirs, "cpu.cfs_quota_us", str(wanted_quota))
         if period_pending:
             self._set("cpu", dirs, "cpu.cfs_period_us", str(config.cpu_period))
@@ -195,6 +245,8 @@ class V1Hierarchies:
         return pids
 
     def remove(self, dirs: Dirs) -> None:
+        self._fresh.pop(dirs, None)
+        self._inherited.pop(dirs, None)
         for name in self._distinct.values():
             leaf = self._path(name, dirs)
             for sub in subdirectories(leaf):
