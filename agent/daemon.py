@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig, parse_listen
-from agent.cm.devicemanager import DeviceManager, PodInfo
+from agent.cm.devicemanager import PodInfo
 from agent.config.sources import ManifestSource, PodSource
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
@@ -27,6 +27,7 @@ from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
 
 if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
     from agent.server.server import SecureServer  # aiohttp: imported only when joining a cluster
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ def build_node_agent(
 def build_agent(config: AgentConfig) -> RunningAgent:
     devices = None
     if config.device_plugin_dir is not None:
+        from agent.cm.devicemanager import DeviceManager  # grpc: only an agent with device plugins loads it
+
         devices = DeviceManager(
             config.device_plugin_dir,
             config.state_dir,

@@ -31,12 +31,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
-from agent.cm.devicemanager import DeviceManager
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
 from agent.eviction.manager import EvictionManager, PodUsage
@@ -66,9 +65,13 @@ from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
 
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
+
 log = logging.getLogger(__name__)
 
 QOS_UPDATE_INTERVAL_S = 60.0  # the kubelet's periodicQOSCgroupUpdateInterval
+FLUSH_TIMEOUT_S = 30.0  # how long stop waits for the pod records' last fsyncs
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
 # A loop iteration may kill an orphan (grace, then up to 10 s for SIGKILL): beyond this it is stuck.
 LOOP_STALL_S = 60.0
@@ -280,6 +283,10 @@ class NodeAgent(PodSyncer):
             self._loop_thread.join(10)
         self.workers.stop()
         self.prober.stop()
+        # The records saved by the last syncs are on disk before stop returns (bounded: a stalled disk must
+        # not hold the agent's exit; the records are in place for the next start either way).
+        if not self.store.flush(timeout=FLUSH_TIMEOUT_S):
+            log.warning("pod records not yet on disk after %.0f s; stopping anyway", FLUSH_TIMEOUT_S)
 
     def _restore(self) -> None:
         records, problems = self.store.load_all()

@@ -80,7 +80,11 @@ def main() -> int:
         cgroups.start({"cpu": 2000, "memory": 16 << 30})
         new = [timed_ms(partial(cgroups.ensure, pod)) for pod in pods]
         again = [timed_ms(partial(cgroups.ensure, pod)) for pod in pods]
-        qos = [timed_ms(lambda: cgroups.update_qos_cgroups(pods)) for _ in range(20)]
+        # Each call adds or drops a Burstable pod, so the burstable tier's shares change and are written (an
+        # unchanged tier is skipped by the manager for QOS_RECHECK_S and would time nothing).
+        burstable = Container(name="c", command=("true",), requests={"cpu": 100})
+        extra = [Pod(name="bench-burstable", uid=str(uuid.uuid4()), containers=(burstable,))]
+        qos = [timed_ms(partial(cgroups.update_qos_cgroups, pods + extra * (i % 2))) for i in range(20)]
         floor = raw_floor_ms(root, args.pods)
         gone = [timed_ms(partial(cgroups.destroy, pod.uid)) for pod in pods]
     finally:

@@ -52,6 +52,10 @@ OnChange = Callable[[], object]
 class Backend(ABC):
     """One resource's devices. `start` may begin health watching; call `on_change` when devices() changes."""
 
+    # Whether allocate() may block (writes and fsyncs files): then the gRPC server answers Allocate on its
+    # bounded executor; otherwise on its event loop, which saves two thread hand-offs per call.
+    allocate_blocks: bool = True
+
     def start(self, on_change: OnChange) -> None:  # noqa: B027  # optional hook, default: static health
         """Begin watching health; the default backend never changes."""
 

@@ -203,7 +203,11 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
             except RequestError as exc:
                 return clip_message(f"{self.resource_name}: {exc}")
 
-        result: list[Response] | str = await self._run_blocking(answer_all)
+        result: list[Response] | str
+        if self.state.backend.allocate_blocks:
+            result = await self._run_blocking(answer_all)
+        else:
+            result = answer_all()  # memory only: answered on the loop, no executor round trip
         if isinstance(result, str):
             log.info("%s: rejected: %s", self.resource_name, result)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, result)

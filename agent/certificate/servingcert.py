@@ -8,6 +8,8 @@
     `wait_s`) -> written 0600.
 
 Raises ServingCertError with one line saying why, so the daemon can say the endpoint is not served.
+The key, the CSR and the check of the kept certificate are made by a child process
+(agent/certificate/csrtool.py), so the daemon never maps the cryptography package (~10 MiB of RSS).
 """
 
 from __future__ import annotations
@@ -15,22 +17,21 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from kubenode.atomicfile import write_atomically
 
 RENEW_BEFORE = dt.timedelta(days=30)
 KUBELET_SERVING = "kubernetes.io/kubelet-serving"
 POLL_S = 1.0
+TOOL_TIMEOUT_S = 60.0
 
 
 class ServingCertError(Exception):
@@ -43,23 +44,23 @@ class ServingCert:
     key_path: Path
 
 
-def _general_name(name: str) -> x509.GeneralName:
+def _tool(*args: str) -> dict[str, Any]:
+    """Run agent/certificate/csrtool.py in a child process; its JSON answer."""
     try:
-        return x509.IPAddress(ipaddress.ip_address(name))
-    except ValueError:
-        return x509.DNSName(name)
-
-
-def _is_fresh(path: Path, names: set[str]) -> bool:
-    try:
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (OSError, ValueError, x509.ExtensionNotFound):
-        return False
-    have = {str(v) for v in san.get_values_for_type(x509.IPAddress)} | set(
-        san.get_values_for_type(x509.DNSName)
-    )
-    return cert.not_valid_after_utc - dt.datetime.now(dt.UTC) >= RENEW_BEFORE and names <= have
+        done = subprocess.run(
+            [sys.executable, "-m", "agent.certificate.csrtool", *args],
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServingCertError(f"cannot run the certificate tool: {exc}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ServingCertError(f"the certificate tool failed: {last}")
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
 
 
 def ensure_serving_cert(
@@ -77,23 +78,10 @@ def ensure_serving_cert(
     pki = Path(state_dir) / "pki"
     result = ServingCert(pki / "kubelet-server.crt", pki / "kubelet-server.key")
     wanted = {str(ipaddress.ip_address(n)) if _is_ip(n) else n for n in names if n}
-    if result.key_path.exists() and _is_fresh(result.cert_path, wanted):
+    days = str(RENEW_BEFORE.total_seconds() / 86400)
+    if result.key_path.exists() and _tool("fresh", str(result.cert_path), days, *sorted(wanted))["fresh"]:
         return result
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node}"),
-        ]
-    )
-    csr = (
-        x509.CertificateSigningRequestBuilder()
-        .subject_name(subject)
-        .add_extension(
-            x509.SubjectAlternativeName([_general_name(n) for n in sorted(wanted)]), critical=False
-        )
-        .sign(key, hashes.SHA256())
-    )
+    made = _tool("request", node, *sorted(wanted))
     resource = Resource(
         "certificatesigningrequests",
         "CertificateSigningRequest",
@@ -105,7 +93,7 @@ def ensure_serving_cert(
         "kind": "CertificateSigningRequest",
         "metadata": {"generateName": f"csr-{node}-"},
         "spec": {
-            "request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
+            "request": base64.b64encode(made["csr"].encode()).decode(),
             "signerName": KUBELET_SERVING,
             "usages": ["digital signature", "key encipherment", "server auth"],
         },
@@ -125,10 +113,7 @@ def ensure_serving_cert(
         raise ServingCertError(f"cannot get a serving certificate from the API server: {exc}") from None
     certificate = base64.b64decode(answer["status"]["certificate"])
     pki.mkdir(mode=0o700, parents=True, exist_ok=True)
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    write_atomically(result.key_path, key_pem)
+    write_atomically(result.key_path, made["key"].encode())
     write_atomically(result.cert_path, certificate)
     return result
 

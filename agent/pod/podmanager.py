@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from agent.apis.config import AgentConfig
-from agent.cm.devicemanager import DeviceManager
 from agent.cm.topologymanager import TopologyManager
 from agent.config.sources import ManifestError, SourceSnapshot
 from agent.lifecycle.admission import Rejection, admit
@@ -33,6 +33,9 @@ from agent.podworkers.types import UpdatePodOptions, UpdateType, WorkType
 from agent.podworkers.workers import TERMINAL_PHASES, PodWorkers
 from agent.prober.spec import gate_conditions
 from kubenode.model import Pod
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
 
 log = logging.getLogger("agent.node")
 
@@ -154,8 +157,12 @@ class PodManager:
                 if uid not in self._rejected
                 and uid not in self._held
                 and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
-                and self._records.get(uid, PodRecord(uid, "", "")).phase not in TERMINAL_PHASES
+                and not self._terminal_record(uid)
             ]
+
+    def _terminal_record(self, uid: str) -> bool:
+        record = self._records.get(uid)
+        return record is not None and record.phase in TERMINAL_PHASES
 
     def allocatable(self) -> dict[str, int]:
         result = dict(self._base_allocatable)

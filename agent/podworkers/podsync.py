@@ -6,7 +6,7 @@ with the volume manager's backoff, no container starts) -> devices for every
 container from the device manager (its Allocate; a failure before the pod ever ran fails it
 for good with UnexpectedAdmissionError, as the kubelet's admission-time allocation does) ->
 the exclusive CPUs the CPU plugin returned in KUBENODE_CPUSET claimed in the CPU pool (the
-other pods' cpusets rewritten) -> the QoS tiers updated for a new pod -> the pod cgroup
+other pods' cpusets rewritten) -> the QoS tiers updated for a new Burstable pod -> the pod cgroup
 ensured with its cpuset -> containers whose liveness or startup probe failed killed -> the
 containers started or restarted by the process runtime, each in its own mount namespace with
 its volumeMounts -> the pod's probes started (agent/prober).
@@ -38,7 +38,7 @@ from agent.prober.containers import unhealthy_containers
 from agent.prober.manager import ProbeManager
 from agent.volumemanager.manager import VolumeManager, VolumeSetupError
 from kubenode.cpuset import format_cpuset, parse_cpuset
-from kubenode.model import Container, Pod
+from kubenode.model import Container, Pod, QOSClass
 from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger("agent.node")
@@ -119,7 +119,10 @@ class PodSyncer(PodManager):
                 self.runtime.kill_pod(pod.uid, record, self.cgroups, lambda: 1)
                 if pod.restart_policy == "Never":
                     return SyncResult(terminal=True)
-            self._update_qos([p for p in self.active_pods() if p.uid != pod.uid] + [pod])
+            if pod.qos_class == QOSClass.BURSTABLE:
+                # Only the burstable tier's shares follow the pods (the sum of their CPU requests); the other
+                # tiers are set at start and checked by housekeeping, so no other pod changes a tier.
+                self._update_qos([p for p in self.active_pods() if p.uid != pod.uid] + [pod])
         info = self.cgroups.ensure(pod, cpuset)
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():

@@ -46,6 +46,7 @@ class CpuBackend(Backend):
             elif cpu.cpu == cpu.core:
                 self._add(f"core{cpu.core}", cpu.siblings, cpu, options.reserved)
         self.cdi_spec = _cdi_spec(options, resource_name)
+        self.allocate_blocks = self.cdi_spec is not None  # each Allocate writes and fsyncs the CDI spec
         self._told_no_cdi = False
         self._stop_pruning = threading.Event()
         self._pruner: threading.Thread | None = None

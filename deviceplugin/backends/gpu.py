@@ -26,6 +26,8 @@ IDLE_WAIT_S = 1.0  # how often the monitor looks up from NVML's event wait to no
 
 
 class GpuBackend(Backend):
+    allocate_blocks = False  # from memory, and a stat of each /dev node
+
     def __init__(
         self,
         resource_name: str,

@@ -23,6 +23,8 @@ WATCH_RETRY_S = 1.0  # pause after a failed round, so a persistent error cannot 
 
 
 class StaticBackend(Backend):
+    allocate_blocks = False  # the declared devices' env, nodes and mounts, from memory
+
     def __init__(self, options: StaticOptions, kubelet_dir: str) -> None:
         self._declared = {d.id: d for d in options.devices}
         self._config_unhealthy = {d.id for d in options.devices if not d.healthy}

@@ -1,11 +1,14 @@
-"""Where the API server is and how to authenticate: loaded by the official client's loaders.
+"""Where the API server is and how to authenticate: plain kubeconfigs read here, others by official loaders.
 
 `load_kubeconfig(path)` and `load_incluster()` fill a `kubernetes.client.Configuration`
 with `kubernetes.config` (so every kubeconfig form the official client understands works:
 token, tokenFile, client certificates, CA files or inline data, exec plugins, the
 service-account token that is re-read as it rotates) and wrap it in a `ClientConfig`
 that the raw transport reads: the server URL, TLS material as file paths, and the
-Authorization header, asked for on each request so refresh hooks keep working.
+Authorization header, asked for on each request so refresh hooks keep working. A kubeconfig of the
+plain forms (token or client certificate, CA file or data: what the daemons are given) is read by
+`kubeconfig.read_plain` without importing the official client, which costs a process ~30 MiB; any
+other form goes to the official loader as before.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kubenode.kubeclient.errors import KubeConfigError
+from kubenode.kubeclient.kubeconfig import read_plain
 
 IN_CLUSTER_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 AUTH_CACHE_S = 1.0
@@ -32,6 +36,8 @@ class ClientConfig:
     tls_server_name: str | None = None
     # The official client's Configuration; kept for its auth hooks (token refresh, exec plugins).
     official: Any = None
+    # The Authorization header of a plain kubeconfig (a token, a username/password), read without it.
+    static_authorization: str | None = None
     _auth_cache: tuple[float, str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def authorization(self) -> str | None:
@@ -52,7 +58,7 @@ class ClientConfig:
     def _authorization(self) -> str | None:
         cfg = self.official
         if cfg is None:
-            return None
+            return self.static_authorization
         token = cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:
             return str(token) if " " in str(token) else f"Bearer {token}"
@@ -84,6 +90,10 @@ def _from_official(cfg: Any) -> ClientConfig:
 
 def load_kubeconfig(path: Path | str, context: str | None = None) -> ClientConfig:
     """The kubeconfig file's current (or named) context; KubeConfigError names the file and the problem."""
+    plain = read_plain(path, context)
+    if plain is not None:
+        authorization = plain.pop("authorization")
+        return ClientConfig(**plain, static_authorization=authorization)
     from kubernetes import client, config
 
     cfg = client.Configuration()

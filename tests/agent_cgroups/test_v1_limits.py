@@ -194,3 +194,44 @@ def test_kernel_errors_name_cgroup_and_file(manager: PodCgroupManager) -> None:
     with pytest.raises(CgroupError, match=r"cpuset\.cpus: Device or resource busy") as caught:
         manager.ensure(pod_, cpuset="0")
     assert info.name in str(caught.value)
+
+
+def test_an_unchanged_qos_tier_is_left_alone_until_its_recheck(
+    manager: PodCgroupManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = manager.name_for(guaranteed(100)).rsplit("/", 1)[0]
+    pods = [pod(container(requests={"cpu": 250}))]
+    manager.update_qos_cgroups(pods)
+    assert read("cpu", root + "/burstable", "cpu.shares") == "256"
+    with open(f"/sys/fs/cgroup/cpu{root}/burstable/cpu.shares", "w") as handle:
+        handle.write("999")  # drift by another writer
+    manager.update_qos_cgroups(pods)  # same wanted shares, checked a moment ago: not looked at again
+    assert read("cpu", root + "/burstable", "cpu.shares") == "999"
+    manager.update_qos_cgroups([*pods, pod(container(requests={"cpu": 250}))])  # the shares change: written
+    assert read("cpu", root + "/burstable", "cpu.shares") == "512"
+    with open(f"/sys/fs/cgroup/cpu{root}/burstable/cpu.shares", "w") as handle:
+        handle.write("999")
+    monkeypatch.setattr("agent.cm.cgroups.manager.QOS_RECHECK_S", 0.0)  # the recheck is due: drift repaired
+    manager.update_qos_cgroups([*pods, pod(container(requests={"cpu": 250}))])
+    assert read("cpu", root + "/burstable", "cpu.shares") == "512"
+
+
+def test_a_new_pod_cgroup_is_written_from_the_kernels_defaults(manager: PodCgroupManager) -> None:
+    # A new cgroup is not read back before its limits are written (its files hold the kernel's defaults):
+    # the files must still end up holding every value.
+    pod_ = guaranteed(250, 64 << 20)
+    info = manager.ensure(pod_, cpuset="0")
+    expected = {
+        ("cpu", "cpu.shares"): "256",
+        ("cpu", "cpu.cfs_quota_us"): "25000",
+        ("cpu", "cpu.cfs_period_us"): "100000",
+        ("memory", "memory.limit_in_bytes"): str(64 << 20),
+        ("cpuset", "cpuset.cpus"): "0",
+    }
+    for (controller, file), value in expected.items():
+        assert read(controller, info.name, file) == value, file
+    best_effort = pod(container())
+    info = manager.ensure(best_effort)
+    assert read("cpu", info.name, "cpu.shares") == "2"
+    assert read("cpu", info.name, "cpu.cfs_quota_us") == "-1"
+    assert read("memory", info.name, "memory.limit_in_bytes") == UNLIMITED_MEMORY

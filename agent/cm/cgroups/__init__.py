@@ -14,7 +14,7 @@ Modules, one job each:
 - `detect`: cgroup v1/v2 detection by statfs magic (a hybrid host is v1).
 - `files`: interface file reads/writes, kernel errors -> CgroupError, pid and tree helpers.
 - `backend`: the per-version operations the manager needs (`Hierarchies`).
-- `v1`: cgroup v1 through cgroupspy nodes (pids.max as a plain file).
+- `v1`: cgroup v1 through its interface files, one hierarchy per controller.
 - `v2`: cgroup v2 through its files, with an injectable mkdir/rmdir for tests on a plain tree.
 - `manager`: QoS tiers, pod cgroups, listing, signalling and destroying, on one backend.
 

@@ -20,15 +20,20 @@ def display(path: str | bytes) -> str:
     return os.fsdecode(path)
 
 
+def kernel_error(cgroup: str, file: str, err: OSError) -> CgroupError:
+    """The CgroupError for a kernel error on the cgroup's file (raise it `from err`)."""
+    problem = err.strerror or str(err)
+    hint = _HINTS.get(err.errno or 0)
+    return CgroupError(cgroup, file, f"{problem} ({hint})" if hint else problem)
+
+
 @contextmanager
 def kernel_errors(cgroup: str, file: str) -> Iterator[None]:
     """Re-raise OSError from the block as CgroupError naming the cgroup and file."""
     try:
         yield
     except OSError as err:
-        problem = err.strerror or str(err)
-        hint = _HINTS.get(err.errno or 0)
-        raise CgroupError(cgroup, file, f"{problem} ({hint})" if hint else problem) from err
+        raise kernel_error(cgroup, file, err) from err
 
 
 def read_file(directory: str, file: str) -> str:
@@ -66,10 +71,17 @@ def read_pids(procs_path: str) -> set[int]:
 
 
 def tree_pids(directory: str) -> set[int]:
-    """Every pid in the cgroup at `directory` and in its sub-cgroups."""
-    pids: set[int] = set()
-    for current, _subdirs, _files in os.walk(directory):
-        pids |= read_pids(os.path.join(current, "cgroup.procs"))
+    """Every pid in the cgroup at `directory` and in its sub-cgroups (none if it does not exist)."""
+    pids = read_pids(f"{directory}/cgroup.procs")
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return pids  # removed meanwhile, or never made (os.walk, used before, skipped these too)
+    with entries:
+        # A cgroup's entries are its interface files and its sub-cgroups; only the latter are directories.
+        subdirs = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for sub in subdirs:
+        pids |= tree_pids(sub)
     return pids
 
 

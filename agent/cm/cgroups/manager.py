@@ -23,6 +23,9 @@ KILL_PASSES = 5  # as the kubelet's pod container manager Destroy
 KILL_WAIT_S = 1.0  # per pass: how long killed processes get to leave the cgroup
 REMOVE_WAIT_S = 2.0  # rmdir of a cgroup whose last tasks are still exiting returns EBUSY for a moment
 POLL_S = 0.005
+# A tier's files are read back and corrected at least this often even when the wanted shares did not change
+# (drift by another writer); between two checks an unchanged tier costs nothing per pod sync.
+QOS_RECHECK_S = 10.0
 
 
 def _root_dirs(cgroup_root: str) -> Dirs:
@@ -56,10 +59,17 @@ class PodCgroupManager:
         # Pod workers call in parallel. Making directories is serialised so that no cgroup is seen
         # (and used as a parent) between its mkdir and the copy of its parent's cpuset.
         self._create_lock = threading.Lock()
+        # What update_qos_cgroups last made each tier hold, and when (time.monotonic()).
+        self._qos_applied: dict[QOSClass, tuple[ResourceConfig, float]] = {}
 
     def _create(self, dirs: Dirs) -> bool:
         with self._create_lock:
             return self.backend.create(dirs)
+
+    def _ensure_exists(self, dirs: Dirs) -> None:
+        """A tier, which normally exists: looked at first (v1's mkdir of an existing cgroup costs more)."""
+        if not self.backend.exists(dirs):
+            self._create(dirs)
 
     @property
     def version(self) -> int:
@@ -68,6 +78,7 @@ class PodCgroupManager:
     # -- QoS tiers --
 
     def start(self, node_allocatable: Mapping[str, int]) -> None:
+        self._qos_applied.clear()
         kubepods = self._tiers[QOSClass.GUARANTEED]
         self._create(kubepods)
         cpu = node_allocatable.get(CPU)
@@ -84,12 +95,18 @@ class PodCgroupManager:
         burstable_cpu = sum(
             pod.requests.get(CPU, 0) for pod in active_pods if pod.qos_class == QOSClass.BURSTABLE
         )
+        now = time.monotonic()
         for qos, shares in (
             (QOSClass.BURSTABLE, milli_cpu_to_shares(burstable_cpu)),
             (QOSClass.BEST_EFFORT, MIN_SHARES),
         ):
-            self._create(self._tiers[qos])
-            self._apply(self._tiers[qos], ResourceConfig(cpu_shares=shares))
+            config = ResourceConfig(cpu_shares=shares)
+            applied = self._qos_applied.get(qos)
+            if applied is not None and applied[0] == config and now - applied[1] < QOS_RECHECK_S:
+                continue  # a pod that changes no tier (not burstable) costs no tier reads or writes
+            self._ensure_exists(self._tiers[qos])
+            self._apply(self._tiers[qos], config)
+            self._qos_applied[qos] = (config, now)
 
     def _apply(self, dirs: Dirs, config: ResourceConfig) -> None:
         self.backend.validate(dirs, config)
@@ -114,7 +131,7 @@ class PodCgroupManager:
     def ensure(self, pod: Pod, cpuset: str | None = None) -> PodCgroupInfo:
         dirs = self._pod_dirs(pod.qos_class, pod.uid)
         config = self.resource_config(pod, cpuset)
-        self._create(dirs[:-1])
+        self._ensure_exists(dirs[:-1])
         self.backend.validate(dirs, config)
         # v1 makes the pod's directory hierarchy by hierarchy: if one mkdir (or the write) fails,
         # the others already made must not stay until the pod terminates.
@@ -200,6 +217,7 @@ class PodCgroupManager:
         return self.backend.oom_kills(self._only(uid))
 
     def stop_and_remove_root(self) -> None:
+        self._qos_applied.clear()
         for qos in (QOSClass.BURSTABLE, QOSClass.BEST_EFFORT, QOSClass.GUARANTEED):
             self.backend.remove_if_empty(self._tiers[qos])
         for depth in range(len(self._root), 0, -1):

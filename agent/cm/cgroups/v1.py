@@ -1,11 +1,10 @@
-"""cgroup v1: one hierarchy per controller (cpu, cpuacct, cpuset, memory, pids), driven through cgroupspy.
+"""cgroup v1: one hierarchy per controller (cpu, cpuacct, cpuset, memory, pids), driven through its files.
 
-cgroupspy's Tree lists the whole hierarchy when built, far too slow per operation, so this
-builds one `cgroupspy.nodes.Node` per path it touches, named by the whole path below the
-controller root (a chain of one Node per level costs more in path joins than the syscalls).
-cgroupspy has no pids controller, so pids.max is written as a plain file. Quirks handled here:
-IntegerFile maps -1 to None; cpuset files take sets of ints, not list strings; delete_cgroup
-needs a str name.
+Each controller's mount directory is resolved once; a cgroup's directory in a hierarchy is that
+path joined with its names, and every value is one read or one write of an interface file (a
+pod's sync touches some sixty, so no per-path object is built). Values as the kernel takes them:
+-1 is "no limit" for cpu.cfs_quota_us and memory.limit_in_bytes; cpuset files hold list strings
+("0-3,6"); a new cpuset child starts empty and gets its parent's cpus and mems before anything else.
 """
 
 from __future__ import annotations
@@ -13,21 +12,18 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
-
-from cgroupspy.nodes import Node
 
 from agent.cm.cgroups import validate
 from agent.cm.cgroups.api import CgroupError, ResourceConfig
 from agent.cm.cgroups.backend import Dirs, cgroup_path
 from agent.cm.cgroups.files import (
+    kernel_error,
     kernel_errors,
     read_file,
     read_flat_key,
     remove_tree,
     subdirectories,
     tree_pids,
-    write_file,
 )
 from agent.cm.cgroups.formulas import QUOTA_PERIOD
 from kubenode.cpuset import format_cpuset, parse_cpuset
@@ -36,13 +32,17 @@ REQUIRED = ("cpu", "cpuacct", "cpuset", "memory")
 OPTIONAL = ("pids",)
 # memory.limit_in_bytes reads back as 9223372036854771712 (page-rounded LONG_MAX) when unlimited.
 _MEMORY_UNLIMITED_FROM = 1 << 62
+_UNLIMITED = -1
+_MAX_VALUE_BYTES = 65536  # the files read here hold one number or one CPU list
+# What a new v1 cgroup's files hold (kernel: ROOT_TASK_GROUP_LOAD shares, default_cfs_period() 100 ms with
+# no quota, PAGE_COUNTER_MAX memory, pids "max").
+_FRESH = {"cpu.shares": 1024, "cpu.cfs_period_us": 100000, "cpu.cfs_quota_us": _UNLIMITED}
 
 
 class V1Hierarchies:
     version = 1
 
     def __init__(self, mount_root: Path) -> None:
-        self._root = Node(os.fsencode(mount_root))
         self._controllers: list[str] = []
         missing = []
         for name in REQUIRED + OPTIONAL:
@@ -56,19 +56,44 @@ class V1Hierarchies:
         self._distinct: dict[str, str] = {}
         for name in self._controllers:
             self._distinct.setdefault(os.path.realpath(mount_root / name), name)
+        self._base = {name: os.path.join(str(mount_root), name) for name in self._controllers}
+        # Cgroups create() just made in every hierarchy and write() has not written yet: write() takes their
+        # values as the kernel's defaults (_FRESH) and their cpuset (cpus, mems) as the one they inherited,
+        # instead of reading each file back. Calls for one cgroup come from one thread (the pod's worker).
+        self._fresh: dict[Dirs, tuple[frozenset[int], frozenset[int]] | None] = {}
+        self._inherited: dict[Dirs, tuple[frozenset[int], frozenset[int]]] = {}
         self._mount_root = mount_root
 
-    def _node(self, controller: str, dirs: Dirs) -> Any:
-        # Fresh nodes every time: a Node remembers the children it created and refuses to
-        # create one again, which would break re-creating a root that was removed.
-        root = Node(controller.encode(), parent=self._root)
-        return Node("/".join(dirs).encode(), parent=root) if dirs else root
-
     def _path(self, controller: str, dirs: Dirs) -> str:
-        return os.fsdecode(self._node(controller, dirs).full_path)
+        return "/".join((self._base[controller], *dirs))
 
     def _hierarchy_paths(self, dirs: Dirs) -> list[str]:
         return [self._path(name, dirs) for name in self._distinct.values()]
+
+    def _get(self, controller: str, dirs: Dirs, file: str) -> str:
+        """An interface file's value; a kernel error names the cgroup and the file."""
+        try:
+            fd = os.open(f"{self._path(controller, dirs)}/{file}", os.O_RDONLY)
+            try:
+                data = os.read(fd, _MAX_VALUE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise kernel_error(cgroup_path(dirs), file, err) from err
+        return data.decode("ascii").strip()
+
+    def _set(self, controller: str, dirs: Dirs, file: str, value: str) -> None:
+        try:
+            fd = os.open(f"{self._path(controller, dirs)}/{file}", os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, value.encode("ascii"))
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise kernel_error(cgroup_path(dirs), file, err) from err
+
+    def _get_int(self, controller: str, dirs: Dirs, file: str) -> int:
+        return int(self._get(controller, dirs, file))
 
     def exists(self, dirs: Dirs) -> bool:
         return all(os.path.isdir(path) for path in self._hierarchy_paths(dirs))
@@ -77,29 +102,41 @@ class V1Hierarchies:
         return any(os.path.isdir(path) for path in self._hierarchy_paths(dirs))
 
     def create(self, dirs: Dirs) -> bool:
-        created = False
-        for name in self._distinct.values():
-            created = self._make(name, dirs) or created
-        return created
+        made = [self._make(name, dirs) for name in self._distinct.values()]
+        if all(made):
+            # New in every hierarchy: its files hold the kernel's defaults, and its cpuset the parent's.
+            self._fresh[dirs] = self._inherited.pop(dirs, None)
+        else:
+            self._inherited.pop(dirs, None)
+        return any(made)
 
     def _make(self, controller: str, dirs: Dirs) -> bool:
         """mkdir dirs (and missing ancestors) in one hierarchy; True if the leaf was made."""
-        if not dirs or os.path.isdir(self._path(controller, dirs)):
+        if not dirs:
             return False
-        self._make(controller, dirs[:-1])
-        with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
-            child = self._node(controller, dirs[:-1]).create_cgroup(dirs[-1])
+        path = self._path(controller, dirs)
+        try:
+            os.mkdir(path)  # one call where a stat and then a mkdir were made before
+        except FileExistsError:
+            return False
+        except FileNotFoundError:
+            self._make(controller, dirs[:-1])
+            with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
+                os.mkdir(path)
+        except OSError as err:
+            with kernel_errors(cgroup_path(dirs), f"({controller} mkdir)"):
+                raise err
         if controller == "cpuset":
-            self._inherit_cpuset(child, cgroup_path(dirs))
+            self._inherit_cpuset(dirs)
         return True
 
-    def _inherit_cpuset(self, node: Any, cgroup: str) -> None:
+    def _inherit_cpuset(self, dirs: Dirs) -> None:
         # A new v1 cpuset child starts with no cpus/mems and refuses tasks (ENOSPC) until given some.
-        parent = node.parent.controller
-        with kernel_errors(cgroup, "cpuset.mems"):
-            node.controller.mems = parent.mems
-        with kernel_errors(cgroup, "cpuset.cpus"):
-            node.controller.cpus = parent.cpus
+        mems, cpus = (self._get("cpuset", dirs[:-1], file) for file in ("cpuset.mems", "cpuset.cpus"))
+        self._set("cpuset", dirs, "cpuset.mems", mems or "\n")
+        self._set("cpuset", dirs, "cpuset.cpus", cpus or "\n")
+        with contextlib.suppress(ValueError):  # unparsable: write() reads them back instead
+            self._inherited[dirs] = (parse_cpuset(cpus), parse_cpuset(mems))
 
     def validate(self, dirs: Dirs, config: ResourceConfig) -> None:
         cgroup = cgroup_path(dirs)
@@ -108,86 +145,95 @@ class V1Hierarchies:
         validate.check_memory(cgroup, "memory.limit_in_bytes", config.memory_limit)
         validate.check_pids(cgroup, "pids.max", config.pids_limit)
         if not validate.is_unlimited(config.cpu_quota):
-            parent = self._node("cpu", dirs[:-1]).controller
-            with kernel_errors(cgroup_path(dirs[:-1]), "cpu.cfs_quota_us"):
-                parent_quota, parent_period = parent.cfs_quota_us, parent.cfs_period_us
+            parent = dirs[:-1]
+            parent_quota = self._get_int("cpu", parent, "cpu.cfs_quota_us")
+            parent_period = self._get_int("cpu", parent, "cpu.cfs_period_us")
             validate.check_quota_within_parent(
                 cgroup,
                 "cpu.cfs_quota_us",
                 config.cpu_quota,
                 config.cpu_period or QUOTA_PERIOD,
-                parent_quota,
+                None if parent_quota == _UNLIMITED else parent_quota,
                 parent_period,
             )
         if config.pids_limit is not None and config.pids_limit > 0 and "pids" not in self._controllers:
             raise CgroupError(cgroup, "pids.max", "the pids controller is not mounted")
         self._wanted_cpuset(dirs, config)
 
-    def _wanted_cpuset(self, dirs: Dirs, config: ResourceConfig) -> tuple[set[int], set[int]]:
+    def _cpus(self, dirs: Dirs, file: str) -> frozenset[int]:
+        value = self._get("cpuset", dirs, file)
+        try:
+            return parse_cpuset(value)
+        except ValueError as err:
+            raise CgroupError(cgroup_path(dirs), file, str(err)) from None
+
+    def _wanted_cpuset(
+        self,
+        dirs: Dirs,
+        config: ResourceConfig,
+        parent: tuple[frozenset[int], frozenset[int]] | None = None,
+    ) -> tuple[frozenset[int], frozenset[int]]:
+        """(cpus, mems) the cgroup should hold; `parent` is the parent's, when known without reading."""
         cgroup = cgroup_path(dirs)
-        parent = self._node("cpuset", dirs[:-1]).controller
-        with kernel_errors(cgroup_path(dirs[:-1]), "cpuset.cpus"):
-            parent_cpus, parent_mems = frozenset(parent.cpus), frozenset(parent.mems)
-        cpus = set(parent_cpus)
-        mems = set(parent_mems)
+        if parent is None:
+            parent = self._cpus(dirs[:-1], "cpuset.cpus"), self._cpus(dirs[:-1], "cpuset.mems")
+        parent_cpus, parent_mems = parent
+        cpus, mems = parent_cpus, parent_mems
         if config.cpuset_cpus is not None:
-            cpus = set(validate.checked_cpuset(cgroup, "cpuset.cpus", config.cpuset_cpus, parent_cpus))
+            cpus = validate.checked_cpuset(cgroup, "cpuset.cpus", config.cpuset_cpus, parent_cpus)
         if config.cpuset_mems is not None:
-            mems = set(validate.checked_cpuset(cgroup, "cpuset.mems", config.cpuset_mems, parent_mems))
+            mems = validate.checked_cpuset(cgroup, "cpuset.mems", config.cpuset_mems, parent_mems)
         return cpus, mems
 
     def write(self, dirs: Dirs, config: ResourceConfig) -> None:
-        cgroup = cgroup_path(dirs)
-        self._write_cpu(cgroup, self._node("cpu", dirs).controller, config)
-        memory = self._node("memory", dirs).controller
-        wanted_memory = -1 if validate.is_unlimited(config.memory_limit) else config.memory_limit
-        with kernel_errors(cgroup, "memory.limit_in_bytes"):
-            current = memory.limit_in_bytes
-            if current is not None and current >= _MEMORY_UNLIMITED_FROM:
-                current = -1
-            if (current if current is not None else -1) != wanted_memory:
-                memory.limit_in_bytes = wanted_memory
+        fresh = dirs in self._fresh
+        inherited = self._fresh.pop(dirs, None)
+        self._write_cpu(dirs, config, fresh)
+        wanted_memory = _UNLIMITED if validate.is_unlimited(config.memory_limit) else config.memory_limit
+        current = _UNLIMITED if fresh else self._get_int("memory", dirs, "memory.limit_in_bytes")
+        if current >= _MEMORY_UNLIMITED_FROM:
+            current = _UNLIMITED
+        if current != wanted_memory:
+            self._set("memory", dirs, "memory.limit_in_bytes", str(wanted_memory))
         if "pids" in self._controllers:
-            pids_dir = self._path("pids", dirs)
             wanted_pids = "max" if validate.is_unlimited(config.pids_limit) else str(config.pids_limit)
-            if read_file(pids_dir, "pids.max") != wanted_pids:
-                write_file(pids_dir, "pids.max", wanted_pids)
-        cpus, mems = self._wanted_cpuset(dirs, config)
-        cpuset = self._node("cpuset", dirs).controller
-        with kernel_errors(cgroup, "cpuset.mems"):
-            if cpuset.mems != mems:
-                cpuset.mems = mems
-        with kernel_errors(cgroup, "cpuset.cpus"):
-            if cpuset.cpus != cpus:
-                cpuset.cpus = cpus
+            if ("max" if fresh else self._get("pids", dirs, "pids.max")) != wanted_pids:
+                self._set("pids", dirs, "pids.max", wanted_pids)
+        if inherited is None:
+            cpus, mems = self._wanted_cpuset(dirs, config)
+            current_cpus, current_mems = self._cpus(dirs, "cpuset.cpus"), self._cpus(dirs, "cpuset.mems")
+        else:
+            cpus, mems = self._wanted_cpuset(dirs, config, parent=inherited)
+            current_cpus, current_mems = inherited
+        if current_mems != mems:
+            self._set("cpuset", dirs, "cpuset.mems", format_cpuset(mems))
+        if current_cpus != cpus:
+            self._set("cpuset", dirs, "cpuset.cpus", format_cpuset(cpus))
 
-    @staticmethod
-    def _write_cpu(cgroup: str, cpu: Any, config: ResourceConfig) -> None:
-        if config.cpu_shares is not None:
-            with kernel_errors(cgroup, "cpu.shares"):
-                if cpu.shares != config.cpu_shares:
-                    cpu.shares = config.cpu_shares
-                    if cpu.shares != config.cpu_shares:
-                        raise CgroupError(
-                            cgroup, "cpu.shares", f"kernel kept {cpu.shares}, not {config.cpu_shares}"
-                        )
-        wanted_quota = None if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
-        with kernel_errors(cgroup, "cpu.cfs_period_us"):
-            period = cpu.cfs_period_us
+    def _write_cpu(self, dirs: Dirs, config: ResourceConfig, fresh: bool) -> None:
+        def current(file: str) -> int:
+            return _FRESH[file] if fresh else self._get_int("cpu", dirs, file)
+
+        if config.cpu_shares is not None and current("cpu.shares") != config.cpu_shares:
+            self._set("cpu", dirs, "cpu.shares", str(config.cpu_shares))
+            kept = self._get_int("cpu", dirs, "cpu.shares")
+            if kept != config.cpu_shares:
+                problem = f"kernel kept {kept}, not {config.cpu_shares}"
+                raise CgroupError(cgroup_path(dirs), "cpu.shares", problem)
+        wanted_quota = _UNLIMITED if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
+        period = current("cpu.cfs_period_us")
         period_pending = config.cpu_period is not None and period != config.cpu_period
         if period_pending:
             # As runc does: the new period may be refused next to the old quota; retry after the quota.
             try:
-                cpu.cfs_period_us = config.cpu_period
+                self._set("cpu", dirs, "cpu.cfs_period_us", str(config.cpu_period))
                 period_pending = False
-            except OSError:
+            except CgroupError:
                 pass
-        with kernel_errors(cgroup, "cpu.cfs_quota_us"):
-            if cpu.cfs_quota_us != wanted_quota:
-                cpu.cfs_quota_us = wanted_quota
+        if current("cpu.cfs_quota_us") != wanted_quota:
+            self._set("cpu", dirs, "cpu.cfs_quota_us", str(wanted_quota))
         if period_pending:
-            with kernel_errors(cgroup, "cpu.cfs_period_us"):
-                cpu.cfs_period_us = config.cpu_period
+            self._set("cpu", dirs, "cpu.cfs_period_us", str(config.cpu_period))
 
     def procs_files(self, dirs: Dirs) -> list[str]:
         return [os.path.join(path, "cgroup.procs") for path in self._hierarchy_paths(dirs)]
@@ -199,13 +245,15 @@ class V1Hierarchies:
         return pids
 
     def remove(self, dirs: Dirs) -> None:
+        self._fresh.pop(dirs, None)
+        self._inherited.pop(dirs, None)
         for name in self._distinct.values():
             leaf = self._path(name, dirs)
             for sub in subdirectories(leaf):
                 remove_tree(os.path.join(leaf, sub))
             with kernel_errors(cgroup_path(dirs), f"({name} rmdir)"):
                 if os.path.isdir(leaf):
-                    self._node(name, dirs[:-1]).delete_cgroup(dirs[-1])  # cgroupspy wants a str name
+                    os.rmdir(leaf)
         # A container runtime (runc, for CRI pods) makes the pod's path in every mounted hierarchy, devices,
         # freezer, blkio and the systemd one included; they are empty once the pod's processes are gone.
         for directory in other_hierarchies(self._mount_root, set(self._distinct)):
@@ -246,8 +294,7 @@ class V1Hierarchies:
         return limits
 
     def cpu_usage_ns(self, dirs: Dirs) -> int:
-        with kernel_errors(cgroup_path(dirs), "cpuacct.usage"):
-            return int(self._node("cpuacct", dirs).controller.usage or 0)
+        return int(self._get("cpuacct", dirs, "cpuacct.usage") or 0)
 
     def memory_working_set(self, dirs: Dirs) -> int:
         path = self._path("memory", dirs)

@@ -38,8 +38,8 @@ List/Get cover every active pod, as the kubelet's do (a pod without devices is l
 get `rpc_timeout` here so one hung plugin cannot stall the agent forever.
 """
 
-from agent.cm.devicemanager.listing import describe_resources
-from agent.cm.devicemanager.manager import DeviceEvent, DeviceManager
+from typing import TYPE_CHECKING, Any
+
 from agent.cm.devicemanager.records import (
     AllocationError,
     ContainerAllocation,
@@ -51,7 +51,34 @@ from agent.cm.devicemanager.records import (
     RegistrationEvent,
     ResourceStatus,
 )
-from agent.cm.devicemanager.runoptions import DeviceSpec, Mount, RunOptions
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager.listing import describe_resources
+    from agent.cm.devicemanager.manager import DeviceEvent, DeviceManager
+    from agent.cm.devicemanager.runoptions import DeviceSpec, Mount, RunOptions
+
+# The names whose modules load grpc and protobuf (~28 MiB): imported on first use, so an agent without
+# device plugins (--device-plugin-dir none) never loads them; the records above are plain dataclasses.
+_LAZY = {
+    "describe_resources": "agent.cm.devicemanager.listing",
+    "DeviceEvent": "agent.cm.devicemanager.manager",
+    "DeviceManager": "agent.cm.devicemanager.manager",
+    "DeviceSpec": "agent.cm.devicemanager.runoptions",
+    "Mount": "agent.cm.devicemanager.runoptions",
+    "RunOptions": "agent.cm.devicemanager.runoptions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AllocationError",

@@ -11,14 +11,18 @@ manager keeps them until the pod ends), so nothing is "reusable" in the kubelet'
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
 
-from agent.cm.devicemanager import DeviceManager, PodRef
+from agent.cm.devicemanager import PodRef
 from agent.cm.topologymanager.devicehints import DeviceHintSource, DeviceNUMA
 from agent.cm.topologymanager.hints import ProviderHints, TopologyHint
 from agent.cm.topologymanager.manager import TopologyManager, new_manager
 from agent.cm.topologymanager.policies import NONE
 from kubenode.model import Container, Pod
 from kubenode.model.resources import is_extended_resource_name
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
 
 
 class DeviceSnapshot:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.cm.devicemanager import DeviceManager
 from agent.cm.topologymanager.numainfo import numa_info, sysfs_nodes
 from agent.cm.topologymanager.publish import topology_object, zone_counts
 from kubenode.kubeclient import NODE_RESOURCE_TOPOLOGIES, KubeClient, KubeError, NotFound
+
+if TYPE_CHECKING:
+    from agent.cm.devicemanager import DeviceManager
 
 log = logging.getLogger(__name__)
 
