@@ -68,6 +68,14 @@ class CRIClient:
             version = client.version(timeout)
         except CRIError as exc:
             channel.close()
+            if exc.code == grpc.StatusCode.UNIMPLEMENTED:
+                # A runtime that speaks only an older CRI (v1alpha2, dropped by the kubelet in 1.26)
+                # has no runtime.v1 service at all: say that, not just gRPC's "method not found".
+                raise CRIError(
+                    f"container runtime endpoint {endpoint}: does not serve CRI runtime.v1 (the agent "
+                    f"speaks CRI {SUPPORTED_API}; an older runtime may speak only v1alpha2): {exc}",
+                    exc.code,
+                ) from None
             raise CRIError(f"container runtime endpoint {endpoint}: {exc}", exc.code) from None
         if version.runtime_api_version != SUPPORTED_API:
             channel.close()
