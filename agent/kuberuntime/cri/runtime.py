@@ -29,6 +29,7 @@ from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
+from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, held_pods, newest_first
 from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, ImagePuller
 from agent.kuberuntime.cri.streaming import CRIStreaming
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
@@ -72,6 +73,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         pre_start: Callable[[str, str], None] | None = None,
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
         objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
+        gc_policy: GCPolicy | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -91,6 +93,9 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         self._sandbox_configs: dict[str, tuple[str, cri.PodSandboxConfig]] = {}
         self._states: dict[str, int] = {}
         self._states_at = -1.0
+        self.gc = ContainerGC(
+            lambda cid: self._stop_and_remove(cid, 0), self._remove_sandbox, gc_policy, clock=clock
+        )
 
     # ----- the connection ----------------------------------------------------------------------
 
@@ -142,6 +147,24 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
             return bool(self._sandboxes(uid) or self._containers(uid))
         except (CRIError, RuntimeError):
             return False
+
+    def held_pods(self) -> set[str]:
+        """Every pod with a sandbox or container of this node in the runtime (housekeeping's orphan
+        search); the same listing runs the container GC when it is due (cri/gc.py). RuntimeError if the
+        runtime fails."""
+        mine = {labels.NODE: self.node}
+        try:
+            sandboxes = self._call(
+                "ListPodSandbox", cri.ListPodSandboxRequest(filter=cri.PodSandboxFilter(label_selector=mine))
+            ).items
+            containers = self._call(
+                "ListContainers", cri.ListContainersRequest(filter=cri.ContainerFilter(label_selector=mine))
+            ).containers
+            if self.gc.due():
+                self.gc.collect(containers, sandboxes)
+        except CRIError as exc:
+            raise self._failed(exc) from None
+        return held_pods(sandboxes, containers)
 
     def has_exited(self, uid: str) -> bool:
         with self._lock:
@@ -375,12 +398,14 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
             return
         with self._lock:
             sandbox_id, sandbox = self._sandbox_configs[pod.uid]
-        self._collect_dead(pod.uid, c.name)
+        # Never an attempt the runtime already has (its name is reserved): a copy created by an agent killed
+        # before it recorded it counts, as the kubelet numbers attempts after the newest container it finds.
+        attempt = max(rec.restart_count, self._collect_dead(pod.uid, c.name))
         config = container_config(
             pod,
             c,
             env=env,
-            restart_count=rec.restart_count,
+            restart_count=attempt,
             node=self.node,
             cpuset=record.cpuset,
             device_specs=record.device_specs.get(c.name, ()),
@@ -401,6 +426,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
             if exc.unavailable:
                 raise
             rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
             hints.append(CONFIG_ERROR_RETRY_S)
             return
         try:
@@ -424,14 +450,15 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         rec.adopted = False
         log.info("pod %s container %s started (%s)", pod.key, c.name, cid[:12])
 
-    def _collect_dead(self, uid: str, name: str) -> None:
-        """The kubelet's container GC for one container: keep the newest dead copy (for --previous)."""
-        dead = sorted(
-            (c for c in self._containers(uid, name) if c.state != cri.CONTAINER_RUNNING),
-            key=lambda c: (c.metadata.attempt, c.created_at),
-        )
-        for c in dead[:-1]:
+    def _collect_dead(self, uid: str, name: str) -> int:
+        """The container GC's per-container limit before a new copy (the newest dead ones stay, for
+        --previous); returns the next free attempt number of the container."""
+        copies = newest_first(self._containers(uid, name))
+        dead = [c for c in copies if c.state != cri.CONTAINER_RUNNING]
+        keep = self.gc.policy.max_per_pod_container
+        for c in reversed(dead[keep:] if keep >= 0 else []):
             self._stop_and_remove(c.id, 0)
+        return copies[0].metadata.attempt + 1 if copies else 0
 
     # ----- killing -----------------------------------------------------------------------------
 
