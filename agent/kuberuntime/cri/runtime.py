@@ -32,6 +32,7 @@ from agent.kuberuntime.cri.configs import container_config, pod_log_directory, s
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, held_pods, newest_first
 from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, ImagePuller
 from agent.kuberuntime.cri.streaming import CRIStreaming
+from agent.kuberuntime.cri.security import verify_run_as_non_root
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
@@ -383,6 +384,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         try:
             env = container_env(pod, c, self.host, device_env, self._objects())
             security = self._security(pod, c) if self._security is not None else None
+            verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
             try:
                 volume_mounts = [
                     cri.Mount(host_path=m.source, container_path=m.target, readonly=m.read_only)
