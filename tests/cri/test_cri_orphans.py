@@ -17,7 +17,7 @@ from agent.cm.cgroups import make_pod_cgroups
 from agent.config.sources import ManifestSource
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient
-from agent.kuberuntime.cri.configs import sandbox_config
+from agent.kuberuntime.cri.configs import pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.wiring import with_cri_runtime
 from agent.node import NodeAgent
 from harness.containerd import ContainerdProcess
@@ -68,8 +68,9 @@ def start_container(client: CRIClient, sandbox_id: str, uid: str, node: str, log
         log_path="main/0.log",
         labels={labels.POD_UID: uid, labels.CONTAINER_NAME: "main", labels.NODE: node},
     )
+    log_directory = pod_log_directory(logs, "default", uid, uid)
     pod_config = cri.PodSandboxConfig(
-        metadata=sandbox.status.metadata, log_directory=str(logs), labels=sandbox.status.labels
+        metadata=sandbox.status.metadata, log_directory=str(log_directory), labels=sandbox.status.labels
     )
     created = client.call(
         client.runtime.CreateContainer,
@@ -101,6 +102,8 @@ def test_sandboxes_no_pod_owns_are_removed_at_start_and_others_stay(
     stray_parent = f"{cgroup_root}/elsewhere"
     running = run_sandbox(client, "stray-running", NODE, stray_parent, logs)
     start_container(client, running, "stray-running", NODE, logs)
+    stray_logs = pod_log_directory(logs, "default", "stray-running", "stray-running")
+    wait_until(lambda: (stray_logs / "main" / "0.log").exists(), 10, "the stray container's log")
     stopped = run_sandbox(client, "stray-stopped", NODE, stray_parent, logs)
     client.call(client.runtime.StopPodSandbox, cri.StopPodSandboxRequest(pod_sandbox_id=stopped))
     foreign = run_sandbox(client, "another-agents", "othernode", stray_parent, logs)
@@ -132,6 +135,7 @@ def test_sandboxes_no_pod_owns_are_removed_at_start_and_others_stay(
         assert [s.id for s in sandboxes_of(client, "another-agents")] == [foreign]
         assert len(sandboxes_of(client, "kept-uid")) == 1
         assert "stopping orphaned pod stray-running" in caplog.text
+        assert not stray_logs.exists()  # its logs went with it
     finally:
         agent.stop(terminate_pods=True)
         client.call(client.runtime.StopPodSandbox, cri.StopPodSandboxRequest(pod_sandbox_id=foreign))

@@ -495,6 +495,10 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
                 self.relist(record)
             for sandbox in self._sandboxes(uid):
                 self._remove_sandbox(sandbox.id)
+                meta = sandbox.metadata
+                if record is None and "/" not in meta.namespace + meta.name:
+                    # An orphan known only to the runtime: its logs go too, as the kubelet's GC removes them.
+                    self.remove_logs(meta.namespace, meta.name, uid)
         except CRIError as exc:
             if not (exc.unavailable and not started_here):
                 raise self._failed(exc) from None
