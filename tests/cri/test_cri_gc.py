@@ -80,3 +80,28 @@ def test_sandboxes_not_ready_and_empty_go_except_each_pods_newest() -> None:
     holding = [container("c", "p1", "main", 0, sandbox="s1")]
     assert [s.id for s in sandboxes_to_remove(sandboxes, holding)] == ["s0"]
     assert held_pods(sandboxes, [container("x", "p3", "main", 0)]) == {"p1", "p2", "p3"}
+
+
+def test_a_pass_removes_without_stopping_and_goes_on_past_a_failure() -> None:
+    from agent.kuberuntime.cri.client import CRIError
+    from agent.kuberuntime.cri.gc import ContainerGC
+
+    removed: list[str] = []
+
+    def remove_container(c: cri.Container) -> None:
+        if c.id == "a0":
+            raise CRIError("rpc error: code = UNKNOWN desc = container is being started")
+        removed.append(c.id)
+
+    gc = ContainerGC(remove_container, removed.append, clock=lambda: 1000.0)
+    assert gc.due()
+    copies = [container(f"a{n}", "p1", "main", n) for n in range(3)]
+    old, new = (
+        cri.PodSandbox(
+            id=f"s-{name}", metadata=cri.PodSandboxMetadata(uid="p1", attempt=n), state=cri.SANDBOX_NOTREADY
+        )
+        for n, name in enumerate(("old", "new"))
+    )
+    assert gc.collect(copies, [old, new]) == 2  # a1 and the old empty sandbox; a0 failed
+    assert removed == ["a1", "s-old"]
+    assert not gc.due()  # a minute until the next pass

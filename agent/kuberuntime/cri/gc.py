@@ -13,6 +13,9 @@ the agent's orphan cleanup stops and removes the pod's sandboxes, which takes it
 kubelet's HandlePodCleanups kills runtime pods it does not know. `held_pods` names every pod that has a
 sandbox or container of this node in the runtime, so that cleanup finds pods with neither record nor cgroup.
 Removal itself is the caller's (`remove_container`, `remove_sandbox`), which tolerates what is gone already.
+A dead container is removed, never stopped (as the kubelet's removeOldestN, which stops only a container in
+the unknown state): the listing may be a moment old, and a container created then may be running now; its
+RemoveContainer fails, and the next pass sees it running.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIError
@@ -95,7 +99,7 @@ def held_pods(sandboxes: Iterable[cri.PodSandbox], containers: Iterable[cri.Cont
 class ContainerGC:
     def __init__(
         self,
-        remove_container: Callable[[str], None],
+        remove_container: Callable[[cri.Container], None],
         remove_sandbox: Callable[[str], None],
         policy: GCPolicy | None = None,
         *,
@@ -116,17 +120,24 @@ class ContainerGC:
         """One GC pass over what the runtime listed; returns how many containers and sandboxes went."""
         self._last = self._clock()
         dead = dead_containers_to_remove(containers, self.policy, time.time_ns())
-        removed = {c.id for c in dead if self._remove("container", c.id, c.labels.get(labels.POD_UID, ""))}
+        uid = labels.POD_UID
+        removed = {
+            c.id
+            for c in dead
+            if self._remove("container", c.id, c.labels.get(uid, ""), partial(self._remove_container, c))
+        }
         left = [c for c in containers if c.id not in removed]
         empty = [
-            s for s in sandboxes_to_remove(sandboxes, left) if self._remove("sandbox", s.id, s.metadata.uid)
+            s
+            for s in sandboxes_to_remove(sandboxes, left)
+            if self._remove("sandbox", s.id, s.metadata.uid, partial(self._remove_sandbox, s.id))
         ]
         return len(removed) + len(empty)
 
-    def _remove(self, kind: str, ident: str, uid: str) -> bool:
+    def _remove(self, kind: str, ident: str, uid: str, remove: Callable[[], None]) -> bool:
         log.info("container GC: removing %s %s of pod %s", kind, ident[:12], uid)
         try:
-            (self._remove_container if kind == "container" else self._remove_sandbox)(ident)
+            remove()
         except CRIError as exc:  # the next pass tries again, as the kubelet's GC does
             log.warning("container GC: removing %s %s: %s", kind, ident[:12], exc)
             return False

@@ -16,6 +16,7 @@ A failed call because the runtime is gone raises RuntimeError naming the endpoin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -94,9 +95,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         self._sandbox_configs: dict[str, tuple[str, cri.PodSandboxConfig]] = {}
         self._states: dict[str, int] = {}
         self._states_at = -1.0
-        self.gc = ContainerGC(
-            lambda cid: self._stop_and_remove(cid, 0), self._remove_sandbox, gc_policy, clock=clock
-        )
+        self.gc = ContainerGC(self._remove_dead, self._remove_sandbox, gc_policy, clock=clock)
 
     # ----- the connection ----------------------------------------------------------------------
 
@@ -207,10 +206,38 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
                 continue
             self._record_exit(record, rec.name, cid, found)
             stopped.append(rec.name)
+        stopped += self._exits_unrecorded(record, listed)
         self._reconcile(record, listed)
         if stopped:
             self._save(record)
         return bool(stopped)
+
+    def _exits_unrecorded(self, record: PodRecord, listed: Sequence[cri.Container]) -> list[str]:
+        """A container the record never saw start but the runtime ran to its end (an agent was killed between
+        StartContainer and its record): its exit is recorded from the runtime, as the kubelet reads a pod's
+        status from the runtime, so that a completed init container does not run again."""
+        found = []
+        for rec in record.containers.values():
+            if rec.state != WAITING or rec.container_id:
+                continue
+            exited = newest_first(
+                c
+                for c in listed
+                if c.labels.get(labels.CONTAINER_NAME) == rec.name and c.state == cri.CONTAINER_EXITED
+            )
+            if exited:
+                self._record_exit(record, rec.name, exited[0].id, exited[0])
+                rec.container_id = f"{self.client().runtime_name}://{exited[0].id}"
+                log.info(
+                    "pod %s container %s: recorded the exit of %s (%s, %s)",
+                    record.key,
+                    rec.name,
+                    exited[0].id[:12],
+                    rec.exit_code,
+                    rec.reason,
+                )
+                found.append(rec.name)
+        return found
 
     def _record_exit(self, record: PodRecord, name: str, cid: str, found: cri.Container | None) -> None:
         rec = record.containers[name]
@@ -255,6 +282,17 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
                 adopted.append(name)
         return adopted
 
+    def _remove_dead(self, c: cri.Container) -> None:
+        """The container GC's removal: RemoveContainer only, after a stop for a container in unknown state."""
+        if c.state == cri.CONTAINER_UNKNOWN:
+            self._stop_and_remove(c.id, 0)
+            return
+        try:
+            self._call("RemoveContainer", cri.RemoveContainerRequest(container_id=c.id))
+        except CRIError as exc:
+            if not exc.not_found:
+                raise
+
     def _stop_and_remove(self, cid: str, timeout: int) -> None:
         try:
             self._call(
@@ -266,7 +304,8 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
                 raise
 
     def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
-        """On agent start: take over the pod's running containers; a recorded one that is gone says so."""
+        """On agent start: take over the pod's running containers; a recorded one that ended meanwhile gets
+        its exit from the runtime, one that is gone says so."""
         del pids_in_cgroup
         try:
             listed = self._containers(record.uid)
@@ -274,11 +313,16 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         except CRIError as exc:
             log.warning("pod %s: cannot list its containers: %s", record.key, exc)
             return []
+        by_id = {c.id: c for c in listed}
         for rec in record.containers.values():
             if rec.state == RUNNING and rec.name not in adopted:
                 with self._lock:
                     known = (record.uid, rec.name) in self._ids
-                if not known:
+                ended = by_id.get(rec.container_id.partition("://")[2])
+                if not known and ended is not None:
+                    with contextlib.suppress(CRIError):  # unknown below, as if it were gone
+                        self._record_exit(record, rec.name, ended.id, ended)
+                if not known and rec.state == RUNNING:
                     mark_exited(
                         rec, UNKNOWN_EXIT_CODE, "ContainerStatusUnknown", "gone while the agent was down", 0.0
                     )
