@@ -101,6 +101,7 @@ class Holdings:
     unowned_sandboxes: int = 0  # sandboxes of pods no one wants
     unowned_containers: int = 0  # containers of pods no one wants
     leaked_pod_cgroups: int = 0  # pod cgroup directories of pods no one wants, over every v1 hierarchy
+    leaked_container_cgroups: int = 0  # directories in wanted pods' cgroups of no sandbox or container
 
     def clean(self) -> bool:
         return not any(dataclasses.astuple(self))
@@ -111,15 +112,18 @@ def hierarchies() -> list[Path]:
     return sorted({Path(p) for p in managed} | {Path(h) for h in other_hierarchies(V1_MOUNT, managed)})
 
 
-def pod_cgroups(root: str) -> list[str]:
-    """The pod UID of every pod cgroup directory under `root`, once per hierarchy that has it."""
+def pod_cgroups(root: str) -> list[tuple[str, list[str]]]:
+    """(pod UID, the directories in it: runc's, one per sandbox and container) for every pod cgroup
+    directory under `root`, once per hierarchy that has it."""
     found = []
     for hierarchy in hierarchies():
-        for _current, dirs, _files in os.walk(hierarchy / root.strip("/")):
+        for current, dirs, _files in os.walk(hierarchy / root.strip("/")):
             for name in list(dirs):
                 if name.startswith("pod"):
-                    found.append(name[len("pod") :])
-                    dirs.remove(name)  # container cgroups below it are the runtime's
+                    with os.scandir(os.path.join(current, name)) as entries:
+                        inside = [e.name for e in entries if e.is_dir()]
+                    found.append((name[len("pod") :], inside))
+                    dirs.remove(name)
     return found
 
 
@@ -154,7 +158,12 @@ def holdings(client: CRIClient, root: str, wanted: list[str]) -> Holdings:
             found.extra_running += max(0, len(running) - 1)
     found.unowned_sandboxes = sum(s.labels[labels.POD_UID] not in wanted for s in sandboxes)
     found.unowned_containers = sum(c.labels[labels.POD_UID] not in wanted for c in containers)
-    found.leaked_pod_cgroups = sum(uid not in wanted for uid in pod_cgroups(root))
+    cgroups = pod_cgroups(root)  # listed after the runtime: a container made meanwhile has no cgroup yet
+    known = {s.id for s in sandboxes} | {c.id for c in containers}
+    found.leaked_pod_cgroups = sum(uid not in wanted for uid, _ in cgroups)
+    found.leaked_container_cgroups = sum(
+        name not in known for uid, inside in cgroups if uid in wanted for name in inside
+    )
     return found
 
 

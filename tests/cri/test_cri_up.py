@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient
 from harness.containerd import ContainerdProcess
@@ -20,6 +22,11 @@ from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import gone, pod_status, wait_until
 from tests.cri.test_cri_pods import running
 from tests.up.support import UpProcess
+
+# `up` starts an API server, a scheduler, an agent and its device plugin: on this shared 2-core machine under
+# load that took more than the up tests' 60 s twice; a deadline only bounds a failure.
+UP_DEADLINE_S = 240.0
+pytestmark = pytest.mark.timeout(480)
 
 
 def test_up_with_a_runtime_endpoint_runs_an_image_pod_and_leaves_nothing_after_delete(
@@ -48,7 +55,8 @@ def test_up_with_a_runtime_endpoint_runs_an_image_pod_and_leaves_nothing_after_d
     manifest.write_text(json.dumps(body))
     runtime = CRIClient.connect(containerd.endpoint)
     try:
-        with UpProcess(no_pods, "--container-runtime-endpoint", containerd.endpoint) as up:
+        endpoint = containerd.endpoint
+        with UpProcess(no_pods, "--container-runtime-endpoint", endpoint, start_deadline=UP_DEADLINE_S) as up:
             rc, _, err = up.kubectl("apply", "-f", str(manifest))
             assert rc == 0, err
 
