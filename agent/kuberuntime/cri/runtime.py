@@ -245,8 +245,17 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
 
     def _collect_dead(self, uid: str, name: str) -> int:
         """The container GC's per-container limit before a new copy (the newest dead ones stay, for
-        --previous); returns the next free attempt number of the container."""
-        copies = newest_first(self._containers(uid, name))
+        --previous); returns the next free attempt number of the container.
+
+        A copy created but never started (its agent was killed, or its CreateContainer timed out but took
+        effect) goes first: it never ran, and its attempt is free again, so the attempt stays the restart
+        count and `<restart>.log` stays the log layout --previous reads."""
+        copies = []
+        for c in newest_first(self._containers(uid, name)):
+            if c.state == cri.CONTAINER_CREATED:
+                self._stop_and_remove(c.id, 0)
+            else:
+                copies.append(c)
         dead = [c for c in copies if c.state != cri.CONTAINER_RUNNING]
         keep = self.gc.policy.max_per_pod_container
         for c in reversed(dead[keep:] if keep >= 0 else []):
