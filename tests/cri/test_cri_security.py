@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.agent import AgentProcess
 from harness.containerd import ContainerdProcess
 from harness.ociimage import import_image
@@ -26,6 +28,10 @@ from tests.cri.test_cri_pods import (  # noqa: F401  # fixtures
     logs_dir,
     running,
 )
+
+# The module starts its own API server, agent and containerd: under a load of 90 here that setup alone took
+# 98 s of the default 120.
+pytestmark = pytest.mark.timeout(300)
 
 NAMED_USER_IMAGE = "docker.io/library/busybox:user-nobody"
 UID_IMAGE = "docker.io/library/busybox:user-1000"
