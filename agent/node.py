@@ -12,7 +12,8 @@ the status; its public API is the same whichever module a method lives in.
 A loop thread does what the kubelet's PLEG, sync ticker and housekeeping do: it notices
 exited processes (and syncs their pod), re-delivers due work (resync, backoff), and every
 `housekeeping_interval` purges finished workers, starts pods wanted again, and removes
-orphaned pod cgroups. On start, saved pod records are matched against the pod cgroups so
+orphaned pod cgroups (with a CRI runtime, also the pods it holds sandboxes of that no one wants).
+On start, saved pod records are matched against the pod cgroups so
 processes of pods still wanted are adopted rather than restarted; everything else found
 is stopped and removed once the sources have delivered their first snapshot.
 
@@ -336,6 +337,10 @@ class NodeAgent(PodSyncer):
         # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.
         pod_cgroups = set(self.cgroups.list_pods())
         volume_dirs = self.volumes.pod_uids_on_disk()
+        # With a CRI runtime: pods it holds a sandbox or container of, record and cgroup or not (an agent
+        # killed between RunPodSandbox and its record, a pod deleted while the agent was down).
+        held = getattr(self.runtime, "held_pods", None)
+        in_runtime: set[str] = held() if held is not None else set()
         with self._lock:
             admitted = [
                 p for uid, p in self._desired.items() if uid not in self._rejected and uid not in self._held
@@ -358,7 +363,7 @@ class NodeAgent(PodSyncer):
             wanted = set(self._desired)
             stale_records = {uid for uid in self._records if uid not in wanted and uid not in known}
             records = set(self._records)
-        self._cleanup_orphans(stale_records | (pod_cgroups - known - wanted))
+        self._cleanup_orphans(stale_records | ((pod_cgroups | in_runtime) - known - wanted))
         # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
         # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
         self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})

@@ -136,12 +136,12 @@ def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
     return uids
 
 
-def wait_for(predicate: Callable[[], bool], deadline_s: float) -> bool:
+def wait_for(predicate: Callable[[], bool], deadline_s: float, *, poll_s: float = 0.02) -> bool:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.02)
+        time.sleep(poll_s)
     return False
 
 

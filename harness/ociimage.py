@@ -68,8 +68,9 @@ def _add_json(tar: tarfile.TarFile, name: str, value: Any) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def busybox_archive(path: Path, name: str, cmd: list[str] | None = None) -> Path:
-    """Write an OCI archive of the busybox image `name` (a full reference) to `path`."""
+def busybox_archive(path: Path, name: str, cmd: list[str] | None = None, user: str = "") -> Path:
+    """Write an OCI archive of the busybox image `name` (a full reference) to `path`; `user` is the image
+    config's User (none: the image runs as root)."""
     if not BUSYBOX.exists():
         raise FileNotFoundError(f"{BUSYBOX} is missing: install busybox-static (make containerd-deps)")
     layer = _layer()
@@ -77,7 +78,12 @@ def busybox_archive(path: Path, name: str, cmd: list[str] | None = None) -> Path
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Env": ["PATH=/bin"], "Cmd": cmd or SLEEP_FOREVER, "WorkingDir": "/"},
+        "config": {
+            "Env": ["PATH=/bin"],
+            "Cmd": cmd or SLEEP_FOREVER,
+            "WorkingDir": "/",
+            **({"User": user} if user else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
     }
     with tarfile.open(path, "w") as tar:
@@ -118,10 +124,11 @@ def busybox_archive(path: Path, name: str, cmd: list[str] | None = None) -> Path
     return path
 
 
-def import_image(address: str, name: str, cmd: list[str] | None = None) -> None:
-    """Build the busybox image `name` and import it into containerd at `address` (a socket path)."""
+def import_image(address: str, name: str, cmd: list[str] | None = None, user: str = "") -> None:
+    """Build the busybox image `name` (with the image config's User `user`) and import it into containerd at
+    `address` (a socket path)."""
     with tempfile.TemporaryDirectory(prefix="kubenode-image-") as tmp:
-        archive = busybox_archive(Path(tmp) / "image.tar", name, cmd)
+        archive = busybox_archive(Path(tmp) / "image.tar", name, cmd, user)
         done = subprocess.run(
             [*ctr_import_args(address), str(archive)],
             capture_output=True,

@@ -103,6 +103,15 @@ class RuntimeSelector:
             self._owner[record.uid] = owner
         return owner.adopt(record, pids_in_cgroup)
 
+    def held_pods(self) -> set[str]:
+        """Pods the CRI runtime holds a sandbox or container of (housekeeping removes those no one wants, as
+        the kubelet's GC does); a process pod always has its cgroup, which housekeeping lists itself."""
+        try:
+            return self.cri.held_pods()
+        except RuntimeError as exc:
+            log.debug("no orphan search in the runtime this time: %s", exc)  # the pods' status says why
+            return set()
+
     def has_exited(self, uid: str) -> bool:
         owner = self._of(uid)
         return owner.has_exited(uid) if owner is not None else False

@@ -24,6 +24,7 @@ from agent.pod.podrecord import RecordStore
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
+from harness.crikillcycles import listed
 from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
@@ -127,16 +128,7 @@ def running(admin: KubeClient, name: str) -> dict[str, Any] | None:
 
 
 def of_pod(runtime: CRIClient, uid: str) -> tuple[list[cri.PodSandbox], list[cri.Container]]:
-    selector = {"io.kubernetes.pod.uid": uid}
-    sandboxes = runtime.call(
-        runtime.runtime.ListPodSandbox,
-        cri.ListPodSandboxRequest(filter=cri.PodSandboxFilter(label_selector=selector)),
-    ).items
-    containers = runtime.call(
-        runtime.runtime.ListContainers,
-        cri.ListContainersRequest(filter=cri.ContainerFilter(label_selector=selector)),
-    ).containers
-    return list(sandboxes), list(containers)
+    return listed(runtime, {"io.kubernetes.pod.uid": uid})
 
 
 def pod_cgroup(agent: AgentProcess, uid: str) -> Path | None:

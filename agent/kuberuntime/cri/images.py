@@ -111,6 +111,18 @@ class ImagePuller:
             self._backoff.pop(key, None)
         return str(pulled.image_ref)
 
+    def user(self, image_ref: str) -> tuple[int | None, str]:
+        """The image's user as the kubelet's getImageUser reads it from ImageStatus: (uid, "") when it is
+        numeric, (None, name) when it is a name, (0, "") when the image names none (it runs as root)."""
+        client = self._client()
+        spec = cri.ImageSpec(image=image_ref)
+        image = client.call(client.images.ImageStatus, cri.ImageStatusRequest(image=spec))
+        if image.image.HasField("uid"):
+            return int(image.image.uid.value), ""
+        if image.image.username:
+            return None, str(image.image.username)
+        return 0, ""
+
     def retry_in(self, pod: Pod, image: str) -> float:
         with self._lock:
             due, _ = self._backoff.get(f"{pod.uid}/{image}", (0.0, 0.0))

@@ -1,4 +1,5 @@
-"""`CRIRuntime`: syncPod, the PLEG's relist, adoption and termination for pods run by a CRI runtime.
+"""`CRIRuntime`: syncPod and termination for pods run by a CRI runtime (the connection, the PLEG's relist and
+adoption are cri/relist.py's `CRIRelist`, which it extends).
 
 syncPod (`sync_containers`), in kuberuntime's order:
   relist (the runtime's containers of the pod, by the `io.kubernetes.pod.uid` label, are the truth: exits are
@@ -26,16 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
+from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
 from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, ImagePuller
+from agent.kuberuntime.cri.relist import CRIRelist
+from agent.kuberuntime.cri.security import verify_run_as_non_root
 from agent.kuberuntime.cri.streaming import CRIStreaming
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
 from agent.kuberuntime.pleg import mark_exited
-from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, RecordWriteError, rfc3339
+from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.stats.cri import CRIStats
 from agent.stats.usage import CgroupReading, PodUsage
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
@@ -49,16 +51,10 @@ log = logging.getLogger(__name__)
 MIN_KILL_GRACE_S = 2
 START_ERROR_EXIT_CODE = 128
 CONFIG_ERROR_RETRY_S = 10.0
-CONNECT_TIMEOUT_S = 2.0
 PULL_FAILED_RESYNC_S = 1.0
-STATE_CACHE_S = 0.1  # one ListContainers serves every pod's has_exited within one PLEG pass
 
 
-def _wall(nanoseconds: int) -> str:
-    return rfc3339(nanoseconds / 1e9) if nanoseconds else rfc3339()
-
-
-class CRIRuntime(ContainerSequence, CRIStreaming):
+class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
     def __init__(
         self,
         endpoint: str,
@@ -72,6 +68,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         pre_start: Callable[[str, str], None] | None = None,
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
         objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
+        gc_policy: GCPolicy | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -91,181 +88,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         self._sandbox_configs: dict[str, tuple[str, cri.PodSandboxConfig]] = {}
         self._states: dict[str, int] = {}
         self._states_at = -1.0
-
-    # ----- the connection ----------------------------------------------------------------------
-
-    def client(self) -> CRIClient:
-        """The connected client; connects (and checks the API version) on first use and after a failure."""
-        with self._lock:
-            if self._client is None:
-                self._client = CRIClient.connect(self.endpoint, CONNECT_TIMEOUT_S)
-            return self._client
-
-    def version(self) -> cri.VersionResponse:
-        return self.client().version()
-
-    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        client = self.client()
-        target = getattr(client.runtime, method)
-        return client.call(target, request) if timeout is None else client.call(target, request, timeout)
-
-    def _containers(self, uid: str, name: str | None = None) -> list[cri.Container]:
-        selector = {labels.POD_UID: uid, labels.NODE: self.node}
-        if name is not None:
-            selector[labels.CONTAINER_NAME] = name
-        found = self._call(
-            "ListContainers", cri.ListContainersRequest(filter=cri.ContainerFilter(label_selector=selector))
-        )
-        return list(found.containers)
-
-    def _sandboxes(self, uid: str) -> list[cri.PodSandbox]:
-        selector = {labels.POD_UID: uid, labels.NODE: self.node}
-        found = self._call(
-            "ListPodSandbox", cri.ListPodSandboxRequest(filter=cri.PodSandboxFilter(label_selector=selector))
-        )
-        return list(found.items)
-
-    def _failed(self, exc: CRIError) -> RuntimeError:
-        if exc.unavailable:
-            with self._lock:
-                self._client = None  # connect again (and re-check the version) next time
-        return RuntimeError(f"container runtime {self.endpoint}: {exc}")
-
-    # ----- the PLEG ----------------------------------------------------------------------------
-
-    def owns(self, uid: str) -> bool:
-        """Whether the runtime has a sandbox or container of the pod (a restarted agent asks this)."""
-        with self._lock:
-            if uid in self._sandbox_configs or any(k[0] == uid for k in self._ids):
-                return True
-        try:
-            return bool(self._sandboxes(uid) or self._containers(uid))
-        except (CRIError, RuntimeError):
-            return False
-
-    def has_exited(self, uid: str) -> bool:
-        with self._lock:
-            tracked = [cid for (u, _), cid in self._ids.items() if u == uid]
-        if not tracked:
-            return False
-        now = self._clock()
-        if now - self._states_at > STATE_CACHE_S:
-            try:
-                listed = self._call(
-                    "ListContainers",
-                    cri.ListContainersRequest(
-                        filter=cri.ContainerFilter(label_selector={labels.NODE: self.node})
-                    ),
-                )
-            except CRIError:
-                return False  # the sync says why; the PLEG just waits
-            self._states = {c.id: c.state for c in listed.containers}
-            self._states_at = now
-        return any(self._states.get(cid) != cri.CONTAINER_RUNNING for cid in tracked)
-
-    def running_pids(self, uid: str) -> set[int]:
-        return set()  # CRI containers are the runtime's to signal, never the agent's
-
-    def relist(self, record: PodRecord) -> bool:
-        """Record exits, keep one running copy per container, adopt untracked ones; True if any stopped."""
-        listed = self._containers(record.uid)
-        by_id = {c.id: c for c in listed}
-        stopped = []
-        for rec in record.containers.values():
-            if rec.state != RUNNING:
-                continue
-            with self._lock:
-                cid = self._ids.get((record.uid, rec.name))
-            if cid is None:
-                continue  # adopted below if it still runs
-            found = by_id.get(cid)
-            if found is not None and found.state == cri.CONTAINER_RUNNING:
-                continue
-            self._record_exit(record, rec.name, cid, found)
-            stopped.append(rec.name)
-        self._reconcile(record, listed)
-        if stopped:
-            self._save(record)
-        return bool(stopped)
-
-    def _record_exit(self, record: PodRecord, name: str, cid: str, found: cri.Container | None) -> None:
-        rec = record.containers[name]
-        with self._lock:
-            self._ids.pop((record.uid, name), None)
-        if found is None:
-            mark_exited(
-                rec, UNKNOWN_EXIT_CODE, "ContainerStatusUnknown", "the runtime lost it", self._clock()
-            )
-            return
-        status = self._call("ContainerStatus", cri.ContainerStatusRequest(container_id=cid)).status
-        reason = status.reason or ("Completed" if status.exit_code == 0 else "Error")
-        mark_exited(rec, status.exit_code, reason, status.message, self._clock())
-        rec.finished_at = _wall(status.finished_at)
-
-    def _reconcile(self, record: PodRecord, listed: Sequence[cri.Container]) -> list[str]:
-        running: dict[str, list[cri.Container]] = {}
-        for c in listed:
-            if c.state == cri.CONTAINER_RUNNING:
-                running.setdefault(c.labels.get(labels.CONTAINER_NAME, ""), []).append(c)
-        adopted = []
-        for name, copies in running.items():
-            rec = record.containers.get(name)
-            with self._lock:
-                tracked = self._ids.get((record.uid, name))
-            keep = next((c for c in copies if c.id == tracked), None)
-            if keep is None and rec is not None:
-                keep = max(copies, key=lambda c: (c.metadata.attempt, c.created_at))
-            for c in copies:
-                if keep is None or c.id != keep.id:
-                    log.warning("pod %s container %s: removing extra copy %s", record.key, name, c.id[:12])
-                    self._stop_and_remove(c.id, 0)
-            if keep is not None and rec is not None and keep.id != tracked:
-                with self._lock:
-                    self._ids[(record.uid, name)] = keep.id
-                rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
-                rec.started_clock, rec.adopted = self._clock(), True
-                rec.container_id = f"{self.client().runtime_name}://{keep.id}"
-                rec.image_ref = keep.image_ref
-                rec.started_at = rec.started_at or _wall(keep.created_at)
-                log.info("pod %s container %s: adopted running container %s", record.key, name, keep.id[:12])
-                adopted.append(name)
-        return adopted
-
-    def _stop_and_remove(self, cid: str, timeout: int) -> None:
-        try:
-            self._call(
-                "StopContainer", cri.StopContainerRequest(container_id=cid, timeout=timeout), timeout + 10
-            )
-            self._call("RemoveContainer", cri.RemoveContainerRequest(container_id=cid))
-        except CRIError as exc:
-            if not exc.not_found:
-                raise
-
-    def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
-        """On agent start: take over the pod's running containers; a recorded one that is gone says so."""
-        del pids_in_cgroup
-        try:
-            listed = self._containers(record.uid)
-            adopted = self._reconcile(record, listed)
-        except CRIError as exc:
-            log.warning("pod %s: cannot list its containers: %s", record.key, exc)
-            return []
-        for rec in record.containers.values():
-            if rec.state == RUNNING and rec.name not in adopted:
-                with self._lock:
-                    known = (record.uid, rec.name) in self._ids
-                if not known:
-                    mark_exited(
-                        rec, UNKNOWN_EXIT_CODE, "ContainerStatusUnknown", "gone while the agent was down", 0.0
-                    )
-        self._save(record)
-        return adopted
-
-    def _save(self, record: PodRecord) -> None:
-        try:
-            self.store.save(record)
-        except RecordWriteError as exc:
-            log.warning("pod %s: %s", record.key, exc)
+        self.gc = ContainerGC(self._remove_dead, self._remove_sandbox, gc_policy, clock=clock)
 
     # ----- syncing -----------------------------------------------------------------------------
 
@@ -326,14 +149,6 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         log.info("pod %s: sandbox %s running", pod.key, sandbox_id[:12])
         return sandbox_id
 
-    def _remove_sandbox(self, sandbox_id: str) -> None:
-        try:
-            self._call("StopPodSandbox", cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))
-            self._call("RemovePodSandbox", cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
-        except CRIError as exc:
-            if not exc.not_found:
-                raise
-
     def _launch(
         self,
         pod: Pod,
@@ -360,6 +175,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         try:
             env = container_env(pod, c, self.host, device_env, self._objects())
             security = self._security(pod, c) if self._security is not None else None
+            verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
             try:
                 volume_mounts = [
                     cri.Mount(host_path=m.source, container_path=m.target, readonly=m.read_only)
@@ -375,12 +191,14 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
             return
         with self._lock:
             sandbox_id, sandbox = self._sandbox_configs[pod.uid]
-        self._collect_dead(pod.uid, c.name)
+        # Never an attempt the runtime already has (its name is reserved): a copy created by an agent killed
+        # before it recorded it counts, as the kubelet numbers attempts after the newest container it finds.
+        attempt = max(rec.restart_count, self._collect_dead(pod.uid, c.name))
         config = container_config(
             pod,
             c,
             env=env,
-            restart_count=rec.restart_count,
+            restart_count=attempt,
             node=self.node,
             cpuset=record.cpuset,
             device_specs=record.device_specs.get(c.name, ()),
@@ -401,6 +219,7 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
             if exc.unavailable:
                 raise
             rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
             hints.append(CONFIG_ERROR_RETRY_S)
             return
         try:
@@ -424,14 +243,24 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
         rec.adopted = False
         log.info("pod %s container %s started (%s)", pod.key, c.name, cid[:12])
 
-    def _collect_dead(self, uid: str, name: str) -> None:
-        """The kubelet's container GC for one container: keep the newest dead copy (for --previous)."""
-        dead = sorted(
-            (c for c in self._containers(uid, name) if c.state != cri.CONTAINER_RUNNING),
-            key=lambda c: (c.metadata.attempt, c.created_at),
-        )
-        for c in dead[:-1]:
+    def _collect_dead(self, uid: str, name: str) -> int:
+        """The container GC's per-container limit before a new copy (the newest dead ones stay, for
+        --previous); returns the next free attempt number of the container.
+
+        A copy created but never started (its agent was killed, or its CreateContainer timed out but took
+        effect) goes first: it never ran, and its attempt is free again, so the attempt stays the restart
+        count and `<restart>.log` stays the log layout --previous reads."""
+        copies = []
+        for c in newest_first(self._containers(uid, name)):
+            if c.state == cri.CONTAINER_CREATED:
+                self._stop_and_remove(c.id, 0)
+            else:
+                copies.append(c)
+        dead = [c for c in copies if c.state != cri.CONTAINER_RUNNING]
+        keep = self.gc.policy.max_per_pod_container
+        for c in reversed(dead[keep:] if keep >= 0 else []):
             self._stop_and_remove(c.id, 0)
+        return copies[0].metadata.attempt + 1 if copies else 0
 
     # ----- killing -----------------------------------------------------------------------------
 
@@ -466,6 +295,10 @@ class CRIRuntime(ContainerSequence, CRIStreaming):
                 self.relist(record)
             for sandbox in self._sandboxes(uid):
                 self._remove_sandbox(sandbox.id)
+                meta = sandbox.metadata
+                if record is None and "/" not in meta.namespace + meta.name:
+                    # An orphan known only to the runtime: its logs go too, as the kubelet's GC removes them.
+                    self.remove_logs(meta.namespace, meta.name, uid)
         except CRIError as exc:
             if not (exc.unavailable and not started_here):
                 raise self._failed(exc) from None

@@ -7,11 +7,14 @@ only; fsGroup and supplementalGroups from the pod. Then as the kubelet passes th
 lists over the runtime's default set, seccomp as a SecurityProfile (RuntimeDefault, Unconfined, or Localhost
 with the profile's path under the node's seccomp root), no_new_privs only for an explicit
 allowPrivilegeEscalation: false. runAsNonRoot with runAsUser 0 is refused as the kubelet refuses it; without a
-runAsUser the image's user decides, which is the runtime's to apply.
+runAsUser the image's user decides: `verify_run_as_non_root` checks it as the kubelet's verifyRunAsNonRoot
+does (kuberuntime/security_context_others.go), from the uid or user name ImageStatus reports (an image with
+neither runs as root).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +56,7 @@ def container_security(pod: Pod, c: Container, policy: SecurityPolicy) -> cri.Li
         context.run_as_group.value = gid
     if merged("runAsNonRoot") is True and uid == 0:
         raise ContainerConfigError(
-            f"container's runAsUser breaks non-root policy (pod: {pod_text(pod)!r}, container: {c.name})"
+            f'container\'s runAsUser breaks non-root policy (pod: "{pod_text(pod)}", container: {c.name})'
         )
     context.privileged = check_privileged(pod, sc, policy)
     raw_caps = sc.get("capabilities")
@@ -66,3 +69,22 @@ def container_security(pod: Pod, c: Container, policy: SecurityPolicy) -> cri.Li
     if not context.privileged:
         context.seccomp.CopyFrom(_seccomp(merged("seccompProfile"), policy.seccomp_root))
     return context
+
+
+def verify_run_as_non_root(pod: Pod, c: Container, image_user: Callable[[], tuple[int | None, str]]) -> None:
+    """With runAsNonRoot and no runAsUser, the image's user must be a non-zero uid: ContainerConfigError with
+    kube's message otherwise. `image_user` (asked only then) gives the image's (uid, user name)."""
+    pod_sc, sc = security_contexts(pod, c)
+    non_root = sc["runAsNonRoot"] if sc.get("runAsNonRoot") is not None else pod_sc.get("runAsNonRoot")
+    run_as = sc["runAsUser"] if sc.get("runAsUser") is not None else pod_sc.get("runAsUser")
+    if non_root is not True or run_as is not None:
+        return  # not asked for, or runAsUser decides (container_security checks it)
+    uid, username = image_user()
+    where = f'(pod: "{pod_text(pod)}", container: {c.name})'  # Go's %q
+    if uid is None and username:
+        raise ContainerConfigError(
+            f"container has runAsNonRoot and image has non-numeric user ({username}), "
+            f"cannot verify user is non-root {where}"
+        )
+    if not uid:  # 0, or no user at all: the image runs as root
+        raise ContainerConfigError(f"container has runAsNonRoot and image will run as root {where}")
