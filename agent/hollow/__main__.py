@@ -24,10 +24,11 @@ THREAD_STACK_BYTES = 512 * 1024
 # How long a thread may hold the GIL while others wait (CPython's default is 5 ms). Every thread
 # waiting for the GIL wakes once per interval to ask for it: with hundreds of nodes' threads in a
 # process, a few hundred runnable at once after a slow second woke ~100,000 times a second, most of
-# the process's CPU (in the kernel), starving the threads that would have caught up. At 20 ms they ask
-# 4x less often; longer (100 ms) made each request wait too long for the GIL to read its answer.
-# A thread that blocks on I/O still hands the GIL over at once.
-SWITCH_INTERVAL_S = 0.02
+# the process's CPU (in the kernel), starving the threads that would have caught up. At 50 ms they
+# ask 10x less often (20 ms held N = 500 but not N = 1,000 at 30 pods a node; 100 ms made requests
+# wait too long for the GIL to read their answers). A thread that blocks on I/O still hands the GIL
+# over at once.
+SWITCH_INTERVAL_S = 0.05
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,7 +33,7 @@ SPARE_CONNECTIONS = 32
 # a kubelet sends every request over one HTTP/2 connection; the API server is one event loop, so
 # more requests in flight only queue there. Unbounded, a slow second made hundreds of nodes' threads
 # each open a TLS connection of their own, whose handshakes then timed out together (docs/scale.md).
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 32
 # A hollow node's status writes are few at a time; the real agent's 8 writer threads each, times a
 # thousand nodes, would be most of the process's threads.
 STATUS_WRITERS = 2
