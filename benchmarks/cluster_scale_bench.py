@@ -1,7 +1,7 @@
 """kube's density test on hollow nodes: `kubenode apiserver`, the live scheduler and N hollow nodes.
 
 For each N (default 100, 500, 1000): a fresh API server, `kubenode scheduler run`, and N hollow
-nodes in `python -m agent.hollow` processes of `--nodes-per-process` (100) each (the real agent
+nodes in `python -m agent.hollow` processes of `--nodes-per-process` (50) each (the real agent
 code, pretend processes; agent/hollow/). Once
 every Node is Ready the fleet idles for a while (Leases, node status) to measure what one hollow
 node costs; then `--pods-per-node` x N pods (default 30, as kube's density test) are created
@@ -19,7 +19,7 @@ to and never another; the ledger shows each started exactly once on that node; e
 reached its node (a stop in the ledger, the pod gone from the API).
 
     .venv/bin/python benchmarks/cluster_scale_bench.py [--nodes 100 500 1000] [--pods-per-node 30] [--rate 50]
-        [--nodes-per-process 100]
+        [--nodes-per-process 50] [--fleet-arg=--max-connections=64 ...]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from kubenode.kubeclient import NODES, PODS, KubeClient, KubeError, NotFound, lo
 
 NAMESPACE = "default"
 IDLE_SECONDS = 20.0  # heartbeats only: one and a half Lease periods per node
+STEADY_SECONDS = 20.0  # every pod Running, before the deletes
 SENDERS = 16
 
 
@@ -219,7 +220,9 @@ def cpu_seconds(process: psutil.Process) -> float:
 class Cluster:
     """The API server, the scheduler and the hollow fleet of one run."""
 
-    def __init__(self, api: ApiServerProcess, nodes: int, per_process: int, workdir: Path) -> None:
+    def __init__(
+        self, api: ApiServerProcess, nodes: int, per_process: int, workdir: Path, fleet_args: list[str]
+    ) -> None:
         self.api = api
         self.client = KubeClient(load_kubeconfig(api.kubeconfig), pool_size=SENDERS + 8, timeout=120)
         port = free_port()
@@ -244,7 +247,11 @@ class Cluster:
                 "--ledger",
                 str(self.ledgers[-1]),
             ]
-            fleet_cmd += ["--state-dir", str(workdir / f"state-{k}")]
+            fleet_cmd += ["--state-dir", str(workdir / f"state-{k}"), *fleet_args]
+            if "--sample-stacks" in fleet_args:  # a file per process: the path with the process's number
+                at = fleet_cmd.index("--sample-stacks") + 1
+                given = Path(fleet_cmd[at])
+                fleet_cmd[at] = str(given.with_name(f"{given.stem}-{nodes}-{k}{given.suffix}"))
             self.fleets.append(
                 subprocess.Popen(fleet_cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
             )
@@ -288,7 +295,26 @@ class Cluster:
         self.client.close()
 
 
-def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, float]:
+class LoadLog:
+    """The machine's 1-minute load average, sampled every few seconds while a run lasts (others share it)."""
+
+    def __init__(self, period: float = 5.0) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(period,), daemon=True)
+        self._thread.start()
+
+    def _run(self, period: float) -> None:
+        while not self._stop.wait(period):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples or [os.getloadavg()[0]]
+
+
+def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: list[str]) -> dict[str, float]:
     total = nodes * per_node
     print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s", flush=True)
     figures: dict[str, float] = {}
@@ -297,7 +323,8 @@ def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, f
         tempfile.TemporaryDirectory(prefix="kubenode-scale-", dir="/dev/shm") as tmp,
     ):
         started = time.perf_counter()
-        cluster = Cluster(api, nodes, per_process, Path(tmp))
+        load = LoadLog()
+        cluster = Cluster(api, nodes, per_process, Path(tmp), fleet_args)
         try:
             wait_until(lambda: cluster.ready_nodes() >= nodes, 600, f"{nodes} Ready nodes")
             report(f"N={nodes}: all nodes Ready after", time.perf_counter() - started, "s")
@@ -320,6 +347,10 @@ def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, f
             rss_peak = cluster.rss_mib("apiserver")
             threads_peak = cluster.threads("hollow")
             hollow_peak = cluster.rss_mib("hollow")
+            time.sleep(STEADY_SECONDS)  # every pod running, none arriving: what a node with its pods costs
+            steady = {k: (v - cpu_after[k]) / STEADY_SECONDS for k, v in cluster.cpu().items()}
+            figures["hollow CPU per node, pods running | ms/s"] = steady["hollow"] * 1000 / nodes
+            figures["apiserver CPU, pods running, none arriving | %"] = steady["apiserver"] * 100
 
             def delete(name: str) -> None:
                 with contextlib.suppress(NotFound):
@@ -331,6 +362,7 @@ def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, f
             watch.close()
         finally:
             cluster.stop()
+            loads = load.stop()
         problems = verify(watch, names, cluster.ledgers)
 
     startup = [watch.running[n] - sent[n] for n in names]
@@ -347,6 +379,8 @@ def run(nodes: int, per_node: int, rate: float, per_process: int) -> dict[str, f
     figures["apiserver RSS, pods running | MiB"] = rss_peak
     figures["hollow RSS per node, pods running | MiB"] = hollow_peak / nodes
     figures["hollow threads, pods running | threads"] = threads_peak
+    figures["load average during the run, median | load"] = percentile(loads, 50)
+    figures["load average during the run, max | load"] = max(loads)
     for key, value in figures.items():
         name, unit = key.split(" | ")
         report(f"N={nodes}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
@@ -395,9 +429,18 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--rate", type=float, default=50.0, help="pod creates (and deletes) per second")
-    parser.add_argument("--nodes-per-process", type=int, default=100, help="hollow nodes per fleet process")
+    parser.add_argument("--nodes-per-process", type=int, default=50, help="hollow nodes per fleet process")
+    parser.add_argument(
+        "--fleet-arg",
+        action="append",
+        default=[],
+        help="an option for each `python -m agent.hollow` (repeat): --fleet-arg=--max-connections=32",
+    )
     args = parser.parse_args()
-    results = {n: run(n, args.pods_per_node, args.rate, args.nodes_per_process) for n in args.nodes}
+    fleet_args = [part for arg in args.fleet_arg for part in arg.split("=", 1)]
+    results = {
+        n: run(n, args.pods_per_node, args.rate, args.nodes_per_process, fleet_args) for n in args.nodes
+    }
     smallest = min(results)
     for n, figures in sorted(results.items()):
         if n == smallest:

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 HOLLOW_LABEL = "kubenode.io/hollow"
 # Per hollow node: its pod watch holds one connection for good; unary calls share the rest.
 SPARE_CONNECTIONS = 32
+# Unary requests on the wire at once, for all the nodes of a process (the others wait their turn):
+# a kubelet sends every request over one HTTP/2 connection; the API server is one event loop, so
+# more requests in flight only queue there. Unbounded, a slow second made hundreds of nodes' threads
+# each open a TLS connection of their own, whose handshakes then timed out together (docs/scale.md).
+MAX_CONNECTIONS = 32
 # A hollow node's status writes are few at a time; the real agent's 8 writer threads each, times a
 # thousand nodes, would be most of the process's threads.
 STATUS_WRITERS = 2
@@ -68,11 +73,21 @@ class HollowNode:
 
 class HollowFleet:
     def __init__(
-        self, kubeconfig_path: Path, nodes: int, state_dir: Path, ledger: Ledger, *, prefix: str = "hollow-"
+        self,
+        kubeconfig_path: Path,
+        nodes: int,
+        state_dir: Path,
+        ledger: Ledger,
+        *,
+        prefix: str = "hollow-",
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         loaded = kubeconfig.load(kubeconfig_path)
         self.client = KubeClient(
-            loaded, user_agent=f"kubenode-hollow/{__version__}", pool_size=nodes + SPARE_CONNECTIONS
+            loaded,
+            user_agent=f"kubenode-hollow/{__version__}",
+            pool_size=nodes + SPARE_CONNECTIONS,
+            max_connections=max_connections,
         )
         self.ledger = ledger
         self.nodes = [

@@ -10,6 +10,7 @@ deletion reached its node. `HollowCgroups` satisfies `PodCgroups` with a dict in
 
 from __future__ import annotations
 
+import collections
 import itertools
 import signal
 import threading
@@ -30,22 +31,30 @@ FIRST_HOLLOW_PID = 1 << 30  # above pid_max (at most 4,194,304): never a real pr
 
 
 class Ledger:
-    """Lines `start <node> <pod uid> <container>` and `stop <node> <pod uid> <container> <code>`."""
+    """Lines `start <node> <pod uid> <container>` and `stop <node> <pod uid> <container> <code>`.
+
+    A note is appended to a list in memory (atomic under the GIL: no lock) and `flush()` writes what
+    is noted so far. A lock held across each write cost seconds a note with a thousand nodes' threads
+    in one process: its holder, back from the write, waited for the GIL while every other pod start
+    waited for the lock (docs/scale.md)."""
 
     def __init__(self, out: IO[str] | None) -> None:
         self._out = out
-        self._lock = threading.Lock()
+        self._lines: collections.deque[str] = collections.deque()
+        self._flushing = threading.Lock()
 
     def note(self, *words: str) -> None:
-        if self._out is None:
-            return
-        with self._lock:
-            self._out.write(" ".join(words) + "\n")
+        if self._out is not None:
+            self._lines.append(" ".join(words))
 
     def flush(self) -> None:
-        if self._out is not None:
-            with self._lock:
-                self._out.flush()
+        if self._out is None:
+            return
+        with self._flushing:
+            lines = self._lines
+            while lines:
+                self._out.write(lines.popleft() + "\n")
+            self._out.flush()
 
 
 class HollowProcess:

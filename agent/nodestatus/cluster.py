@@ -91,8 +91,7 @@ class ClusterMembership:
         # The ConfigMaps and Secrets of the pods' volumes and env, read one by one (the Node authorizer
         # lets a node read only those its pods reference).
         objects = CachedConfigObjects(api_fetcher(client), config.config_map_and_secret_ttl)
-        return cls(config, client, source, recorder, objects)
-        return cls(config, client, source, recorder, owns_client=owns_client)
+        return cls(config, client, source, recorder, objects, owns_client=owns_client)
 
     def attach(
         self,

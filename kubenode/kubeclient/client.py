@@ -110,7 +110,10 @@ class KubeClient:
         user_agent: str = "kubenode",
         timeout: float = READ_TIMEOUT_S,
         pool_size: int = 8,
+        max_connections: int | None = None,
     ) -> None:
+        """pool_size: idle connections kept; max_connections: unary requests on the wire at once
+        (the rest wait their turn; default unbounded). Each open watch holds a connection of its own."""
         self.config = config
         self.user_agent = user_agent
         self.timeout = timeout
@@ -127,7 +130,9 @@ class KubeClient:
             if not config.verify_ssl:
                 kwargs["assert_hostname"] = False
         self._pool = urllib3.PoolManager(num_pools=4, **kwargs)  # watches (streams)
-        self._transport = Transport(config, pool_size=pool_size, connect_timeout=CONNECT_TIMEOUT_S)
+        self._transport = Transport(
+            config, pool_size=pool_size, connect_timeout=CONNECT_TIMEOUT_S, max_connections=max_connections
+        )
         self._header_blocks: dict[tuple[str | None, str | None], bytes] = {}
 
     def close(self) -> None:

@@ -11,6 +11,10 @@ the same exchange directly:
 3. read the status line and headers, then the body by Content-Length, chunked encoding, or
    to the end of the connection;
 4. give the connection back, unless either side said `Connection: close` (or HTTP/1.0).
+With `max_connections`, at most that many requests are on the wire at once and the others wait
+for a turn (up to their own timeout), as requests multiplexed over one HTTP/2 connection share it:
+a process with a thousand client threads (the hollow nodes) then holds a few connections, instead
+of opening a TLS connection per request in flight whenever the answers slow down.
 Like the urllib3 pool it replaces (retries=False), nothing is retried: any failure closes
 that connection and raises `OSError` (or `ssl.SSLError`, `HTTPProtocolError`) to the caller.
 """
@@ -79,7 +83,14 @@ class _Connection:
 
 
 class Transport:
-    def __init__(self, config: ClientConfig, *, pool_size: int, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        pool_size: int,
+        connect_timeout: float,
+        max_connections: int | None = None,
+    ) -> None:
         url = urllib.parse.urlsplit(config.host)
         self.https = url.scheme == "https"
         self.host = url.hostname or "localhost"
@@ -92,6 +103,7 @@ class Transport:
         self.connect_timeout = connect_timeout
         self._idle: collections.deque[_Connection] = collections.deque()
         self._lock = threading.Lock()
+        self._turns = threading.BoundedSemaphore(max_connections) if max_connections else None
 
     # ----- the pool ----------------------------------------------------------------------------
 
@@ -146,6 +158,16 @@ class Transport:
             message = b"%b%bContent-Length: %d\r\n\r\n%b" % (head, headers, len(body), body)
         else:
             message = head + headers + b"\r\n"
+        if self._turns is None:
+            return self._exchange(method, message, timeout)
+        if not self._turns.acquire(timeout=timeout):
+            raise TimeoutError(f"no connection free within {timeout:g} s")
+        try:
+            return self._exchange(method, message, timeout)
+        finally:
+            self._turns.release()
+
+    def _exchange(self, method: str, message: bytes, timeout: float) -> Response:
         conn = self._take(timeout)
         try:
             conn.sock.sendall(message)

@@ -1,6 +1,7 @@
 """The unary verbs' transport against a scripted HTTP/1.1 server on a real socket: the framings
 kube-apiserver and proxies use (Content-Length, chunked, close-delimited), keep-alive reuse,
-`Connection: close`, a connection the server dropped while idle, and a broken answer."""
+`Connection: close`, a connection the server dropped while idle, a broken answer, and a bound on the
+connections in use (requests beyond it wait their turn, or fail once their timeout passes)."""
 
 from __future__ import annotations
 
@@ -72,9 +73,10 @@ class ScriptedServer:
 
 
 @contextmanager
-def serve(answer: Answer) -> Iterator[tuple[ScriptedServer, KubeClient]]:
+def serve(answer: Answer, max_connections: int | None = None) -> Iterator[tuple[ScriptedServer, KubeClient]]:
     server = ScriptedServer(answer)
-    client = KubeClient(ClientConfig(host=f"http://127.0.0.1:{server.port}"), timeout=10)
+    config = ClientConfig(host=f"http://127.0.0.1:{server.port}")
+    client = KubeClient(config, timeout=10, max_connections=max_connections)
     try:
         yield server, client
     finally:
@@ -149,3 +151,51 @@ def test_a_broken_answer_is_a_transport_error() -> None:
     cut = pytest.raises(TransportError, match=r"GET /y: the connection ended after 2 of 10 body bytes")
     with serve(lambda head: (short, True)) as (_, client), cut:
         client.request("GET", "/y")
+
+
+def held_answers() -> tuple[Answer, threading.Semaphore, threading.Event]:
+    """An answer that waits for `release`; `arrived` is released once per request that reached it."""
+    arrived, release = threading.Semaphore(0), threading.Event()
+
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        arrived.release()
+        release.wait(30)
+        return json_answer(), False
+
+    return answer, arrived, release
+
+
+def test_requests_beyond_max_connections_wait_for_a_turn_on_the_same_connections() -> None:
+    answer, arrived, release = held_answers()
+    with serve(answer, max_connections=2) as (server, client):
+        started = threading.Barrier(7)
+        results: list[object] = []
+
+        def call(i: int) -> None:
+            started.wait(10)
+            results.append(client.request("GET", f"/n{i}"))
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        started.wait(10)
+        assert arrived.acquire(timeout=10) and arrived.acquire(timeout=10)  # two on the wire, held
+        release.set()
+        for thread in threads:
+            thread.join(30)
+        assert results == [{"a": 1}] * 6
+        assert server.accepted == 2
+
+
+def test_a_request_that_gets_no_turn_within_its_timeout_is_a_transport_error() -> None:
+    answer, arrived, release = held_answers()
+    with serve(answer, max_connections=1) as (_, client):
+        first: list[object] = []
+        holder = threading.Thread(target=lambda: first.append(client.request("GET", "/held")))
+        holder.start()
+        assert arrived.acquire(timeout=10)
+        with pytest.raises(TransportError, match=r"GET /late: no connection free within 0.2 s"):
+            client.request("GET", "/late", timeout=0.2)
+        release.set()
+        holder.join(30)
+        assert first == [{"a": 1}]
