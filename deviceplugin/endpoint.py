@@ -28,6 +28,10 @@ UNARY_WORKERS = 4  # threads for Allocate/GetPreferredAllocation work; streams n
 MAX_SOCKET_PATH = 107  # sun_path limit on Linux, without the terminating NUL
 REGISTER_TIMEOUT_S = 5.0
 STOP_GRACE_S = 0.2
+# How long a stop waits for the gRPC server to report itself stopped. grpc.aio's server.stop() has been
+# seen (once, in CI on a quiet machine) never to return; the process is on its way out then, and its
+# loop thread is a daemon, so waiting longer than this only turns SIGTERM into a hang.
+STOP_WAIT_S = 5.0
 
 
 class EndpointError(RuntimeError):
@@ -146,7 +150,12 @@ class ResourceEndpoint:
     def finish_stop(self, done: threading.Event | None) -> None:
         if done is None:
             return
-        done.wait()
+        if not done.wait(STOP_WAIT_S):
+            log.warning(
+                "%s: the gRPC server did not stop within %.0f s; going on without it",
+                self.socket_path,
+                STOP_WAIT_S,
+            )
         # Only remove the socket if it is still ours (grpc may already have).
         try:
             if os.stat(self.socket_path).st_ino == self._inode:
