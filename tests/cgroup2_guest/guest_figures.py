@@ -51,7 +51,7 @@ def leftover_bench_roots() -> list[str]:
 
 def test_figures(agent_bench: types.ModuleType, work: Path, transcript: Transcript) -> None:
     try:
-        samples = agent_bench.bench_sync_pod(work)
+        samples, _cpu_per_sync = agent_bench.bench_sync_pod(work)
         transcript.figure(
             f"agent syncPod new pod p50 {LABEL}", agent_bench.percentile(samples, 50) * 1000, "ms"
         )
