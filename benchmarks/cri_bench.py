@@ -20,7 +20,7 @@ from benchstats import percentile, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.agent import AgentProcess
+from harness.agent import AgentProcess, close_reporting_leaks
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
 from harness.ociimage import BUSYBOX_IMAGE
@@ -130,12 +130,8 @@ def main() -> int:
                 )
             report("CRI / process p50", percentile(cri, 50) / percentile(process, 50), "x")
         finally:
-            leaks = agent.close()
-            admin.close()
-        if leaks:
-            print(f"cgroups left behind: {leaks}", file=sys.stderr)
-            return 1
-    return 0
+            status = close_reporting_leaks(agent, admin)
+    return status
 
 
 if __name__ == "__main__":

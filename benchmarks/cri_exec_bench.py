@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from benchstats import percentile, report
-from cri_bench import RUNTIMECLASSES, SETTINGS, pod
+from cri_bench import node_agent, pod, start_with_process_class
 from exec_bench import KUBECTL, timed_kubectl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.agent import AgentProcess
+from harness.agent import close_reporting_leaks
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
 from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
@@ -61,20 +61,9 @@ def stream_seconds(kubeconfig: Path, name: str, *, through_stdin: bool) -> float
 def main() -> int:
     with ContainerdProcess() as containerd, ApiServerProcess() as api:
         admin = KubeClient(load_kubeconfig(api.kubeconfig))
-        settings = {**SETTINGS, "containerRuntimeEndpoint": containerd.endpoint, "nodeIp": "127.0.0.1"}
-        agent = AgentProcess(api.kubeconfig, settings=settings)
-        agent.kubeconfig = api.kubeconfig_for(f"system:node:{agent.node}", ["system:nodes"])
+        agent = node_agent(api, containerd, nodeIp="127.0.0.1")
         try:
-            admin.create(
-                RUNTIMECLASSES,
-                {
-                    "apiVersion": "node.k8s.io/v1",
-                    "kind": "RuntimeClass",
-                    "metadata": {"name": "host-processes"},
-                    "handler": "kubenode-process",
-                },
-            )
-            agent.start()
+            start_with_process_class(admin, agent)
             kinds = {"CRI": "exec-cri", "process": "exec-proc"}
             for kind, name in kinds.items():
                 admin.create(PODS, pod(name, agent.node, process=kind == "process"), "default")
@@ -102,12 +91,8 @@ def main() -> int:
             for name in kinds.values():
                 admin.delete(PODS, name, "default")
         finally:
-            leaks = agent.close()
-            admin.close()
-        if leaks:
-            print(f"cgroups left behind: {leaks}", file=sys.stderr)
-            return 1
-    return 0
+            status = close_reporting_leaks(agent, admin)
+    return status
 
 
 if __name__ == "__main__":

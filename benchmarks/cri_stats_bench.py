@@ -22,7 +22,7 @@ from cri_bench import PODS_PER_KIND, create_and_time, node_agent, start_with_pro
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.nodestatus.reporter import host_ip
-from harness.agent import AgentProcess
+from harness.agent import AgentProcess, close_reporting_leaks
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
 from kubenode.kubeclient import KubeClient, load_kubeconfig
@@ -62,12 +62,8 @@ def main() -> int:
             extra = (percentile(both, 50) - percentile(floor, 50)) / PODS_PER_KIND
             report("p50 cost per CRI pod", extra * 1000, "ms")
         finally:
-            leaks = agent.close()
-            admin.close()
-        if leaks:
-            print(f"cgroups left behind: {leaks}", file=sys.stderr)
-            return 1
-    return 0
+            status = close_reporting_leaks(agent, admin)
+    return status
 
 
 if __name__ == "__main__":

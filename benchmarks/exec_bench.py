@@ -26,7 +26,7 @@ from benchstats import percentile, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.agent import AgentProcess
+from harness.agent import AgentProcess, close_reporting_leaks
 from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
 
@@ -103,12 +103,8 @@ def main() -> int:
             report("WebSocket exec round trip p99", percentile(direct, 99) * 1000, "ms")
             admin.delete(PODS, "exec-bench", "default")
         finally:
-            leaks = agent.close()
-            admin.close()
-        if leaks:
-            print(f"cgroups left behind: {leaks}", file=sys.stderr)
-            return 1
-    return 0
+            status = close_reporting_leaks(agent, admin)
+    return status
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -169,3 +169,21 @@ class AgentProcess:
         unmount_all_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
         return leftovers
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_reporting_leaks(agent: AgentProcess, *others: _Closable) -> int:
+    """A benchmark's teardown: close the agent, then the others (clients); name on stderr any cgroup the
+    agent left behind. The script's exit status: 1 if it left any (a leak fails the run), else 0."""
+    try:
+        leaks = agent.close()
+    finally:
+        for other in others:
+            other.close()
+    if leaks:
+        print(f"cgroups left behind: {leaks}", file=sys.stderr)
+        return 1
+    return 0

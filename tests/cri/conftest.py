@@ -1,15 +1,27 @@
-"""One real containerd per test module (harness/containerd.py): private config, stopped and cleaned after."""
+"""The real processes every CRI test module shares, one set per module: a containerd with a private config
+(harness/containerd.py), an API server, an agent on that containerd joined as its node, and kubectl.
+
+The agent's runtime endpoint names the containerd, and it listens at the host's IP because the API server
+reaches the agent for logs, exec and /metrics/resource at the Node's InternalIP, as `kubenode up` listens.
+A module that needs other agent settings overrides `agent` with `joined_agent(...)`.
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agent.nodestatus.reporter import host_ip
+from harness.agent import AgentProcess
+from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
-
-# The API server, agent and kubectl of test_cri_pods.py serve every module here (one set per module).
-from tests.cri.test_cri_pods import admin, agent, api, kubectl, logs_dir  # noqa: F401
+from kubenode.kubeclient import KubeClient, load_kubeconfig
+from tests.agent.support import require_cgroup_v1
+from tests.apiserver.kubectl_support import Kubectl
 
 
 @pytest.fixture(scope="module")
@@ -19,3 +31,58 @@ def containerd() -> Iterator[ContainerdProcess]:
         yield process.start()
     finally:
         process.close()
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServerProcess]:
+    require_cgroup_v1()
+    with ApiServerProcess() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
+    client = KubeClient(load_kubeconfig(api.kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def logs_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kn-podlogs-") as path:
+        yield Path(path)
+
+
+def joined_agent(
+    api: ApiServerProcess,
+    containerd: ContainerdProcess,
+    logs_dir: Path,
+    *,
+    plugin: bool = False,
+    **settings: Any,
+) -> Iterator[AgentProcess]:
+    """An agent on `containerd`, joined to `api` as its node, for a module fixture to yield; closed after,
+    and a cgroup it leaves behind fails the module."""
+    settings = {
+        "containerRuntimeEndpoint": containerd.endpoint,
+        "podLogsDir": str(logs_dir),
+        "listen": f"{host_ip()}:0",
+        **settings,
+    }
+    process = AgentProcess(api.kubeconfig, settings=settings, plugin=plugin)
+    process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
+    try:
+        yield process.start()
+    finally:
+        leaks = process.close()
+        assert not leaks, f"cgroups left behind: {leaks}"
+
+
+@pytest.fixture(scope="module")
+def agent(api: ApiServerProcess, containerd: ContainerdProcess, logs_dir: Path) -> Iterator[AgentProcess]:
+    yield from joined_agent(api, containerd, logs_dir, plugin=True)  # with the static device plugin
+
+
+@pytest.fixture
+def kubectl(api: ApiServerProcess, tmp_path: Path) -> Kubectl:
+    return Kubectl(api.kubeconfig, tmp_path / "cache")

@@ -1,7 +1,7 @@
 """Pods with images through the real kubectl, the API server, the agent and a real containerd (CRI v1).
 
-One API server, one containerd and one agent for the module (the agent's runtime endpoint names the
-containerd); each test makes its own pods and checks what containerd and the cgroups hold.
+One API server, one containerd and one agent for the module (conftest.py); each test makes its own pods and
+checks what containerd and the cgroups hold.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ import pytest
 from agent.kuberuntime.cri.client import CRIClient
 from agent.kuberuntime.cri.runtime import CRIRuntime
 from agent.kuberuntime.envvars import HostInfo
-from agent.nodestatus.reporter import host_ip
 from agent.pod.podrecord import RecordStore
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
@@ -27,8 +25,7 @@ from harness.containerd import ContainerdProcess
 from harness.crikillcycles import listed
 from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
-from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
-from tests.agent.support import require_cgroup_v1
+from kubenode.kubeclient import NODES, PODS, KubeClient
 from tests.agent_cluster.support import events_for, gone, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
 
@@ -37,52 +34,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    require_cgroup_v1()
-    with ApiServerProcess() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
-    client = KubeClient(load_kubeconfig(api.kubeconfig))
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def logs_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="kn-podlogs-") as path:
-        yield Path(path)
-
-
-@pytest.fixture(scope="module")
-def agent(api: ApiServerProcess, containerd: ContainerdProcess, logs_dir: Path) -> Iterator[AgentProcess]:
-    # The API server reaches the agent for logs at the Node's InternalIP, as `kubenode up` listens.
-    settings = {
-        "containerRuntimeEndpoint": containerd.endpoint,
-        "podLogsDir": str(logs_dir),
-        "listen": f"{host_ip()}:0",
-    }
-    process = AgentProcess(api.kubeconfig, settings=settings, plugin=True)  # the static device plugin
-    process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
-    try:
-        yield process.start()
-    finally:
-        leaks = process.close()
-        assert not leaks, f"cgroups left behind: {leaks}"
-
-
-@pytest.fixture(scope="module")
 def runtime(containerd: ContainerdProcess) -> Iterator[CRIClient]:
     client = CRIClient.connect(containerd.endpoint)
     yield client
     client.close()
-
-
-@pytest.fixture
-def kubectl(api: ApiServerProcess, tmp_path: Path) -> Kubectl:
-    return Kubectl(api.kubeconfig, tmp_path / "cache")
 
 
 def apply(kubectl: Kubectl, tmp_path: Path, body: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 """runAsNonRoot against the image's user, as the kubelet's verifyRunAsNonRoot checks it, through the real
-kubectl, the API server, the agent and containerd (the fixtures of test_cri_pods.py, one set for this module).
+kubectl, the API server, the agent and containerd (the fixtures of conftest.py, one set for this module).
 
 Images made here (harness/ociimage.py) with a given User in their config: a name, a uid, none (root).
 """
@@ -17,17 +17,7 @@ from harness.ociimage import import_image
 from kubenode.kubeclient import PODS, KubeClient
 from tests.agent_cluster.support import events_for, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
-from tests.cri.test_cri_pods import (  # noqa: F401  # fixtures
-    admin,
-    agent,
-    api,
-    apply,
-    delete,
-    image_pod,
-    kubectl,
-    logs_dir,
-    running,
-)
+from tests.cri.test_cri_pods import apply, delete, image_pod, running
 
 # The module starts its own API server, agent and containerd: under a load of 90 here that setup alone took
 # 98 s of the default 120.
@@ -43,9 +33,9 @@ def waiting(client: KubeClient, name: str) -> dict[str, Any]:
 
 
 def test_run_as_non_root_is_checked_against_the_images_user(
-    agent: AgentProcess,  # noqa: F811
-    admin: KubeClient,  # noqa: F811
-    kubectl: Kubectl,  # noqa: F811
+    agent: AgentProcess,
+    admin: KubeClient,
+    kubectl: Kubectl,
     containerd: ContainerdProcess,
     tmp_path: Path,
 ) -> None:

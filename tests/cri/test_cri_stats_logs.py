@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,6 @@ from typing import Any
 import pytest
 
 from agent.kuberuntime.cri.client import CRIClient
-from agent.nodestatus.reporter import host_ip
 from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
 from agent.stats.cri import CRIStats
 from agent.stats.usage import PodUsage, Usage
@@ -32,10 +30,10 @@ from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
 from kubenode.api.cri.v1 import api_pb2 as cri
-from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
-from tests.agent.support import require_cgroup_v1
+from kubenode.kubeclient import PODS, KubeClient
 from tests.agent_cluster.support import gone, wait_until
 from tests.apiserver.kubectl_support import Kubectl
+from tests.cri.conftest import joined_agent
 from tests.cri.test_cri_pods import apply, image_pod, running
 
 MAX_FILES = 3
@@ -45,47 +43,15 @@ LINE = re.compile(r"^line (\d+) 0{100}$")
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[ApiServerProcess]:
-    require_cgroup_v1()
-    with ApiServerProcess() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
-    client = KubeClient(load_kubeconfig(api.kubeconfig))
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def logs_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="kn-podlogs-") as path:
-        yield Path(path)
-
-
-@pytest.fixture(scope="module")
 def agent(api: ApiServerProcess, containerd: ContainerdProcess, logs_dir: Path) -> Iterator[AgentProcess]:
-    settings = {
-        "containerRuntimeEndpoint": containerd.endpoint,
-        "podLogsDir": str(logs_dir),
-        "listen": f"{host_ip()}:0",  # the API server scrapes /metrics/resource at the Node's InternalIP
-        "containerLogMaxSize": "8Ki",
-        "containerLogMaxFiles": MAX_FILES,
-        "containerLogMonitorInterval": 0.3,
-    }
-    process = AgentProcess(api.kubeconfig, settings=settings)
-    process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
-    try:
-        yield process.start()
-    finally:
-        leaks = process.close()
-        assert not leaks, f"cgroups left behind: {leaks}"
-
-
-@pytest.fixture
-def kubectl(api: ApiServerProcess, tmp_path: Path) -> Kubectl:
-    return Kubectl(api.kubeconfig, tmp_path / "cache")
+    yield from joined_agent(
+        api,
+        containerd,
+        logs_dir,
+        containerLogMaxSize="8Ki",
+        containerLogMaxFiles=MAX_FILES,
+        containerLogMonitorInterval=0.3,
+    )
 
 
 def summary_pod(agent: AgentProcess, name: str) -> dict[str, Any] | None:

@@ -1,8 +1,7 @@
 """kubectl exec, attach and port-forward into CRI pods: the real kubectl, the API server, the agent (which
 asks containerd for a streaming URL and proxies the stream there as the kubelet does) and a real containerd.
 
-The module's API server, containerd and agent are test_cri_pods.py's fixtures (conftest.py shares them),
-started again for this module.
+The module's API server, containerd and agent are conftest.py's fixtures, started again for this module.
 """
 
 from __future__ import annotations
