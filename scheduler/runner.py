@@ -5,7 +5,9 @@ Flow, as kube-scheduler's Run:
    with a warm cache) and feed the engine (`scheduler.informers`).
 2. With leader election, a LeaderElector on a Lease decides who schedules; without it this
    process always does.
-3. The scheduling loop waits until both informers have synced and this process leads, then
+3. The scheduling loop waits until both informers have synced (then, in `kubenode scheduler
+   run`, settles the heap: the listed objects leave the cyclic collector's passes) and this
+   process leads, then
    runs the engine's cycle: pop, filter, score, assume, send the bind (`scheduler.apibinder`,
    on the client's reactor thread, which also writes the Scheduled event once the binding is
    answered), and go on to the next pod at once. A failed attempt is
@@ -20,6 +22,7 @@ Flow, as kube-scheduler's Run:
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -54,6 +57,7 @@ DEFAULT_LOCK_NAME = "kubenode-scheduler"
 # wakeups cost more CPU than the requests (binding and event threads, 64 each, cost ~0.3 ms/pod).
 BINDING_WORKERS = 64
 EVENT_QUEUE = 20000  # Scheduled events of a burst of pods are queued, not dropped
+GC_YOUNG_THRESHOLD = 20000  # allocations between young collections once synced (CPython's default: 700)
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,16 @@ class RunOptions:
 
 
 class LiveScheduler:
-    def __init__(self, client_config: ClientConfig, options: RunOptions) -> None:
+    def __init__(
+        self,
+        client_config: ClientConfig,
+        options: RunOptions,
+        *,
+        on_synced: Callable[[], None] = lambda: None,
+    ) -> None:
+        """on_synced: called once, on the scheduling thread, when the informers have first synced."""
         self.options = options
+        self._on_synced = on_synced
         self.clock = MonotonicClock()
         # Binds in flight need no pooled connections of the blocking transport: they and the
         # events go out on the client's reactor. The pool serves status writes, preemption and lists.
@@ -193,10 +205,14 @@ class LiveScheduler:
 
     def _schedule_loop(self) -> None:
         engine = self.engine
+        settled = False
         while not self._stop.is_set():
             if not self.may_act() or not self.synced():
                 self._stop.wait(0.05)
                 continue
+            if not settled:
+                settled = True
+                self._on_synced()
             started = time.perf_counter()
             try:
                 outcome = engine.schedule_one()
@@ -266,11 +282,23 @@ class LiveScheduler:
             self.engine.wakeup.notify_all()
 
 
+def settle_heap() -> None:
+    """Once the informers have listed the cluster, its objects live as long as the process: move
+    them out of the cyclic collector's sight (gc.freeze), so that its full passes no longer walk
+    every node and pod each time the heap has grown by a quarter, and collect the young generation
+    every GC_YOUNG_THRESHOLD allocations instead of 700 (each watched pod allocates hundreds of
+    objects, nearly all freed by reference counting). Measured on SchedulingBasic: the collector
+    cost ~0.1 ms CPU per scheduled pod (0.43 -> 0.34 ms with it off), these two settings ~0.06 ms."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD)
+
+
 def run_scheduler(client_config: ClientConfig, options: RunOptions) -> int:
     """Run until SIGTERM/SIGINT (0) or lost leadership (1)."""
     import signal
 
-    scheduler = LiveScheduler(client_config, options)
+    scheduler = LiveScheduler(client_config, options, on_synced=settle_heap)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: scheduler.request_stop())
     scheduler.start()
