@@ -142,12 +142,14 @@ class KubeClient:
         self._async_connections = async_connections
         self._reactor: Reactor | None = None  # made on the first request_async
         self._reactor_lock = threading.Lock()
+        self._async_closed = False
 
     def close(self) -> None:
         self._pool.clear()
         self._transport.close()
         with self._reactor_lock:
-            reactor, self._reactor = self._reactor, None
+            reactor = self._reactor
+            self._async_closed = True  # later request_async calls fail at once (a reactor is not remade)
         if reactor is not None:
             reactor.close()
 
@@ -254,6 +256,8 @@ class KubeClient:
             with self._reactor_lock:
                 if self._reactor is None:
                     self._reactor = Reactor(self._transport, max_connections=self._async_connections)
+                    if self._async_closed:
+                        self._reactor.close()
                 reactor = self._reactor
         return reactor
 

@@ -148,6 +148,8 @@ def test_a_request_past_its_deadline_is_a_transport_error_and_close_fails_the_re
         client.close()
         (_, (_, error)) = held.wait(1)[0]
         assert isinstance(error, TransportError) and "the client is closed" in str(error)
+        _, error = one(client, "GET", "/after-close")
+        assert isinstance(error, TransportError) and "the client is closed" in str(error)
     finally:
         release.set()
         client.close()
