@@ -171,6 +171,11 @@ class Reactor:
         request = _Request(method, message, timeout, callback, ahead)
         with self._lock:
             closed = self._closing
+            if not closed and threading.current_thread() is self._thread:
+                # From a callback: straight to the reactor's own queues, seen before it next waits
+                # (through _submitted it would wait for a wakeup that nobody sends).
+                (self._waiting_ahead if ahead else self._waiting).append(request)
+                return
             if not closed:
                 self._submitted.append(request)
                 wake = not self._wake_pending
@@ -180,7 +185,7 @@ class Reactor:
                     self._thread.start()
         if closed:
             callback(None, ConnectionAbortedError("the client is closed"))
-        elif wake and threading.current_thread() is not self._thread:
+        elif wake:
             with contextlib.suppress(BlockingIOError):  # the pair's buffer is full of wakeups already
                 self._wake_w.send(b"\0")
 

@@ -5,6 +5,7 @@ connections (the rest wait, requests sent `ahead` first), and a deadline that pa
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any
 
@@ -170,3 +171,35 @@ def test_many_requests_all_answered_once(connections: int) -> None:
     finally:
         client.close()
         server.close()
+
+
+def test_a_request_sent_from_a_callback_is_not_stranded_when_nothing_else_is_in_flight() -> None:
+    """A callback's request (a failed binding's FailedScheduling event, sent from the reactor's
+    thread) goes out although nothing else is in flight and no wakeup comes. After an API server
+    restart dropped the connections and then refused new ones, such a request waited for ever
+    (and every later one behind it): here /first is dropped, /second refused, and /third, sent
+    from /second's callback, must still be answered."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def accept_once_then_stop() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        listener.close()  # before the connection: once /first has failed, every connect is refused
+        conn.close()
+
+    server = threading.Thread(target=accept_once_then_stop, daemon=True)
+    server.start()
+    client = KubeClient(ClientConfig(host=f"http://127.0.0.1:{port}"), timeout=10)
+    try:
+        calls = Calls()
+
+        def refused(_: dict[str, Any] | None, error: KubeError | None) -> None:
+            calls.send(client, "GET", "/third")
+
+        client.request_async("GET", "/first", lambda *_: client.request_async("GET", "/second", refused))
+        path, (_, error) = calls.wait(1)[0]
+        assert path == "/third" and isinstance(error, TransportError) and "refused" in str(error)
+    finally:
+        client.close()
+        server.join(10)
