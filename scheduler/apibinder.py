@@ -1,6 +1,7 @@
 """The engine's Binder through the API server: bind by pods/binding, preempt by status + delete.
 
-bind (on the engine's bounded binding pool, never in the scheduling cycle):
+bind (`bind_async`: sent from the scheduling cycle, answered on the client's reactor thread;
+`bind` on the engine's binding pool when an extender binder wraps this one):
   POST /api/v1/namespaces/{ns}/pods/{name}/binding with kube's DefaultBinder body (pod uid,
   target Node). The answer is a Status (201), which the raw client does not try to read as
   a Binding (the official client does, and fails: kubernetes-client/python #547).
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubenode.kubeclient import PODS, Conflict, KubeClient, NotFound
+from kubenode.kubeclient import PODS, Conflict, KubeClient, KubeError, NotFound
 from kubenode.kubeclient.events import NORMAL, EventRecorder, ObjectReference
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model.objects import Pod
@@ -57,11 +58,17 @@ def post_binding(client: KubeClient, pod: Pod, node: str) -> str | None:
             PODS, binding_body(pod, node), pod.namespace, name=pod.name, subresource="binding", decode=False
         )
     except Conflict as exc:
-        match = _ALREADY_ASSIGNED.search(exc.message)
-        if match is None:
+        earlier = already_assigned(exc)
+        if earlier is None:
             raise
-        return match.group(1)
+        return earlier
     return None
+
+
+def already_assigned(error: Exception) -> str | None:
+    """The node a 409 "is already assigned to node X" names; None for any other error."""
+    match = _ALREADY_ASSIGNED.search(error.message) if isinstance(error, Conflict) else None
+    return None if match is None else match.group(1)
 
 
 def disruption_target_patch(pod: Pod, scheduler_name: str, now: float) -> dict[str, Any]:
@@ -108,6 +115,27 @@ class ApiBinder(ApiWriter):
             if earlier != node:
                 return  # someone else placed it; the informer's view wins
         self.scheduled(pod, node)
+
+    def bind_async(self, pod: Pod, node: str, done: Callable[[Exception | None], None]) -> None:
+        """`bind` without waiting: the POST goes out on the client's reactor and `done(None)` or
+        `done(error)` is called on its thread once answered (the Scheduled event queued first)."""
+        self._check()
+
+        def answered(_: dict[str, Any] | None, error: KubeError | None) -> None:
+            if error is not None:
+                earlier = already_assigned(error)
+                if earlier is None:
+                    done(error)
+                    return
+                self.already_bound += 1
+                if earlier != node:
+                    done(None)  # someone else placed it; the informer's view wins
+                    return
+            self.scheduled(pod, node)
+            done(None)
+
+        path = PODS.path(pod.namespace, pod.name, "binding")
+        self.client.request_async("POST", path, answered, body=binding_body(pod, node), decode=False)
 
     def scheduled(self, pod: Pod, node: str) -> None:
         """Record that the pod is bound (also after a binding extender bound it)."""

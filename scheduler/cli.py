@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
         "--binding-workers",
         type=int,
         default=64,
-        help="binds in flight at once (the bounded pool); as many threads write the events",
+        help="binds in flight at once (the client's reactor opens twice as many connections: binds, events)",
     )
     live.set_defaults(func=run_live)
     extender = commands.add_parser(

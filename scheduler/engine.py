@@ -9,8 +9,9 @@ this same code.
 One cycle (`schedule_one`), as kube-scheduler's scheduleOne: pop the next pod; filter
 every node; if the pod's nominated node passes, take it; one feasible node is taken
 without scoring; otherwise score every feasible node and take the best, ties broken at
-random (seedable). The pod is assumed in the cache at once and bound asynchronously;
-a failed bind forgets it and sends it to backoff. With no feasible node, preemption
+random (seedable). The pod is assumed in the cache at once and bound asynchronously (by
+an AsyncBinder's `bind_async`, else on the binding pool's threads); a failed bind forgets
+it and sends it to backoff. With no feasible node, preemption
 is tried and the pod waits in the queue with kube-scheduler's FitError message.
 Configured extenders (scheduler.extenders) filter after the plugins and add their
 prioritize scores; an extender error fails the cycle unless the extender is ignorable.
@@ -63,6 +64,13 @@ class Binder(Protocol):
     def bind(self, pod: Pod, node: str) -> None: ...
 
     def evict(self, victim: Pod, preemptor: Pod, node: str) -> None: ...
+
+
+class AsyncBinder(Binder, Protocol):
+    """A binder that binds without a thread per bind in flight: `done(None)` or `done(error)` is
+    called later, from any thread (or at once: `bind_async` may also raise)."""
+
+    def bind_async(self, pod: Pod, node: str, done: Callable[[Exception | None], None]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,8 @@ class Scheduler:
         # reports it deleted, and the nominated preemptor waits for that, as in kube.
         self._victims_leave_on_eviction = victims_leave_on_eviction
         self._binding_workers = binding_workers
+        self._binds_in_flight = 0  # by an AsyncBinder
+        self._binds_done = threading.Condition(self.lock)
         self._last_leftover_flush = self.clock.now()
         # Extenders of the configuration (scheduler.extenders); None keeps the plain path as it was.
         self.extenders = ExtenderChain(self.config.extenders) if self.config.extenders else None
@@ -361,7 +371,16 @@ class Scheduler:
         self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)
-        self._run_binding(lambda: self._bind(qp, bound, node))
+        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds).
+        bind_async = getattr(self.binder, "bind_async", None)
+        if bind_async is not None and self._run_binding == self._submit_to_pool:
+            self._binds_in_flight += 1
+            try:
+                bind_async(bound, node, lambda error: self._bound(qp, bound, node, error, True))
+            except Exception as exc:  # refused before sending (e.g. no longer leading)
+                self._bound(qp, bound, node, exc, True)
+        else:
+            self._run_binding(lambda: self._bind(qp, bound, node))
         return Outcome(pod, node, f"Successfully assigned {pod.key} to {node}")
 
     def _fail(self, qp: QueuedPod, demand: Demand, result: FilterResult, reserved: Reserved) -> Outcome:
@@ -409,22 +428,35 @@ class Scheduler:
         try:
             self.binder.bind(bound, node)
         except Exception as exc:  # any binder failure: undo the assumption and retry later
+            self._bound(qp, bound, node, exc)
+            return
+        self._bound(qp, bound, node, None)
+
+    def _bound(
+        self, qp: QueuedPod, bound: Pod, node: str, exc: Exception | None, counted: bool = False
+    ) -> None:
+        """After the bind: confirm the assumption, or undo it and send the pod to backoff.
+        `counted`: a bind by the AsyncBinder, counted in flight until now."""
+        try:
             with self.lock:
-                if self.cache.is_assumed(bound.key):
+                if exc is None:
+                    self.cache.finish_binding(bound.key)
+                elif self.cache.is_assumed(bound.key):  # undo the assumption and retry later
                     self.cache.forget(bound.key, node)
                     self.queue.add_error(qp)
                     self._assigned_pod_gone()
-            if self._observer is not None:
+            if exc is not None and self._observer is not None:
                 self._observer(
                     Outcome(qp.pod, None, f"binding to {node} failed: {exc}", bind_failed=True, error=True)
                 )
             if self._on_binding_done is not None:
                 self._on_binding_done(qp, bound, node, exc)
-            return
-        with self.lock:
-            self.cache.finish_binding(bound.key)
-        if self._on_binding_done is not None:
-            self._on_binding_done(qp, bound, node, None)
+        finally:
+            if counted:
+                with self.lock:
+                    self._binds_in_flight -= 1
+                    if not self._binds_in_flight:
+                        self._binds_done.notify_all()
 
     def _submit_to_pool(self, task: Callable[[], None]) -> None:
         if self._pool is None:
@@ -433,8 +465,10 @@ class Scheduler:
             )
         self._pool.submit(task)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         """Wait for bindings in flight and stop the binding threads (if the engine made them)."""
+        with self._binds_done:
+            self._binds_done.wait_for(lambda: not self._binds_in_flight, timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self.extenders is not None:

@@ -20,12 +20,15 @@ Modules:
   `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`,
   `NODE_RESOURCE_TOPOLOGIES`.
 - `transport`: the unary verbs' HTTP/1.1 over kept-alive connections (watches stream over urllib3).
+- `reactor`: `KubeClient.request_async(method, path, done, ...)`: the same requests, many in flight from
+  one thread on non-blocking connections (the scheduler's bindings and events); `done` runs on that thread.
 - `errors`: `KubeError` > `TransportError` (no answer) and `ApiError(code, reason, message, status)` >
   `NotFound`, `Conflict` > `AlreadyExists`, `Gone`, `Forbidden`, `Unauthorized`, `Invalid`; `is_retryable`.
 - `informer`: `Informer` (list with limit/continue, watch from the list's resourceVersion with bookmarks
   and timeoutSeconds, resume on a dropped connection, relist on 410, capped exponential backoff with
   jitter; `on_add`/`on_update`/`on_delete`, `has_synced`, a `decode` function, injectable clock).
-- `events`: `EventRecorder` (client-go's count/lastTimestamp aggregation, never blocks the caller),
+- `events`: `EventRecorder` (client-go's count/lastTimestamp aggregation, never blocks the caller;
+  writer threads, or `asynchronous=True`: sent with `request_async`, no thread),
   `ObjectReference`, `reference_to(obj)`.
 - `lease`: `renew_lease` (create, or PUT with resourceVersion: of a GET, or of the Lease last stored),
   `lease_body`, `get_lease`, `LeaseRenewer` (a renewing thread; no GET while its PUTs succeed).

@@ -1,7 +1,8 @@
 """KubeClient: REST verbs on raw JSON, with the loaded config's TLS and auth.
 
 The unary verbs go over `transport` (HTTP/1.1 on kept-alive connections, a fraction of
-urllib3's CPU a request); watches, which stream, over urllib3.
+urllib3's CPU a request); `request_async` sends the same requests from one reactor thread
+(`reactor`) for writers with many in flight; watches, which stream, over urllib3.
 
 Objects go in and come out as plain dicts (orjson), so a consumer decodes straight into its
 own model; nothing passes through the official client's generated models, which cost
@@ -21,7 +22,7 @@ import logging
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,9 @@ import orjson
 import urllib3
 
 from kubenode.kubeclient.config import ClientConfig
-from kubenode.kubeclient.errors import ApiError, TransportError, api_error
-from kubenode.kubeclient.transport import Transport
+from kubenode.kubeclient.errors import ApiError, KubeError, TransportError, api_error
+from kubenode.kubeclient.reactor import Reactor
+from kubenode.kubeclient.transport import Response, Transport
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +113,12 @@ class KubeClient:
         timeout: float = READ_TIMEOUT_S,
         pool_size: int = 8,
         max_connections: int | None = None,
+        async_connections: int = 16,
     ) -> None:
         """pool_size: idle connections kept; max_connections: unary requests on the wire at once
-        (the rest wait their turn; default unbounded). Each open watch holds a connection of its own."""
+        (the rest wait their turn; default unbounded); async_connections: the same for
+        `request_async`, whose connections are the reactor's own. Each open watch holds a
+        connection of its own."""
         self.config = config
         self.user_agent = user_agent
         self.timeout = timeout
@@ -134,10 +139,19 @@ class KubeClient:
             config, pool_size=pool_size, connect_timeout=CONNECT_TIMEOUT_S, max_connections=max_connections
         )
         self._header_blocks: dict[tuple[str | None, str | None], bytes] = {}
+        self._async_connections = async_connections
+        self._reactor: Reactor | None = None  # made on the first request_async
+        self._reactor_lock = threading.Lock()
+        self._async_closed = False
 
     def close(self) -> None:
         self._pool.clear()
         self._transport.close()
+        with self._reactor_lock:
+            reactor = self._reactor
+            self._async_closed = True  # later request_async calls fail at once (a reactor is not remade)
+        if reactor is not None:
+            reactor.close()
 
     # ----- raw requests ------------------------------------------------------------------------
 
@@ -199,16 +213,53 @@ class KubeClient:
             )
         except OSError as exc:  # ssl.SSLError and HTTPProtocolError are OSErrors too
             raise TransportError(f"{method} {path}: {exc}") from None
-        data = resp.data
-        if resp.status >= 300:
-            raise _error(resp.status, data, f"{method} {path}")
-        if not data or not decode:
-            return {}
-        try:
-            decoded = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ApiError(resp.status, "BadResponse", f"{method} {path}: not JSON: {exc}") from None
-        return decoded if isinstance(decoded, dict) else {"items": decoded}
+        return _answer(resp, f"{method} {path}", decode)
+
+    def request_async(
+        self,
+        method: str,
+        path: str,
+        done: Callable[[dict[str, Any] | None, KubeError | None], None],
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        decode: bool = True,
+        ahead: bool = False,
+    ) -> None:
+        """`request` without waiting: `done(answer, None)` or `done(None, error)` is called later on the
+        client's reactor thread (`kubeclient.reactor`), which must not be blocked; at most
+        `async_connections` such requests are on the wire at once, the rest wait their turn
+        (`ahead`: before those waiting without it)."""
+        data = None if body is None else orjson.dumps(body)
+        headers = self._header_block(content_type if data is not None else None)
+        message = self._transport.message(method, path + _encode_query(query), headers, data)
+        what = f"{method} {path}"
+
+        def answered(resp: Response | None, error: OSError | None) -> None:
+            if resp is None:
+                done(None, TransportError(f"{what}: {error}"))
+                return
+            try:
+                result = _answer(resp, what, decode)
+            except KubeError as exc:
+                done(None, exc)
+                return
+            done(result, None)
+
+        self._reactor_for_async().submit(method, message, timeout or self.timeout, answered, ahead=ahead)
+
+    def _reactor_for_async(self) -> Reactor:
+        reactor = self._reactor
+        if reactor is None:
+            with self._reactor_lock:
+                if self._reactor is None:
+                    self._reactor = Reactor(self._transport, max_connections=self._async_connections)
+                    if self._async_closed:
+                        self._reactor.close()
+                reactor = self._reactor
+        return reactor
 
     def _header_block(self, content_type: str | None) -> bytes:
         """The encoded header lines for this content type and the current Authorization, built once."""
@@ -381,6 +432,20 @@ class KubeClient:
             resp.release_conn()
             raise _error(resp.status, data, f"WATCH {path}")
         return WatchStream(resp, path)
+
+
+def _answer(resp: Response, what: str, decode: bool) -> dict[str, Any]:
+    """The decoded JSON answer ({} when empty or not wanted), or the typed error."""
+    data = resp.data
+    if resp.status >= 300:
+        raise _error(resp.status, data, what)
+    if not data or not decode:
+        return {}
+    try:
+        decoded = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(resp.status, "BadResponse", f"{what}: not JSON: {exc}") from None
+    return decoded if isinstance(decoded, dict) else {"items": decoded}
 
 
 def _error(code: int, data: bytes, what: str) -> ApiError:

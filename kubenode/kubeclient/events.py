@@ -3,8 +3,11 @@
 `event(ref, type, reason, message)` puts the event on a bounded queue and returns; when the
 queue is full the event is dropped with a log line (client-go drops too). A thread drains
 the queue (with `writers` > 1, that many threads, each taking the events whose aggregation
-key hashes to it, so writes of one key stay in order while a burst is written in parallel)
-and, like client-go's EventLogger:
+key hashes to it, so writes of one key stay in order while a burst is written in parallel);
+or, `asynchronous`, no thread: each event is sent at once with `KubeClient.request_async`,
+ahead of the client's other waiting requests, so events do not trail the work they report
+(the key's later events wait for its earlier one), its answer handled on the client's
+reactor thread. Either way, like client-go's EventLogger:
 - an event with the same source, involvedObject, type, reason and message as one already
   written is not created again: the existing Event gets a strategic-merge PATCH raising
   `count` and setting `lastTimestamp` (if that Event is gone, 404, a new one is created);
@@ -29,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubenode.kubeclient.client import EVENTS, KubeClient
+from kubenode.kubeclient.client import EVENTS, PATCH_TYPES, KubeClient
 from kubenode.kubeclient.errors import AlreadyExists, KubeError, NotFound, is_retryable
 from kubenode.kubeclient.timefmt import rfc3339
 
@@ -108,6 +111,7 @@ class EventRecorder:
         retry_interval: float = RETRY_INTERVAL_S,
         wall: Callable[[], float] = time.time,
         writers: int = 1,
+        asynchronous: bool = False,
     ) -> None:
         self.client = client
         self.component = component
@@ -128,6 +132,11 @@ class EventRecorder:
         self.dropped = 0
         self.written = 0
         self._threads: list[threading.Thread] = []
+        # asynchronous: no writer threads; each event is sent with client.request_async and its
+        # answer handled on the client's reactor thread. Events of one key wait here while an
+        # earlier one of that key is in flight, so they are still written in order.
+        self.asynchronous = asynchronous
+        self._in_flight: dict[tuple[str, ...], collections.deque[_Pending]] = {}
 
     # ----- the caller's side -----------------------------------------------------------------------
 
@@ -143,10 +152,23 @@ class EventRecorder:
             log.warning("event queue full; dropping %s %s for %s", type, reason, ref.name)
             return
         item = _Pending(ref, type, reason, message, self._wall())
+        if self.asynchronous:
+            key = self._key(item)
+            with self._idle:
+                later = self._in_flight.get(key)
+                if later is None:
+                    self._in_flight[key] = collections.deque()
+                else:
+                    later.append(item)  # written when the one in flight is done
+            if later is None:
+                self._send(item, key, 0)
+            return
         queues = self._queues
         queues[hash(self._key(item)) % len(queues) if len(queues) > 1 else 0].put(item)
 
     def start(self) -> None:
+        if self.asynchronous:
+            return
         for shard in self._queues:
             thread = threading.Thread(target=self._run, args=(shard,), name="event-recorder", daemon=True)
             thread.start()
@@ -156,6 +178,8 @@ class EventRecorder:
         """Write what is queued (for at most flush_timeout seconds), then end the thread."""
         self.flush(flush_timeout)
         self._stop.set()
+        if self.asynchronous:
+            return
         for shard in self._queues:
             shard.put(None)
         for thread in self._threads:
@@ -211,24 +235,18 @@ class EventRecorder:
             item.message,
         )
 
-    def _write(self, item: _Pending) -> None:
-        key = self._key(item)
-        now = rfc3339(item.wall)
-        # Only this key's writer thread writes this key; the lock guards the shared LRU itself.
+    def _patch_body(self, seen: _Written, item: _Pending) -> dict[str, Any]:
+        return {"count": seen.count + 1, "lastTimestamp": rfc3339(item.wall), "message": item.message}
+
+    def _patched(self, key: tuple[str, ...], seen: _Written) -> None:
         with self._written_lock:
-            seen = self._written.get(key)
-        if seen is not None:
-            patch = {"count": seen.count + 1, "lastTimestamp": now, "message": item.message}
-            try:
-                self.client.patch(EVENTS, seen.name, patch, seen.namespace, decode=False)
-                with self._written_lock:
-                    seen.count += 1
-                    if key in self._written:
-                        self._written.move_to_end(key)
-                return
-            except NotFound:
-                with self._written_lock:
-                    self._written.pop(key, None)  # expired or deleted: write a new one
+            seen.count += 1
+            if key in self._written:
+                self._written.move_to_end(key)
+
+    def _new_event(self, item: _Pending) -> tuple[str, str, dict[str, Any]]:
+        """(namespace, name, body) of a new Event for the item."""
+        now = rfc3339(item.wall)
         namespace = item.ref.namespace or "default"
         name = f"{item.ref.name}.{int(item.wall * 1e9):x}"
         body = {
@@ -246,9 +264,98 @@ class EventRecorder:
             "reportingComponent": self.component,
             "reportingInstance": self.host,
         }
-        with contextlib.suppress(AlreadyExists):  # a retry of a create that reached the server
-            self.client.create(EVENTS, body, namespace, decode=False)
+        return namespace, name, body
+
+    def _created(self, key: tuple[str, ...], namespace: str, name: str, item: _Pending) -> None:
         with self._written_lock:
-            self._written[key] = _Written(name, namespace, 1, now)
+            self._written[key] = _Written(name, namespace, 1, rfc3339(item.wall))
             while len(self._written) > CACHE_SIZE:
                 self._written.popitem(last=False)
+
+    def _write(self, item: _Pending) -> None:
+        key = self._key(item)
+        # Only this key's writer thread writes this key; the lock guards the shared LRU itself.
+        with self._written_lock:
+            seen = self._written.get(key)
+        if seen is not None:
+            try:
+                patch = self._patch_body(seen, item)
+                self.client.patch(EVENTS, seen.name, patch, seen.namespace, decode=False)
+                self._patched(key, seen)
+                return
+            except NotFound:
+                with self._written_lock:
+                    self._written.pop(key, None)  # expired or deleted: write a new one
+        namespace, name, body = self._new_event(item)
+        with contextlib.suppress(AlreadyExists):  # a retry of a create that reached the server
+            self.client.create(EVENTS, body, namespace, decode=False)
+        self._created(key, namespace, name, item)
+
+    # ----- asynchronous: the same steps on the client's reactor --------------------------------------
+
+    def _send(self, item: _Pending, key: tuple[str, ...], attempt: int) -> None:
+        """Write the item (a PATCH of the Event already written for its key, else a create)."""
+        if self._stop.is_set() and attempt:
+            self._done(key, written=False)  # a retry after stop: give up
+            return
+        with self._written_lock:
+            seen = self._written.get(key)
+        try:
+            if seen is not None:
+                patch = self._patch_body(seen, item)
+
+                def patched(_: Any, error: KubeError | None) -> None:
+                    if isinstance(error, NotFound):
+                        with self._written_lock:
+                            self._written.pop(key, None)  # expired or deleted: write a new one
+                        self._send(item, key, attempt)
+                    elif error is None:
+                        self._patched(key, seen)
+                        self._done(key, written=True)
+                    else:
+                        self._failed(item, key, attempt, error)
+
+                path = EVENTS.path(seen.namespace, seen.name)
+                strategic = PATCH_TYPES["strategic"]
+                self.client.request_async(
+                    "PATCH", path, patched, body=patch, content_type=strategic, decode=False, ahead=True
+                )
+                return
+            namespace, name, body = self._new_event(item)
+
+            def created(_: Any, error: KubeError | None) -> None:
+                if error is None or isinstance(error, AlreadyExists):  # AlreadyExists: a retry's
+                    self._created(key, namespace, name, item)
+                    self._done(key, written=True)
+                else:
+                    self._failed(item, key, attempt, error)
+
+            self.client.request_async(
+                "POST", EVENTS.path(namespace), created, body=body, decode=False, ahead=True
+            )
+        except Exception:  # a bug drops this event, not the recorder
+            log.exception("writing event %s %s", item.type, item.reason)
+            self._done(key, written=False)
+
+    def _failed(self, item: _Pending, key: tuple[str, ...], attempt: int, error: KubeError) -> None:
+        if not is_retryable(error) or attempt >= self.max_retries or self._stop.is_set():
+            log.warning("dropping event %s %s for %s: %s", item.type, item.reason, item.ref.name, error)
+            self._done(key, written=False)
+            return
+        timer = threading.Timer(self.retry_interval, self._send, (item, key, attempt + 1))
+        timer.daemon = True
+        timer.start()
+
+    def _done(self, key: tuple[str, ...], *, written: bool) -> None:
+        """One event of the key is written (or given up): send the key's next, if one waits."""
+        with self._idle:
+            if written:
+                self.written += 1
+            self._busy -= 1
+            self._idle.notify_all()
+            later = self._in_flight.get(key)
+            following = later.popleft() if later else None
+            if following is None:
+                self._in_flight.pop(key, None)
+        if following is not None:
+            self._send(following, key, 0)

@@ -107,17 +107,24 @@ class Transport:
 
     # ----- the pool ----------------------------------------------------------------------------
 
-    def _connect(self, timeout: float) -> _Connection:
+    def open_socket(self, timeout: float, *, handshake: bool = True) -> socket.socket:
+        """A socket connected to the server (TCP_NODELAY; TLS from the config, its handshake done now
+        unless `handshake` is False); then `timeout` (0: non-blocking) for its reads and writes."""
         sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.context is not None:
-                sock = self.context.wrap_socket(sock, server_hostname=self.server_hostname)
+                sock = self.context.wrap_socket(
+                    sock, server_hostname=self.server_hostname, do_handshake_on_connect=handshake
+                )
             sock.settimeout(timeout)
         except BaseException:
             sock.close()
             raise
-        return _Connection(sock, timeout)
+        return sock
+
+    def _connect(self, timeout: float) -> _Connection:
+        return _Connection(self.open_socket(timeout), timeout)
 
     def _take(self, timeout: float) -> _Connection:
         while True:
@@ -148,16 +155,19 @@ class Transport:
 
     # ----- one exchange ------------------------------------------------------------------------
 
+    def message(self, method: str, target: str, headers: bytes, body: bytes | None) -> bytes:
+        """The request's bytes: `target` is the path and query; `headers` the encoded header lines
+        (each ending CRLF), without Host and Content-Length, which are added here."""
+        head = f"{method} {self.prefix}{target} HTTP/1.1\r\nHost: {self.host_header}\r\n".encode()
+        if body is not None:
+            return b"%b%bContent-Length: %d\r\n\r\n%b" % (head, headers, len(body), body)
+        return head + headers + b"\r\n"
+
     def request(
         self, method: str, target: str, headers: bytes, body: bytes | None, timeout: float
     ) -> Response:
-        """`target` is the path and query; `headers` the encoded header lines (each ending CRLF),
-        without Host and Content-Length, which are added here."""
-        head = f"{method} {self.prefix}{target} HTTP/1.1\r\nHost: {self.host_header}\r\n".encode()
-        if body is not None:
-            message = b"%b%bContent-Length: %d\r\n\r\n%b" % (head, headers, len(body), body)
-        else:
-            message = head + headers + b"\r\n"
+        """One exchange (see `message` for the arguments), on this thread."""
+        message = self.message(method, target, headers, body)
         if self._turns is None:
             return self._exchange(method, message, timeout)
         if not self._turns.acquire(timeout=timeout):
@@ -189,56 +199,79 @@ def _line(reader: io.BufferedReader) -> bytes:
     return line
 
 
+@dataclass(frozen=True)
+class Head:
+    """An answer's status line and the headers that frame its body."""
+
+    status: int
+    length: int | None  # Content-Length, if given
+    chunked: bool
+    keep: bool  # whether the connection may be reused after this answer
+
+
+def parse_head(status_line: bytes, header_lines: list[bytes]) -> Head:
+    """The status line and header lines (each with or without its CRLF) of one answer."""
+    parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+        raise HTTPProtocolError(f"bad status line {status_line[:80]!r}")
+    try:
+        status = int(parts[1])
+    except ValueError:
+        raise HTTPProtocolError(f"bad status line {status_line[:80]!r}") from None
+    length: int | None = None
+    chunked = False
+    keep = parts[0] != b"HTTP/1.0"
+    for line in header_lines:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                raise HTTPProtocolError(f"bad Content-Length {value.strip()[:40]!r}") from None
+        elif name == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif name == b"connection":
+            token = value.strip().lower()
+            if token == b"close":
+                keep = False
+            elif token == b"keep-alive":
+                keep = True
+    return Head(status, length, chunked, keep)
+
+
+def has_body(method: str, status: int) -> bool:
+    return method != "HEAD" and status not in (204, 304)
+
+
 def _read_response(reader: io.BufferedReader, method: str) -> tuple[int, bytes, bool]:
     """(status, body, whether the connection may be reused)."""
     while True:
         status_line = _line(reader)
         if not status_line:
             raise HTTPProtocolError("the server closed the connection without answering")
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise HTTPProtocolError(f"bad status line {status_line[:80]!r}")
-        try:
-            status = int(parts[1])
-        except ValueError:
-            raise HTTPProtocolError(f"bad status line {status_line[:80]!r}") from None
-        length: int | None = None
-        chunked = False
-        keep = parts[0] != b"HTTP/1.0"
-        for _ in range(MAX_HEADERS):
+        lines: list[bytes] = []
+        while True:
             line = _line(reader)
             if line in (b"\r\n", b"\n"):
                 break
             if not line:
                 raise HTTPProtocolError("the connection ended inside the headers")
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise HTTPProtocolError(f"bad Content-Length {value.strip()[:40]!r}") from None
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                token = value.strip().lower()
-                if token == b"close":
-                    keep = False
-                elif token == b"keep-alive":
-                    keep = True
-        else:
-            raise HTTPProtocolError("too many headers")
-        if 100 <= status < 200:
-            continue  # an interim answer (100 Continue): the real one follows
-        break
-    if method == "HEAD" or status in (204, 304):
+            if len(lines) == MAX_HEADERS:
+                raise HTTPProtocolError("too many headers")
+            lines.append(line)
+        head = parse_head(status_line, lines)
+        if not 100 <= head.status < 200:
+            break  # an interim answer (100 Continue) is skipped: the real one follows
+    status, keep = head.status, head.keep
+    if not has_body(method, status):
         return status, b"", keep
-    if chunked:
+    if head.chunked:
         return status, _read_chunked(reader), keep
-    if length is not None:
-        data = reader.read(length)
-        if len(data) != length:
-            raise HTTPProtocolError(f"the connection ended after {len(data)} of {length} body bytes")
+    if head.length is not None:
+        data = reader.read(head.length)
+        if len(data) != head.length:
+            raise HTTPProtocolError(f"the connection ended after {len(data)} of {head.length} body bytes")
         return status, data, keep
     return status, reader.read(), False  # the body ends where the connection does
 

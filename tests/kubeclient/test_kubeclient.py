@@ -263,25 +263,42 @@ def test_event_recorder_aggregates_like_client_go(client: KubeClient) -> None:
     assert [e["reason"] for e in node_events["items"]] == ["Starting"]  # cluster-scoped: in default
 
 
-def test_event_recorder_with_several_writers_keeps_each_keys_count(client: KubeClient) -> None:
-    recorder = EventRecorder(client, "default-scheduler", writers=4)
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["threads", "reactor"])
+def test_event_recorder_with_several_writers_keeps_each_keys_count(
+    api: ApiServerProcess, asynchronous: bool
+) -> None:
+    # A client of its own (its reactor's TLS connections too), and pods of their own per mode.
+    client = KubeClient(load_kubeconfig(api.kubeconfig), async_connections=4)
+    recorder = EventRecorder(client, "default-scheduler", writers=4, asynchronous=asynchronous)
     recorder.start()
+    prefix = f"many-{asynchronous:d}"
     try:
         for i in range(40):
-            ref = ObjectReference("Pod", f"many-{i % 10}", "default", f"uid-{i % 10}")
+            ref = ObjectReference("Pod", f"{prefix}-{i % 10}", "default", f"uid-{i % 10}")
             recorder.event(ref, "Normal", "Scheduled", f"Successfully assigned default/many-{i % 10}")
         assert recorder.flush(20)
+        recorder.stop()
+        items, _ = client.list_all(EVENTS, "default", field_selector="source=default-scheduler")
     finally:
         recorder.stop()
+        client.close()
     assert recorder.written == 40 and recorder.dropped == 0
-    items, _ = client.list_all(EVENTS, "default", field_selector="source=default-scheduler")
-    counts = {e["involvedObject"]["name"]: e["count"] for e in items if e["reason"] == "Scheduled"}
-    assert counts == {f"many-{i}": 4 for i in range(10)}  # one Event per pod, its count raised in order
+    counts = {
+        e["involvedObject"]["name"]: e["count"]
+        for e in items
+        if e["reason"] == "Scheduled" and e["involvedObject"]["name"].startswith(prefix)
+    }
+    assert counts == {f"{prefix}-{i}": 4 for i in range(10)}  # one Event per pod, its count raised in order
 
 
-def test_event_recorder_never_blocks_when_the_server_is_gone() -> None:
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["threads", "reactor"])
+def test_event_recorder_never_blocks_when_the_server_is_gone(asynchronous: bool) -> None:
     recorder = EventRecorder(
-        KubeClient(ClientConfig("http://127.0.0.1:9")), "kubelet", queue_size=5, retry_interval=60
+        KubeClient(ClientConfig("http://127.0.0.1:9")),
+        "kubelet",
+        queue_size=5,
+        retry_interval=60,
+        asynchronous=asynchronous,
     )
     recorder.start()
     try:
