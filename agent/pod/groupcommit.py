@@ -9,6 +9,12 @@ whole round, so 110 pods cost about one commit instead of 220 fsyncs in the sync
 exists only while there is work: it ends after a round finds nothing new within `LINGER_S`, so a
 thousand hollow nodes in one process share it and an idle agent holds none.
 
+A round starts `GATHER_S` after the first file of it was queued (at once when someone flushes): each
+round's fsyncs are journal commits, and while one runs every new file (the next pod's record) waits to
+be created, so a burst of syncs (110 pods from cold) that fed back-to-back rounds paid for both; gathered,
+it costs a few rounds. Nothing but `flush` waits for a round, so the only cost is that a record reaches
+the disk up to `GATHER_S` later (power loss only: a SIGKILL loses nothing either way).
+
 `flush()` is the barrier: it returns once everything queued before it is on disk (the agent calls it
 when it stops; benchmarks call it before they stop their clocks). A failed fsync (EIO) is logged with the
 file's path; the record stays as written and the next save of that pod queues it again.
@@ -27,6 +33,7 @@ from agent.util.libc import start_writeback
 log = logging.getLogger("agent.podrecord")
 
 LINGER_S = 0.05  # a committer waits this long for more work before it ends
+GATHER_S = 0.05  # a round waits this long for more files to join it, unless a flush is waiting
 MAX_OPEN = 256  # files held open at once by a round
 
 
@@ -37,6 +44,7 @@ class GroupCommitter:
         self._queued = 0  # rounds of work handed in (a counter of add() calls)
         self._durable = 0  # every add() up to this count is on disk
         self._running = False
+        self._flushing = 0  # flush() calls waiting: the round being gathered starts at once
 
     def add(self, path: Path) -> None:
         """Queue a file that was just renamed into place for fsync (its own and its directory's)."""
@@ -53,7 +61,12 @@ class GroupCommitter:
         """Wait until every file queued before this call is durable; False if `timeout` passed first."""
         with self._cond:
             wanted = self._queued
-            return self._cond.wait_for(lambda: self._durable >= wanted, timeout)
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: self._durable >= wanted, timeout)
+            finally:
+                self._flushing -= 1
 
     def _run(self) -> None:
         while True:
@@ -61,6 +74,7 @@ class GroupCommitter:
                 if not self._pending and not self._cond.wait_for(lambda: bool(self._pending), LINGER_S):
                     self._running = False
                     return
+                self._cond.wait_for(lambda: self._flushing > 0, GATHER_S)
                 batch, self._pending = self._pending, set()
                 covered = self._queued
             _sync_files(batch)
