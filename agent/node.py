@@ -216,12 +216,15 @@ class NodeAgent(PodSyncer):
         )
 
     def eviction_candidates(self) -> list[PodUsage]:
+        with self._lock:
+            placed = {uid for uid, record in self._records.items() if record.cgroup}
         return [
             pod_usage(
                 pod,
                 self.cgroups,
                 self.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid),
                 self.config.state_dir,
+                placed=pod.uid in placed,
             )
             for pod in self.active_pods()
         ]
