@@ -168,6 +168,8 @@ class NodeAgent(PodSyncer):
         self._records: dict[str, PodRecord] = {}
         self._adopted: set[str] = set()  # records of the previous run: already admitted
         self._errors: dict[str, tuple[ManifestError, ...]] = {}
+        self._admitting: dict[str, Pod] | None = None
+        self._in_snapshot = False
         self._sources_ready = False
         self._stop = threading.Event()
         self._loop_thread: threading.Thread | None = None
