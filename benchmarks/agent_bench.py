@@ -5,7 +5,7 @@ Prints:
   pods' containers have only an image, so syncPod does everything up to starting processes) p50/p99;
 - the CPU time of those syncs per pod (the whole process: the record committer's thread included);
 - 110 pods from cold (agent start, manifests already in the directory) to all pod cgroups in place and
-  every pod's record on disk (the agent's group commit flushed);
+  every pod's record on disk (the agent's group commit flushed), seen by an observer of the syncs;
 - the floor for the same: the raw mkdir/write calls that make 110 pod cgroups with their limits, and one
   durable record per pod (a temporary file written and fsynced, renamed over the record, the directory
   fsynced), as issue 23 defines it;
