@@ -28,7 +28,7 @@ from kubenode import __version__, sdnotify
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
-    from agent.server.server import SecureServer  # aiohttp: imported only when joining a cluster
+    from agent.server.lazysecure import LazySecureServer
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ class RunningAgent:
     # Set when the agent joins a cluster (agent/nodestatus/cluster.py); typed loosely so the client stays
     # unimported.
     cluster: Any = None
-    secure: SecureServer | None = None  # the authenticated daemon endpoint, when joined
+    # The authenticated daemon endpoint, when joined (aiohttp is loaded on its first connection).
+    secure: LazySecureServer | None = None
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
@@ -204,7 +205,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     return RunningAgent(config, agent, devices, server, cluster, secure)
 
 
-def _port(server: StatusServer | SecureServer | None) -> int:
+def _port(server: StatusServer | LazySecureServer | None) -> int:
     return int(server.address.rsplit(":", 1)[1]) if server is not None else 0
 
 

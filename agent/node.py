@@ -168,6 +168,8 @@ class NodeAgent(PodSyncer):
         self._records: dict[str, PodRecord] = {}
         self._adopted: set[str] = set()  # records of the previous run: already admitted
         self._errors: dict[str, tuple[ManifestError, ...]] = {}
+        self._admitting: dict[str, Pod] | None = None
+        self._in_snapshot = False
         self._sources_ready = False
         self._stop = threading.Event()
         self._loop_thread: threading.Thread | None = None
@@ -216,12 +218,15 @@ class NodeAgent(PodSyncer):
         )
 
     def eviction_candidates(self) -> list[PodUsage]:
+        with self._lock:
+            placed = {uid for uid, record in self._records.items() if record.cgroup}
         return [
             pod_usage(
                 pod,
                 self.cgroups,
                 self.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid),
                 self.config.state_dir,
+                placed=pod.uid in placed,
             )
             for pod in self.active_pods()
         ]

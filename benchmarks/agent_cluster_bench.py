@@ -158,7 +158,7 @@ def main() -> int:
             report("status write p99 (process start -> API Running)", percentile(latencies, 99) * 1000, "ms")
             assert agent.process is not None
             report(
-                "agent RSS with 110 pods, joined to a cluster", rss_mib(agent.process.pid), "MiB", "<= 80 MiB"
+                "agent RSS with 110 pods, joined to a cluster", rss_mib(agent.process.pid), "MiB", "<= 64 MiB"
             )
         finally:
             watch.stop()

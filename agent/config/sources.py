@@ -100,6 +100,7 @@ class ManifestSource:
         self.node_name = node_name
         self.rescan_interval = rescan_interval
         self._files: dict[str, _FileEntry] = {}
+        self._root_real: Path | None = None  # the directory's real path, resolved once per scan
         self._last: SourceSnapshot | None = None
         self._watcher: DirWatcher | None = None
         self._thread: threading.Thread | None = None
@@ -181,7 +182,8 @@ class ManifestSource:
     def scan(self) -> SourceSnapshot:
         """Read the directory now (only files whose size, mtime or inode changed are parsed again)."""
         seen: dict[str, _FileEntry] = {}
-        for path in self._manifest_files():
+        self._root_real = None
+        for path, linked in self._manifest_files():
             key = str(path)
             try:
                 st = path.stat()
@@ -190,7 +192,7 @@ class ManifestSource:
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
             entry = self._files.get(key)
             if entry is None or entry.stamp != stamp:
-                entry = self._read_file(path, stamp)
+                entry = self._read_file(path, stamp, linked=linked)
             seen[key] = entry
         self._files = seen
         pods: list[Pod] = []
@@ -211,31 +213,36 @@ class ManifestSource:
         self._last = snapshot
         return snapshot
 
-    def _manifest_files(self) -> list[Path]:
+    def _manifest_files(self) -> list[tuple[Path, bool]]:
+        """(path, is a symlink) of each manifest, by name; the directory entries' types need no stat."""
         try:
-            names = sorted(os.listdir(self.directory))
+            with os.scandir(self.directory) as entries:
+                # As the kubelet: hidden files are ignored (editors' swap files too). Symlinks are listed, so
+                # that one leading out of the directory is reported rather than silently skipped.
+                found = [
+                    (entry.name, entry.is_symlink())
+                    for entry in entries
+                    if not entry.name.startswith(".")
+                    and not entry.name.endswith(("~", ".swp"))
+                    and (entry.is_symlink() or entry.is_file())
+                ]
         except FileNotFoundError:
             return []
-        # As the kubelet: hidden files are ignored (editors' swap files too). Symlinks are listed, so
-        # that one leading out of the directory is reported rather than silently skipped.
-        return [
-            self.directory / n
-            for n in names
-            if not n.startswith(".")
-            and not n.endswith(("~", ".swp"))
-            and ((self.directory / n).is_symlink() or (self.directory / n).is_file())
-        ]
+        return [(self.directory / name, linked) for name, linked in sorted(found)]
 
-    def _inside(self, path: Path) -> Path | None:
+    def _inside(self, path: Path, *, linked: bool) -> Path | None:
         """The real path of a manifest if it lies inside the directory (after symlinks), else None."""
-        real = path.resolve()
-        root = self.directory.resolve()
+        if self._root_real is None:
+            self._root_real = self.directory.resolve()
+        root = self._root_real
+        # A plain file's real path is the directory's real path and its name: only a link needs resolving.
+        real = path.resolve() if linked else root / path.name
         return real if real.is_relative_to(root) and real != root else None
 
-    def _read_file(self, path: Path, stamp: tuple[int, int, int]) -> _FileEntry:
+    def _read_file(self, path: Path, stamp: tuple[int, int, int], *, linked: bool) -> _FileEntry:
         entry = _FileEntry(stamp, [], [])
         try:
-            real = self._inside(path)
+            real = self._inside(path, linked=linked)
             if real is None:
                 raise ValidationError(str(path), "", "symlink leads outside the manifest directory; not read")
             # O_NOFOLLOW on the resolved path: a link swapped in after the check is not followed.

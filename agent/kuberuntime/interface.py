@@ -33,8 +33,12 @@ class PodRuntime(Protocol):
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
+        *,
+        fresh_cgroup: bool = False,
     ) -> float | None:
-        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint)."""
+        """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint).
+
+        `fresh_cgroup`: the caller has just made the pod cgroup, so no process is in it yet."""
 
     def adopt(self, record: PodRecord, pids_in_cgroup: set[int]) -> list[str]:
         """On agent start: take over the pod's running containers; returns their names."""

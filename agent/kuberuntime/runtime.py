@@ -193,16 +193,19 @@ class ProcessRuntime(ContainerSequence):
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
+        *,
+        fresh_cgroup: bool = False,
     ) -> float | None:
         """Start or restart what should run now; returns seconds until a backoff expires (a requeue hint).
 
         Stops starting containers once `cancelled` is set (termination was requested). `volumes` are the
-        pod's volumes, ready on the host (the volume manager's), for the containers' mount namespaces."""
+        pod's volumes, ready on the host (the volume manager's), for the containers' mount namespaces.
+        A `fresh_cgroup` (made by this sync) holds no process, so its cgroup.procs files are not read."""
 
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
         self.relist(record)
-        if self._cgroup_pids is not None:
+        if self._cgroup_pids is not None and not fresh_cgroup:
             self.reconcile(record, self._cgroup_pids(pod.uid), kill_unknown=True)
         hints: list[float] = []
         try:

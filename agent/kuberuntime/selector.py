@@ -86,8 +86,12 @@ class RuntimeSelector:
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
+        *,
+        fresh_cgroup: bool = False,
     ) -> float | None:
-        return self.choose(pod).sync_containers(pod, record, procs_files, device_env, cancelled, volumes)
+        return self.choose(pod).sync_containers(
+            pod, record, procs_files, device_env, cancelled, volumes, fresh_cgroup=fresh_cgroup
+        )
 
     def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:
         owner = self._of(uid) or self.process

@@ -58,6 +58,10 @@ class PodManager:
     _records: dict[str, PodRecord]
     _adopted: set[str]  # records of the previous run: already admitted
     _errors: dict[str, tuple[ManifestError, ...]]
+    # While a snapshot is applied: the active pods, kept up to date as its adds are admitted, so admitting
+    # 110 new pods counts the active ones once rather than once per pod (None: count them at the next add).
+    _admitting: dict[str, Pod] | None
+    _in_snapshot: bool
 
     def _observe(self, uid: str, operation: str, started: float | None = None) -> None:
         seconds = None if started is None else time.monotonic() - started
@@ -69,22 +73,29 @@ class PodManager:
 
     def _on_snapshot(self, snapshot: SourceSnapshot) -> None:
         with self._lock:
-            self._errors[snapshot.source] = snapshot.errors
-            before = self._by_source.get(snapshot.source, set())
-            now = {pod.uid: pod for pod in snapshot.pods}
-            self._by_source[snapshot.source] = set(now)
-            for uid in sorted(before - set(now)):
-                self._remove(uid)
-            for pod in sorted(snapshot.pods, key=lambda p: (p.creation_timestamp, p.key)):
-                if pod.uid not in self._desired:
-                    self._add(pod)
-                elif pod != self._desired[pod.uid]:
-                    self._update(pod)
-                elif gate_conditions(pod) != gate_conditions(self._desired[pod.uid]):
-                    # Only the API status moved, and with it a readiness gate's condition: no sync, but the
-                    # pod's Ready condition is computed again (agent/status/podstatus.py).
-                    self._desired[pod.uid] = pod
-                    self._observe(pod.uid, "gates")
+            self._in_snapshot = True
+            try:
+                self._apply_snapshot(snapshot)
+            finally:
+                self._in_snapshot, self._admitting = False, None
+
+    def _apply_snapshot(self, snapshot: SourceSnapshot) -> None:
+        self._errors[snapshot.source] = snapshot.errors
+        before = self._by_source.get(snapshot.source, set())
+        now = {pod.uid: pod for pod in snapshot.pods}
+        self._by_source[snapshot.source] = set(now)
+        for uid in sorted(before - set(now)):
+            self._remove(uid)
+        for pod in sorted(snapshot.pods, key=lambda p: (p.creation_timestamp, p.key)):
+            if pod.uid not in self._desired:
+                self._add(pod)
+            elif pod != self._desired[pod.uid]:
+                self._update(pod)
+            elif gate_conditions(pod) != gate_conditions(self._desired[pod.uid]):
+                # Only the API status moved, and with it a readiness gate's condition: no sync, but the
+                # pod's Ready condition is computed again (agent/status/podstatus.py).
+                self._desired[pod.uid] = pod
+                self._observe(pod.uid, "gates")
 
     def _add(self, pod: Pod) -> None:
         self._desired[pod.uid] = pod
@@ -111,6 +122,8 @@ class PodManager:
             self._observe(pod.uid, "reject")
             return
         self.workers.update_pod(UpdatePodOptions(UpdateType.CREATE, pod))
+        if self._admitting is not None and self._is_active(pod.uid):
+            self._admitting[pod.uid] = pod
 
     def _plugin_may_still_come(self, rejection: Rejection) -> bool:
         resource = rejection.reason[len("OutOf") :]
@@ -124,6 +137,7 @@ class PodManager:
 
     def _update(self, pod: Pod) -> None:
         self._desired[pod.uid] = pod
+        self._admitting = None  # its requests may have changed: counted again at the next add
         if pod.uid in self._held:
             self._held[pod.uid] = pod
         elif pod.uid not in self._rejected:
@@ -131,6 +145,7 @@ class PodManager:
 
     def _remove(self, uid: str) -> None:
         pod = self._desired.pop(uid, None)
+        self._admitting = None
         self._held.pop(uid, None)
         if self.topology is not None:
             self.topology.remove_pod(uid)
@@ -143,7 +158,12 @@ class PodManager:
 
     def _name_busy(self, pod: Pod) -> bool:
         for uid, record in self._records.items():
-            same_name = uid != pod.uid and record.key == pod.key and uid not in self._rejected
+            same_name = (
+                record.name == pod.name
+                and record.namespace == pod.namespace
+                and uid != pod.uid
+                and uid not in self._rejected
+            )
             if same_name and not self.workers.is_finished(uid) and self.workers.work_type(uid) is not None:
                 return True
         return False
@@ -151,14 +171,16 @@ class PodManager:
     def active_pods(self) -> list[Pod]:
         """Admitted pods not yet terminated (what admission and the QoS tiers count)."""
         with self._lock:
-            return [
-                pod
-                for uid, pod in self._desired.items()
-                if uid not in self._rejected
-                and uid not in self._held
-                and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
-                and not self._terminal_record(uid)
-            ]
+            return [pod for uid, pod in self._desired.items() if self._is_active(uid)]
+
+    def _is_active(self, uid: str) -> bool:
+        return (
+            uid in self._desired
+            and uid not in self._rejected
+            and uid not in self._held
+            and self.workers.work_type(uid) not in (WorkType.TERMINATED,)
+            and not self._terminal_record(uid)
+        )
 
     def _terminal_record(self, uid: str) -> bool:
         record = self._records.get(uid)
@@ -171,7 +193,13 @@ class PodManager:
         return result
 
     def _admission(self, pod: Pod) -> Rejection | None:
-        others = [p for p in self.active_pods() if p.uid != pod.uid]
+        if self._in_snapshot:
+            if self._admitting is None:
+                self._admitting = {p.uid: p for p in self.active_pods()}
+            active = list(self._admitting.values())
+        else:
+            active = self.active_pods()
+        others = [p for p in active if p.uid != pod.uid]
         rejection = admit(pod, others, self.allocatable())
         if rejection is not None or self.topology is None:
             return rejection

@@ -164,6 +164,7 @@ class RecordStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.directory = Path(state_dir) / "pods"
+        self._directory_ready = False  # made private once; made again only if a write finds it gone
 
     def path(self, uid: str) -> Path:
         if not is_valid_uid(uid):
@@ -174,8 +175,14 @@ class RecordStore:
         path = self.path(record.uid)
         data = json.dumps(record.to_json(), sort_keys=True).encode()
         try:
-            private_dir(self.directory)
-            write_atomically(path, data, durable=False)
+            if not self._directory_ready:
+                private_dir(self.directory)
+                self._directory_ready = True
+            try:
+                write_atomically(path, data, durable=False)
+            except FileNotFoundError:  # the directory was removed behind us: make it again, once
+                private_dir(self.directory)
+                write_atomically(path, data, durable=False)
         except OSError as exc:
             raise RecordWriteError(
                 exc.errno, f"cannot save the pod record {path}: {exc.strerror or exc}"

@@ -129,7 +129,13 @@ class PodSyncer(PodManager):
             return SyncResult()
         self._kill_unhealthy(pod, record)
         hint = self.runtime.sync_containers(
-            pod, record, self.cgroups.procs_files(pod), device_env, ctx.cancelled, volumes
+            pod,
+            record,
+            self.cgroups.procs_files(pod),
+            device_env,
+            ctx.cancelled,
+            volumes,
+            fresh_cgroup=info.created,
         )
         self.prober.add_pod(pod)
         if record.phase in TERMINAL_PHASES:

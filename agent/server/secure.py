@@ -2,9 +2,10 @@
 
     the node's addresses (nodeIp or the default route's, the hostname, the secure listen host) -> the
     serving certificate (agent/certificate/servingcert.py) -> the client CA: the cluster CA from the
-    agent's kubeconfig (or service account) -> SecureServer (server.py) with SubjectAccessReviews through
-    the agent's API client, container logs, and exec, attach and port-forward resolved against the agent's
-pods (podtargets.py).
+    agent's kubeconfig (or service account) -> the listening socket (lazysecure.py), on whose first
+    connection SecureServer (server.py) is built, with SubjectAccessReviews through the agent's API
+    client, container logs, and exec, attach and port-forward resolved against the agent's pods
+    (podtargets.py). Nothing here imports aiohttp: only that first connection does.
 
 Returns None, with one logged line saying why, when no certificate can be had: the agent still runs its
 pods and reports its node, but the API server cannot reach its logs or exec.
@@ -14,16 +15,19 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig, parse_listen
 from agent.node import NodeAgent
 from agent.server.auth import Authorizer, subject_access_review
 from agent.server.containerlogs import ContainerLogs
-from agent.server.podtargets import PodTargets
-from agent.server.server import SecureServer, server_tls
+from agent.server.lazysecure import LazySecureServer
+
+if TYPE_CHECKING:
+    from agent.server.server import SecureServer
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +39,20 @@ def secure_address(config: AgentConfig) -> tuple[str, int]:
     return host, 0
 
 
+def server_tls(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(client_ca))
+    context.load_cert_chain(str(cert), str(key))
+    context.verify_mode = ssl.CERT_OPTIONAL  # no certificate is a 401 from us, not a TLS alert
+    return context
+
+
 def build_secure_server(
     config: AgentConfig,
     agent: NodeAgent,
     client: Any,
     node_ip: str,
     reads: Mapping[str, Callable[[], tuple[int, str, bytes]]] | None = None,
-) -> SecureServer | None:
+) -> LazySecureServer | None:
     from agent.certificate.servingcert import ServingCertError, ensure_serving_cert
     from kubenode.kubeclient import KubeError, load_incluster, load_kubeconfig
 
@@ -56,20 +67,29 @@ def build_secure_server(
     except (ServingCertError, KubeError, OSError, ValueError) as exc:
         log.warning("the authenticated daemon endpoint (logs, exec) is not served: %s", exc)
         return None
-    targets = PodTargets(agent)
-    return SecureServer(
-        host,
-        port,
-        tls,
-        config.node_name,
-        Authorizer(subject_access_review(client, config.node_name)),
-        pods=agent.status_json,
-        # CRI pods log in the CRI format under podLogsDir: lines are unwrapped for kubectl logs.
-        container_logs=ContainerLogs(
-            agent.status_json, config.pod_logs_dir if config.container_runtime_endpoint else None
-        ).route,
-        resolve_exec=targets.exec,
-        resolve_pod=targets.port_forward,
-        resolve_attach=targets.attach,
-        reads=reads,
-    )
+    authorizer = Authorizer(subject_access_review(client, config.node_name))
+    # CRI pods log in the CRI format under podLogsDir: lines are unwrapped for kubectl logs.
+    cri_logs = config.pod_logs_dir if config.container_runtime_endpoint else None
+    logs = ContainerLogs(agent.status_json, cri_logs)
+
+    def build(sock: socket.socket) -> SecureServer:
+        from agent.server.podtargets import PodTargets
+        from agent.server.server import SecureServer
+
+        targets = PodTargets(agent)
+        return SecureServer(
+            host,
+            port,
+            tls,
+            config.node_name,
+            authorizer,
+            pods=agent.status_json,
+            container_logs=logs.route,
+            resolve_exec=targets.exec,
+            resolve_pod=targets.port_forward,
+            resolve_attach=targets.attach,
+            reads=reads,
+            sock=sock,
+        )
+
+    return LazySecureServer(host, port, build)

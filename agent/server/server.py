@@ -11,7 +11,8 @@
 
 It runs an aiohttp application on its own thread and loop, like the status endpoint (httpapi.py), which
 stays plain HTTP for local readers (systemd, `kubenode agent status`, `kubenode up`) and serves no logs
-or exec. The Node's daemonEndpoints.kubeletEndpoint.Port names this endpoint's port.
+or exec. The Node's daemonEndpoints.kubeletEndpoint.Port names this endpoint's port. The agent builds it
+on the first connection to a socket bound at start (lazysecure.py), which it is then given as `sock`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -38,13 +39,6 @@ from agent.server.remotecommand import Resolve, exec_handler
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def server_tls(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(client_ca))
-    context.load_cert_chain(str(cert), str(key))
-    context.verify_mode = ssl.CERT_OPTIONAL  # no certificate is a 401 from us, not a TLS alert
-    return context
 
 
 class SecureServer:
@@ -62,6 +56,7 @@ class SecureServer:
         resolve_pod: ResolvePod,
         resolve_attach: ResolveAttach,
         reads: Mapping[str, Callable[[], tuple[int, str, bytes]]] | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
         self._node = node
         self._authorizer = authorizer
@@ -84,7 +79,11 @@ class SecureServer:
         app.router.add_route("*", "/portForward/{namespace}/{pod}", self._portforward_route)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, host, port, ssl_context=tls)
+        site: web.BaseSite
+        if sock is not None:  # bound already (lazysecure.py): host and port are the socket's
+            site = web.SockSite(self._runner, sock, ssl_context=tls)
+        else:
+            site = web.TCPSite(self._runner, host, port, ssl_context=tls)
         self._loop.run_until_complete(site.start())  # bound now, so a taken port fails at construction
         self._thread = threading.Thread(target=self._loop.run_forever, name="secure-http", daemon=True)
 

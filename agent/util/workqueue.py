@@ -44,6 +44,14 @@ class WorkQueue:
             return min(self._due.values(), default=None)
 
     def wait(self, timeout: float) -> None:
-        """Sleep up to `timeout` seconds, waking early when something is enqueued."""
+        """Sleep up to `timeout` seconds, waking early when a UID comes due (one enqueued with no delay, or
+        one whose time comes before then). A UID enqueued for later does not wake the sleeper: each sync
+        queues its own resync a minute ahead, and 110 pods starting at once woke the loop (and its relist
+        of every pod) 110 times."""
+        deadline = self._clock() + timeout
         with self._cond:
-            self._cond.wait(timeout)
+            while True:
+                now = self._clock()
+                wake_at = min(deadline, min(self._due.values(), default=deadline))
+                if now >= wake_at or not self._cond.wait(wake_at - now):
+                    return

@@ -7,7 +7,7 @@ real implementation comes from `make_pod_cgroups`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -45,6 +45,10 @@ class PodCgroupInfo:
     uid: str
     qos: QOSClass
     name: str  # driver-specific cgroup path, e.g. /kubepods/burstable/pod<uid>
+    # Made by this `ensure` where none of it existed: no process can be in it yet, so a sync that just
+    # made it need not read its cgroup.procs files (a new pod's sync skips that reconcile). Not part of
+    # the cgroup's identity: an info from `ensure` equals the one `list_pods` gives for the same cgroup.
+    created: bool = field(default=False, compare=False)
 
 
 class PodCgroups(Protocol):

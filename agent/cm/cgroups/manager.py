@@ -144,7 +144,8 @@ class PodCgroupManager:
             if fresh or created:
                 self._undo_create(dirs, exc)
             raise
-        return PodCgroupInfo(uid=pod.uid, qos=pod.qos_class, name=cgroup_path(dirs))
+        made = fresh and created  # nothing of it existed, so nothing can be in it yet
+        return PodCgroupInfo(uid=pod.uid, qos=pod.qos_class, name=cgroup_path(dirs), created=made)
 
     def _undo_create(self, dirs: Dirs, cause: Exception) -> None:
         """Remove a pod cgroup this call made, in every hierarchy; the cause stays the error raised."""
@@ -199,10 +200,13 @@ class PodCgroupManager:
         return pods
 
     def _only(self, uid: str) -> Dirs:
-        found = self._found(uid)
-        if not found:
-            raise CgroupError(cgroup_path(self._root), "", f"no cgroup for pod {uid}")
-        return found[0]
+        """The pod's cgroup to read a figure from: the first tier holding it (later tiers are not probed)."""
+        checked_uid(uid)
+        for qos in QOS_TIERS:
+            dirs = self._pod_dirs(qos, uid)
+            if self.backend.exists_anywhere(dirs):
+                return dirs
+        raise CgroupError(cgroup_path(self._root), "", f"no cgroup for pod {uid}")
 
     def read_limits(self, uid: str) -> dict[str, str]:
         return self.backend.read_limits(self._only(uid))

@@ -100,8 +100,11 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         device_env: Mapping[str, Mapping[str, str]],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
+        *,
+        fresh_cgroup: bool = False,
     ) -> float | None:
-        """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts."""
+        """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts.
+        `fresh_cgroup` changes nothing here: the runtime, not the agent, puts containers in cgroups."""
         from agent.pod.podrecord import ContainerRecord
 
         for c in pod.all_containers:
