@@ -44,7 +44,8 @@ def _public(path: str) -> bool:
 @web.middleware
 async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
-    info = request_info(request.method, request.path, request.query)
+    # handlers/fasthttp.py derived it already to choose its path; under aiohttp a request has none yet.
+    info = request.get("info") or request_info(request.method, request.path, request.query)
     code = 500
     try:
         user = None
@@ -106,6 +107,11 @@ async def resource_handler(request: web.Request) -> web.StreamResponse:
     if not info.is_resource_request:
         raise APIError(404, "NotFound", "the server could not find the requested resource", {})
     return await dispatch(request, info, request["user"])
+
+
+async def fast_handle(request: Any) -> web.StreamResponse:
+    """A unary resource request from handlers/fasthttp.py (a FastRequest): the same chain as under aiohttp."""
+    return await api_middleware(request, resource_handler)
 
 
 def _health(ready_check: bool) -> Handler:
