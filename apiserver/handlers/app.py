@@ -50,7 +50,8 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     try:
         user = None
         authenticator = request.app.get(AUTHENTICATOR)
-        if authenticator is not None and not _public(request.path):
+        # A resource path is never one of the public ones: only other paths need the check.
+        if authenticator is not None and (info.is_resource_request or not _public(request.path)):
             user = authenticator.authenticate(request.headers.get("Authorization"))
             if user is None:
                 raise APIError(401, "Unauthorized", "Unauthorized")

@@ -30,6 +30,7 @@ import asyncio
 import email.utils
 import http
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -122,53 +123,48 @@ class Head:
         self.length, self.close, self.info = length, close, info
 
 
-def _header_lines(lines: list[str]) -> list[tuple[str, str]] | None:
-    pairs = []
-    for line in lines:
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip() or " " in name or "\t" in name:
-            return None  # folded, malformed or oddly spaced: aiohttp decides
-        pairs.append((name, value.strip(" \t")))
-    return pairs
+# Whole lines only (the head gets a final CRLF added): a token name, a colon, and visible characters,
+# spaces and tabs; no bare CR or LF, no NUL, no folding. One match checks every line; another takes
+# them apart with the optional whitespace around each value left out.
+_REQUEST_LINE = re.compile(r"([A-Z]+) (/[!-~]*) HTTP/1\.1")
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_FIELD_LINES = re.compile(rf"(?:{_TOKEN}:[\t\x20-\x7e\x80-\xff]*\r\n)*")
+_FIELD = re.compile(rf"({_TOKEN}):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*\r\n")
 
 
 def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
     """The head (without its final CRLF CRLF) as a fast request, or None for aiohttp to take it."""
     if len(head) > MAX_HEAD:
         return None
-    text = head.decode("latin-1")
-    bare = text.replace("\r\n", "")
-    if "\n" in bare or "\r" in bare or "\x00" in text:
+    text = head.decode("latin-1") + "\r\n"
+    split = text.find("\r\n")
+    request_line = _REQUEST_LINE.fullmatch(text, 0, split)
+    if request_line is None:
         return None
-    lines = text.split("\r\n")
-    if len(lines) - 1 > MAX_HEADERS:
-        return None
-    request_line = lines[0].split(" ")
-    if len(request_line) != 3:
-        return None
-    method, target, version = request_line
-    if version != "HTTP/1.1" or method not in METHODS or not target.startswith("/"):
+    method, target = request_line.groups()
+    block = text[split + 2 :]
+    if method not in METHODS or _FIELD_LINES.fullmatch(block) is None or block.count("\n") > MAX_HEADERS:
         return None
     path, _, query_text = target.partition("?")
     if "%" in path or "//" in path or "/." in path or "#" in target or ";" in query_text:
         return None
-    pairs = _header_lines(lines[1:])
-    if pairs is None:
-        return None
-    headers = CIMultiDict(pairs)
+    headers = CIMultiDict(_FIELD.findall(block))
     if any(name in headers for name in _AIOHTTPS_HEADERS):
         return None
-    lengths = headers.getall("Content-Length", [])
     length: int | None = None
-    if lengths:
+    if "Content-Length" in headers:
+        lengths = headers.getall("Content-Length")
         if len(lengths) > 1 or not lengths[0].isascii() or not lengths[0].isdigit():
             return None
         length = int(lengths[0])
         if length > MAX_BODY:
             return None  # aiohttp's path answers the 413
-    connection = {token.strip().lower() for token in ",".join(headers.getall("Connection", [])).split(",")}
-    if "upgrade" in connection:
-        return None
+    close = False
+    if "Connection" in headers:
+        tokens = {t.strip().lower() for t in ",".join(headers.getall("Connection")).split(",")}
+        if "upgrade" in tokens:
+            return None
+        close = "close" in tokens
     query = _NO_QUERY
     if query_text:
         query = MultiDictProxy(MultiDict(parse_qsl(query_text, keep_blank_values=True)))
@@ -180,7 +176,7 @@ def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
         or info.api_group in slow_groups
     ):
         return None
-    return Head(method, path, query, CIMultiDictProxy(headers), length, "close" in connection, info)
+    return Head(method, path, query, CIMultiDictProxy(headers), length, close, info)
 
 
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
@@ -250,7 +246,7 @@ class FastServer:
 
     def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
-        cutoff = loop.time() - KEEPALIVE_TIMEOUT
+        cutoff = time.monotonic() - KEEPALIVE_TIMEOUT
         for connection in list(self.connections):
             connection.close_if_idle(cutoff)
         self._sweeper = loop.call_later(60.0, self._sweep)
@@ -288,6 +284,8 @@ class Connection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.handed: asyncio.Protocol | None = None  # aiohttp's RequestHandler, once handed over
+        self.answering: asyncio.Task[None] | None = None  # the request in flight (a reference keeps it)
+        self.loop = asyncio.get_running_loop()  # made by the loop's accept
         self.last_active = 0.0
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------------
@@ -298,7 +296,7 @@ class Connection(asyncio.Protocol):
         tcp_nodelay(transport, True)
         tcp_keepalive(transport)
         self.server.connections.add(self)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = time.monotonic()
 
     def data_received(self, data: bytes) -> None:
         if self.handed is not None:
@@ -379,16 +377,19 @@ class Connection(asyncio.Protocol):
             self.server.app, head.method, head.path, head.query, head.headers, body, head.length, head.info
         )
         self.busy = True
-        task = asyncio.get_running_loop().create_task(self._answer(request, head.close))
-        task.add_done_callback(_log_failure)
+        self.answering = self.loop.create_task(self._answer(request, head.close))
 
     async def _answer(self, request: FastRequest, close: bool) -> None:
         try:
             response = await self.server.handle(request)
             close = close or response.keep_alive is False
             data = encode_response(response, close)
-        except BaseException:
+        except Exception:
+            log.exception("answering %s %s failed", request.method, request.path)
             self._close()  # no answer can follow: the client sees the connection end
+            return
+        except BaseException:  # cancelled: the server is stopping
+            self._close()
             raise
         finally:
             self.busy = False
@@ -396,7 +397,7 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.write(data)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = time.monotonic()
         if close:
             self._close()
             return
@@ -424,8 +425,3 @@ class Connection(asyncio.Protocol):
             handler.data_received(data)
         if self.eof:
             handler.eof_received()
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("answering a request failed", exc_info=task.exception())
