@@ -129,7 +129,8 @@ class Head:
 _REQUEST_LINE = re.compile(r"([A-Z]+) (/[!-~]*) HTTP/1\.1")
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _FIELD_LINES = re.compile(rf"(?:{_TOKEN}:[\t\x20-\x7e\x80-\xff]*\r\n)*")
-_FIELD = re.compile(rf"({_TOKEN}):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*\r\n")
+_WORD = r"[\x21-\x7e\x80-\xff]+"  # values: words between spaces and tabs (greedy: no backtracking)
+_FIELD = re.compile(rf"({_TOKEN}):[ \t]*((?:{_WORD}(?:[ \t]+{_WORD})*)?)[ \t]*\r\n")
 
 
 def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
