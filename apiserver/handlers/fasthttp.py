@@ -51,6 +51,8 @@ STREAM_SUBRESOURCES = frozenset({"log", "proxy", *CONNECT_SUBRESOURCES})
 MAX_HEAD = MAX_FIELD  # a longer head (or a partial one this long) goes to aiohttp, which applies its limits
 KEEPALIVE_TIMEOUT = 3630.0  # aiohttp's default for an idle kept-alive connection
 PAUSE_BUFFER = 4 * MAX_BODY  # pipelined bytes buffered before the connection stops reading
+READ_BUFFER = 16 * 1024  # a connection's read buffer to start with (kept small: a fleet holds hundreds)
+MIN_FREE = 8 * 1024  # room offered to each read; a bigger request grows the buffer
 # Bodies aiohttp transforms (chunked, compressed), upgrades and 100-continue stay with aiohttp.
 _AIOHTTPS_HEADERS = ("Transfer-Encoding", "Content-Encoding", "Upgrade", "Expect")
 _OCTET_STREAM = "application/octet-stream"  # aiohttp's content_type when none is sent
@@ -274,11 +276,18 @@ def own_route_groups(app: web.Application) -> frozenset[str]:
     return frozenset(groups)
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
+    """One client connection. Buffered: the TLS layer decrypts straight into `buffer` (with a plain
+    Protocol uvloop allocates a 256 KiB bytes object per read; a ping-pong of 600-byte requests cost
+    the server 35 us each that way, 16-20 us this way). Unread bytes are buffer[start:end]; the
+    buffer is replaced (never resized) when it needs room, since the transport may hold a view of it."""
+
     def __init__(self, server: FastServer) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
+        self.buffer = bytearray(READ_BUFFER)
+        self.start = 0
+        self.end = 0
         self.busy = False  # a request is being answered
         self.eof = False
         self.closing = False
@@ -289,7 +298,7 @@ class Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()  # made by the loop's accept
         self.last_active = 0.0
 
-    # -- asyncio.Protocol -----------------------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's SSL transport is not a subclass
@@ -299,14 +308,24 @@ class Connection(asyncio.Protocol):
         self.server.connections.add(self)
         self.last_active = time.monotonic()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self.buffer) - self.end < MIN_FREE:
+            unread = self.end - self.start
+            fresh = bytearray(max(READ_BUFFER, 2 * (unread + MIN_FREE)))
+            fresh[:unread] = self.buffer[self.start : self.end]
+            self.buffer, self.start, self.end = fresh, 0, unread
+        return memoryview(self.buffer)[self.end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.end += nbytes
         if self.handed is not None:
+            data = bytes(self.buffer[self.start : self.end])
+            self.start = self.end = 0
             self.handed.data_received(data)
             return
-        self.buffer += data
         if not self.busy:
             self._next()
-        elif len(self.buffer) > PAUSE_BUFFER and not self.read_paused and self.transport is not None:
+        elif self.end - self.start > PAUSE_BUFFER and not self.read_paused and self.transport is not None:
             self.read_paused = True
             self.transport.pause_reading()
 
@@ -315,7 +334,7 @@ class Connection(asyncio.Protocol):
             return self.handed.eof_received()
         self.eof = True
         if not self.busy:
-            self._close()
+            self._next()  # answers or hands over what is whole; closes when nothing is left
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -352,28 +371,29 @@ class Connection(asyncio.Protocol):
         """Start answering the next whole request in the buffer, if there is one and nothing is in flight."""
         if self.closing or self.write_paused or self.transport is None:
             return
-        buffer = self.buffer
-        if not buffer:
+        buffer, start, end = self.buffer, self.start, self.end
+        if start == end:
+            self.start = self.end = 0
             if self.eof:
                 self._close()
             return
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buffer) > MAX_HEAD or self.eof:
+        head_end = buffer.find(b"\r\n\r\n", start, end)
+        if head_end < 0:
+            if end - start > MAX_HEAD or self.eof:
                 self._hand_over()
             return
-        head = parse_head(bytes(buffer[:end]), self.server.slow_groups)
+        head = parse_head(bytes(buffer[start:head_end]), self.server.slow_groups)
         if head is None:
             self._hand_over()
             return
-        start = end + 4
-        stop = start + (head.length or 0)
-        if len(buffer) < stop:
+        body_start = head_end + 4
+        stop = body_start + (head.length or 0)
+        if end < stop:
             if self.eof:
                 self._hand_over()
             return
-        body = bytes(buffer[start:stop])
-        del buffer[:stop]
+        body = bytes(buffer[body_start:stop])
+        self.start = stop
         request = FastRequest(
             self.server.app, head.method, head.path, head.query, head.headers, body, head.length, head.info
         )
@@ -402,7 +422,7 @@ class Connection(asyncio.Protocol):
         if close:
             self._close()
             return
-        if self.read_paused and len(self.buffer) <= PAUSE_BUFFER:
+        if self.read_paused and self.end - self.start <= PAUSE_BUFFER:
             self.read_paused = False
             transport.resume_reading()
         self._next()
@@ -420,8 +440,8 @@ class Connection(asyncio.Protocol):
         handler.connection_made(transport)
         if self.write_paused:
             handler.pause_writing()
-        data = bytes(self.buffer)
-        self.buffer.clear()
+        data = bytes(self.buffer[self.start : self.end])
+        self.start = self.end = 0
         if data:
             handler.data_received(data)
         if self.eof:
