@@ -186,7 +186,6 @@ _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 _STATUS_LINES = {
     int(status): f"HTTP/1.1 {int(status)} {status.phrase}\r\n".encode() for status in http.HTTPStatus
 }
-_SERVER = "Server: kubenode-apiserver\r\n"
 
 
 class _Date:
@@ -222,7 +221,7 @@ def encode_response(response: web.StreamResponse, close: bool) -> bytes:
     if status is None:
         status = f"HTTP/1.1 {response.status} {response.reason}\r\n".encode()
     head = "".join(f"{name}: {value}\r\n" for name, value in response.headers.items())
-    head += f"Content-Length: {len(body)}\r\n" + _date.header() + _SERVER
+    head += f"Content-Length: {len(body)}\r\n" + _date.header()
     if close:
         head += "Connection: close\r\n"
     return status + head.encode("latin-1") + b"\r\n" + body
