@@ -155,6 +155,8 @@ def _walk(value: Any, desc: Descriptor, path: str, unknown: list[str]) -> Any:
             child = known.get(key)
             if child is None:
                 unknown.append(f"{path}.{key}" if path else str(key))
+            elif type(item) is str and child[0] == STRING:  # the commonest leaf, as _walk returns it
+                result[key] = item
             elif item is not None:  # Go drops null pointers (omitempty) when it re-encodes
                 result[key] = _walk(item, child, f"{path}.{key}" if path else key, unknown)
         return result
@@ -248,6 +250,8 @@ def decode(obj: Mapping[str, Any], model_name: str) -> tuple[dict[str, Any], lis
         child = known.get(key)
         if child is None:
             unknown.append(str(key))
+        elif type(item) is str and child[0] == STRING:
+            result[key] = item
         elif item is not None:
             walk = _specs.walk if key == "spec" and type(item) is dict else _walk
             result[key] = walk(item, child, key, unknown)
