@@ -55,7 +55,14 @@ class Selector:
     requirements: tuple[Requirement, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(r.matches(labels) for r in self.requirements)
+        # Called per watcher per committed event (twice for a MODIFIED): no generator for the usual
+        # selectors of zero or one requirement.
+        requirements = self.requirements
+        if not requirements:
+            return True
+        if len(requirements) == 1:
+            return requirements[0].matches(labels)
+        return all(r.matches(labels) for r in requirements)
 
     @property
     def empty(self) -> bool:
