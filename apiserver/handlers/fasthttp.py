@@ -221,10 +221,17 @@ def encode_response(response: web.StreamResponse, close: bool) -> bytes:
     if status is None:
         status = f"HTTP/1.1 {response.status} {response.reason}\r\n".encode()
     head = "".join(f"{name}: {value}\r\n" for name, value in response.headers.items())
+    if head.count("\n") != len(response.headers) or head.count("\r") != len(response.headers):
+        # A CR or LF inside a value (a Warning quoting a client's field name) would split the header:
+        # each becomes a space, as Go's net/http writes such a value for kube-apiserver.
+        head = "".join(
+            f"{name}: {value.replace(chr(13), ' ').replace(chr(10), ' ')}\r\n"
+            for name, value in response.headers.items()
+        )
     head += f"Content-Length: {len(body)}\r\n" + _date.header()
     if close:
         head += "Connection: close\r\n"
-    return status + head.encode("latin-1") + b"\r\n" + body
+    return status + head.encode() + b"\r\n" + body  # UTF-8, as aiohttp encodes headers
 
 
 Handle = Callable[[FastRequest], Awaitable[web.StreamResponse]]
@@ -258,7 +265,7 @@ class FastServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for connection in list(self.connections):
-            connection.close_if_idle(float("inf"))
+            connection.stop()
 
 
 def own_route_groups(app: web.Application) -> frozenset[str]:
@@ -361,6 +368,13 @@ class Connection(asyncio.BufferedProtocol):
         if self.handed is None and not self.busy and self.last_active <= cutoff:
             self._close()
 
+    def stop(self) -> None:
+        """Server shutdown: close now, or after the answer in flight."""
+        if self.busy:
+            self.closing = True  # _answer writes the answer, then closes
+        else:
+            self._close()
+
     def _close(self) -> None:
         self.closing = True
         if self.transport is not None:
@@ -418,7 +432,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         transport.write(data)
         self.last_active = time.monotonic()
-        if close:
+        if close or self.closing:
             self._close()
             return
         if self.read_paused and self.end - self.start <= PAUSE_BUFFER:

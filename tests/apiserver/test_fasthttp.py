@@ -145,6 +145,18 @@ def test_errors_are_statuses_on_the_fast_path(
     assert status == 401 and json.loads(body)["kind"] == "Status"
 
 
+def test_a_newline_in_a_warning_becomes_a_space(
+    api: ApiServerProcess, conn: tuple[ssl.SSLSocket, Reader]
+) -> None:
+    """As Go's net/http writes a header value holding CR or LF; the next header is not split off."""
+    sock, reader = conn
+    body = {**configmap("warn-newline"), "odd\nfield": 1}
+    sock.sendall(request(api, "POST", CM_PATH + "?fieldValidation=Warn", body) + request(api, "GET", CM_PATH))
+    status, headers, _ = reader.response()
+    assert status == 201 and 'unknown field \\"odd field\\"' in headers["warning"], headers
+    assert reader.response()[0] == 200
+
+
 def _too_big(api: ApiServerProcess) -> bytes:
     return (
         f"POST {CM_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {api.token}\r\n"
