@@ -53,8 +53,6 @@ KEEPALIVE_TIMEOUT = 3630.0  # aiohttp's default for an idle kept-alive connectio
 PAUSE_BUFFER = 4 * MAX_BODY  # pipelined bytes buffered before the connection stops reading
 READ_BUFFER = 16 * 1024  # a connection's read buffer to start with (kept small: a fleet holds hundreds)
 MIN_FREE = 8 * 1024  # room offered to each read; a bigger request grows the buffer
-# Bodies aiohttp transforms (chunked, compressed), upgrades and 100-continue stay with aiohttp.
-_AIOHTTPS_HEADERS = ("Transfer-Encoding", "Content-Encoding", "Upgrade", "Expect")
 _OCTET_STREAM = "application/octet-stream"  # aiohttp's content_type when none is sent
 
 
@@ -152,8 +150,13 @@ def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
     if "%" in path or "//" in path or "/." in path or "#" in target or ";" in query_text:
         return None
     headers = CIMultiDict(_FIELD.findall(block))
-    if any(name in headers for name in _AIOHTTPS_HEADERS):
-        return None
+    if (
+        "Transfer-Encoding" in headers
+        or "Content-Encoding" in headers
+        or "Upgrade" in headers
+        or "Expect" in headers
+    ):
+        return None  # bodies aiohttp transforms (chunked, compressed), upgrades and 100-continue
     length: int | None = None
     if "Content-Length" in headers:
         lengths = headers.getall("Content-Length")
@@ -170,7 +173,7 @@ def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
         close = "close" in tokens
     query = _NO_QUERY
     if query_text:
-        query = MultiDictProxy(MultiDict(parse_qsl(query_text, keep_blank_values=True)))
+        query = MultiDictProxy(MultiDict(_query_pairs(query_text)))
     info = request_info(method, path, query)
     if (
         not info.is_resource_request
@@ -180,6 +183,13 @@ def parse_head(head: bytes, slow_groups: frozenset[str]) -> Head | None:
     ):
         return None
     return Head(method, path, query, CIMultiDictProxy(headers), length, close, info)
+
+
+def _query_pairs(text: str) -> list[tuple[str, str]]:
+    """parse_qsl(text, keep_blank_values=True), split directly when nothing needs unquoting (~5x faster)."""
+    if "%" in text or "+" in text:
+        return parse_qsl(text, keep_blank_values=True)
+    return [(name, value) for name, _, value in (field.partition("=") for field in text.split("&") if field)]
 
 
 _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())

@@ -228,3 +228,15 @@ def test_groups_with_routes_of_their_own_stay_with_aiohttp() -> None:
     app.router.add_route("*", "/api/v1/{tail:.+}", handler)
     app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", handler)
     assert own_route_groups(app) == {"authorization.k8s.io", "metrics.k8s.io"}
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["a=1&b=2", "a&b=", "&&a=1&&", "fieldManager=k&fieldValidation=Strict", "a=1=2", "=x", "a=%20b+c", "x=="],
+)
+def test_queries_split_as_parse_qsl_does(query: str) -> None:
+    from urllib.parse import parse_qsl
+
+    from apiserver.handlers.fasthttp import _query_pairs
+
+    assert _query_pairs(query) == parse_qsl(query, keep_blank_values=True)
