@@ -29,8 +29,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.handlers.app import build_app
+from apiserver.handlers.app import build_app, fast_handle
 from apiserver.handlers.common import ApiContext
+from apiserver.handlers.fasthttp import FastServer
 from apiserver.handlers.httperrors import StatusRunner
 from apiserver.registry import build_strategies, utc_now
 from apiserver.registry.kinds import event_last_seen
@@ -241,14 +242,19 @@ async def serve(options: Options) -> None:
         app = build_app(ctx, authenticator, authorizer)
         runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=ssl_context, backlog=1024)
+        assert runner.server is not None
+        # Connections are served by handlers/fasthttp.py, which hands all but the unary REST verbs to
+        # aiohttp's handler (runner.server): the listening socket is ours, not a web.TCPSite.
+        fast = FastServer(app, runner.server, fast_handle)
         try:
-            await site.start()
+            listener = await loop.create_server(
+                fast, options.bind_address, options.port, ssl=ssl_context, backlog=1024, reuse_address=True
+            )
         except OSError as exc:
             raise StartupError(
                 f"cannot listen on {options.bind_address}:{options.port}: {exc.strerror}"
             ) from None
-        port = runner.addresses[0][1]
+        port = listener.sockets[0].getsockname()[1]
         await _ensure_kubernetes_service(ctx, port)
         url = _url(options.bind_address, port, tls)
         kubeconfig = options.write_kubeconfig or data_dir / "admin.kubeconfig"
@@ -268,6 +274,8 @@ async def serve(options: Options) -> None:
         metrics_task.cancel()
         events_task.cancel()
         store.cache.close_all()
+        listener.close()
+        fast.close()
     finally:
         if runner is not None:
             await runner.cleanup()

@@ -327,41 +327,11 @@ def print_breakdown(stats: Any, pods: int) -> None:
 
 
 def profiled_scheduler(out: str, argv: list[str]) -> int:
-    """Run `kubenode` with cProfile on EVERY thread (cProfile alone sees only the main one);
-    the merged profile is written to `out` when the scheduler exits (SIGTERM)."""
-    import cProfile
-    import pstats
+    """Run `kubenode` with cProfile on EVERY thread (harness/profiled.py); the merged profile is
+    written to `out` when the scheduler exits (SIGTERM)."""
+    from harness.profiled import profiled
 
-    profiles: list[cProfile.Profile] = []
-    lock = threading.Lock()
-
-    def start_thread_profile(*_: object) -> None:
-        sys.setprofile(None)  # this hook ran once in the new thread: hand over to cProfile
-        profile = cProfile.Profile(time.thread_time)  # CPU of this thread, not wall time
-        with lock:
-            profiles.append(profile)
-        profile.enable()
-
-    threading.setprofile(start_thread_profile)
-    main_profile = cProfile.Profile(time.thread_time)
-    profiles.append(main_profile)
-    from cli.main import main as kubenode_main
-
-    main_profile.enable()
-    try:
-        return kubenode_main(argv)
-    finally:
-        main_profile.disable()
-        with lock:
-            for profile in profiles:
-                profile.disable()
-            stats = pstats.Stats(profiles[0])
-            for profile in profiles[1:]:
-                try:
-                    stats.add(profile)
-                except TypeError:  # a thread that never ran any Python code
-                    continue
-        stats.dump_stats(out)
+    return profiled(out, argv)
 
 
 def main() -> None:

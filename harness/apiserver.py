@@ -12,6 +12,8 @@
 Start-up raises RuntimeError with the server's output when it exits or is not ready within the
 deadline. The data dir (a TemporaryDirectory unless `data_dir` is given) is removed by `close()`
 (the context manager's exit). Extra flags go in `args` (e.g. ["--default-watch-cache-size", "50"]).
+With KUBENODE_APISERVER_PROFILE=OUT in the environment, the server runs under harness/profiled.py
+(cProfile, CPU time of every thread) and writes its profile to OUT when it stops.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 # (parallel test runs, benchmarks) has taken over 30 s to start a Python daemon; a healthy start
 # returns as soon as it is ready, so the bound costs nothing.
 START_DEADLINE = 90.0
+PROFILE_ENV = "KUBENODE_APISERVER_PROFILE"  # a path: profile the server (see the module docstring)
 _SERVING = re.compile(r"serving on (\S+)")
 
 
@@ -78,8 +81,10 @@ class ApiServerProcess:
     def command(self) -> list[str]:
         # Restarts reuse the first port, so clients (and kubeconfigs) keep working.
         port = self.port if self.url else self.requested_port
+        profile = os.environ.get(PROFILE_ENV)
+        runner = ["-m", "harness.profiled", profile, "--"] if profile else ["-m", "cli.main"]
         return [
-            sys.executable, "-m", "cli.main", "apiserver",
+            sys.executable, *runner, "apiserver",
             "--data-dir", str(self.data_dir), "--port", str(port), "--bind-address", "127.0.0.1",
             *self.args,
         ]  # fmt: skip

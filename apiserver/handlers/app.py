@@ -44,12 +44,14 @@ def _public(path: str) -> bool:
 @web.middleware
 async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
-    info = request_info(request.method, request.path, request.query)
+    # handlers/fasthttp.py derived it already to choose its path; under aiohttp a request has none yet.
+    info = request.get("info") or request_info(request.method, request.path, request.query)
     code = 500
     try:
         user = None
         authenticator = request.app.get(AUTHENTICATOR)
-        if authenticator is not None and not _public(request.path):
+        # A resource path is never one of the public ones: only other paths need the check.
+        if authenticator is not None and (info.is_resource_request or not _public(request.path)):
             user = authenticator.authenticate(request.headers.get("Authorization"))
             if user is None:
                 raise APIError(401, "Unauthorized", "Unauthorized")
@@ -106,6 +108,11 @@ async def resource_handler(request: web.Request) -> web.StreamResponse:
     if not info.is_resource_request:
         raise APIError(404, "NotFound", "the server could not find the requested resource", {})
     return await dispatch(request, info, request["user"])
+
+
+async def fast_handle(request: Any) -> web.StreamResponse:
+    """A unary resource request from handlers/fasthttp.py (a FastRequest): the same chain as under aiohttp."""
+    return await api_middleware(request, resource_handler)
 
 
 def _health(ready_check: bool) -> Handler:

@@ -32,6 +32,21 @@ def _check_kind(body: Any, kind: str, api_versions: tuple[str, ...]) -> Mapping[
     return body
 
 
+def _copy_for_bind(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the pod that `bind` may change, old_pod left as it was for admission: bind sets
+    metadata.annotations, spec.nodeName and a status condition, so those containers are copied
+    (cheaper than decoding the stored JSON a second time)."""
+    copy = dict(pod)
+    meta = copy["metadata"] = dict(pod.get("metadata") or {})
+    if isinstance(meta.get("annotations"), dict):
+        meta["annotations"] = dict(meta["annotations"])
+    copy["spec"] = dict(pod.get("spec") or {})
+    status = copy["status"] = dict(pod.get("status") or {})
+    if isinstance(status.get("conditions"), list):
+        status["conditions"] = list(status["conditions"])
+    return copy
+
+
 async def _bind(
     ctx: ApiContext,
     strategy: Strategy,
@@ -53,11 +68,12 @@ async def _bind(
         )
     pod_name = str(meta.get("name") or "")
     old = latest_or_404(ctx, strategy, namespace, pod_name)
-    pod = load(old)
-    check_preconditions(strategy, old, pod, meta.get("uid"), meta.get("resourceVersion"))
+    old_pod = load(old)
+    check_preconditions(strategy, old, old_pod, meta.get("uid"), meta.get("resourceVersion"))
+    pod = _copy_for_bind(old_pod)
     annotations = meta.get("annotations") or {}
     bind(pod, str(target["name"]), {str(k): str(v) for k, v in annotations.items()}, ctx.clock())
-    admit(ctx, user, info, load(old), pod)
+    admit(ctx, user, info, old_pod, pod)
     if not dry_run:
         await ctx.store.write("pods", namespace, pod_name, pod, "MODIFIED")
     return json_object(success_status(201), 201)

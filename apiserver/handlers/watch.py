@@ -156,8 +156,7 @@ async def _forward(
                 await _send(response, lines, table, request, strategy)
                 if METRICS is not None:
                     info = strategy.info
-                    for _ in lines:
-                        METRICS.watch_event(info.group, info.version, info.kind)
+                    METRICS.watch_event(info.group, info.version, info.kind, len(lines))
             if now >= deadline or watcher.overflowed:
                 return  # timeoutSeconds; or too slow: the client re-watches from its last resourceVersion
             if bookmarks and now >= next_bookmark:
@@ -184,8 +183,7 @@ def _direct_sink(request: web.Request, strategy: Strategy) -> Callable[[bytes, i
             return False
         transport.write(b"%x\r\n" % len(data) + data + b"\r\n")
         if METRICS is not None:
-            for _ in range(count):
-                METRICS.watch_event(info.group, info.version, info.kind)
+            METRICS.watch_event(info.group, info.version, info.kind, count)
         return transport.get_write_buffer_size() <= DIRECT_BUFFER
 
     return sink

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import os
 import random
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,9 +40,15 @@ LABEL_MESSAGE = (
 _uid_random = random.Random(os.urandom(32))
 
 
+_VERSION_BITS = ~(0xF000 << 64) & ~(0xC000 << 48)  # the bits RFC 4122 fixes: version and variant
+_VERSION_4 = (0x4000 << 64) | (0x8000 << 48)
+
+
 def new_uid() -> str:
-    """A random (version 4) UUID, as kube gives every object."""
-    return str(uuid.UUID(int=_uid_random.getrandbits(128), version=4))
+    """A random (version 4) UUID, as kube gives every object (formatted here: uuid.UUID's init and str
+    cost 3x as much, twice per scheduled pod)."""
+    text = f"{_uid_random.getrandbits(128) & _VERSION_BITS | _VERSION_4:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def utc_now() -> datetime.datetime:

@@ -66,6 +66,7 @@ class PodSecurity:
         self.config = config
         self.namespace_labels = namespace_labels
         self.pods = pods
+        self._last_policy: tuple[Mapping[str, str], tuple[Policy, list[LabelError]]] | None = None
 
     def validate(self, user: Any, info: RequestInfo, old: Obj | None, new: Obj | None) -> Verdict | None:
         if not info.is_resource_request or info.api_group != "" or new is None:
@@ -81,6 +82,19 @@ class PodSecurity:
     def policy(self, labels: Mapping[str, str] | None) -> tuple[Policy, list[LabelError]]:
         return policy_to_evaluate(labels, self.config.defaults)
 
+    def namespace_policy(self, namespace: str) -> tuple[Policy, list[LabelError]]:
+        """The policy of a stored namespace. Its labels come from the watch cache, one dict per stored
+        revision of the namespace, never changed in place: the last dict asked about is answered
+        without parsing again (holding it keeps its id from being reused by another dict)."""
+        labels = self.namespace_labels(namespace)
+        last = self._last_policy
+        if last is not None and last[0] is labels:
+            return last[1]
+        result = policy_to_evaluate(labels, self.config.defaults)
+        if labels is not None:
+            self._last_policy = (labels, result)
+        return result
+
     # -- pods ---------------------------------------------------------------------------------------------
 
     def _pod(self, user: Any, info: RequestInfo, old: Obj | None, new: Obj) -> Verdict | None:
@@ -90,7 +104,7 @@ class PodSecurity:
             return Verdict(audit={EXEMPT: "namespace"})
         if getattr(user, "name", "") in self.config.exempt_usernames:
             return Verdict(audit={EXEMPT: "user"})
-        policy, errors = self.policy(self.namespace_labels(info.namespace))
+        policy, errors = self.namespace_policy(info.namespace)
         if not errors and policy.fully_privileged():
             return None
         if old is not None and not significant_update(new, old):
