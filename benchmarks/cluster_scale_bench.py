@@ -314,9 +314,13 @@ class LoadLog:
         return self.samples or [os.getloadavg()[0]]
 
 
-def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: list[str]) -> dict[str, float]:
+def run(
+    nodes: int, per_node: int, rate: float, per_process: int, fleet_args: list[str], label: str = ""
+) -> dict[str, float]:
+    """One density run; its figures are printed as `N=<nodes>[ label]: ...`."""
     total = nodes * per_node
-    print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s", flush=True)
+    tag = f"N={nodes}{label}"
+    print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s ({' '.join(fleet_args)})", flush=True)
     figures: dict[str, float] = {}
     with (
         ApiServerProcess() as api,
@@ -327,7 +331,7 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
         cluster = Cluster(api, nodes, per_process, Path(tmp), fleet_args)
         try:
             wait_until(lambda: cluster.ready_nodes() >= nodes, 600, f"{nodes} Ready nodes")
-            report(f"N={nodes}: all nodes Ready after", time.perf_counter() - started, "s")
+            report(f"{tag}: all nodes Ready after", time.perf_counter() - started, "s")
             idle_cpu = cluster.cpu()
             time.sleep(IDLE_SECONDS)
             idle = {k: (v - idle_cpu[k]) / IDLE_SECONDS for k, v in cluster.cpu().items()}
@@ -383,19 +387,19 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
     figures["load average during the run, max | load"] = max(loads)
     for key, value in figures.items():
         name, unit = key.split(" | ")
-        report(f"N={nodes}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
+        report(f"{tag}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
     for key, (calls, p99) in sorted(api_latencies(before, after).items()):
         limit = "<= 30 s" if key.startswith("LIST") else "<= 1 s"
-        report(f"N={nodes}: API p99 {key} ({calls:.0f} calls)", p99 * 1000, "ms", limit)
+        report(f"{tag}: API p99 {key} ({calls:.0f} calls)", p99 * 1000, "ms", limit)
         figures[f"API p99 {key} | ms"] = p99 * 1000
     if problems:
         for problem in problems[:20]:
             print("PROBLEM:", problem)
         raise SystemExit(
-            f"N={nodes}: {len(problems)} pods were not run exactly once or not deleted on their node"
+            f"{tag}: {len(problems)} pods were not run exactly once or not deleted on their node"
         )
     print(
-        f"N={nodes}: every pod Running exactly once on exactly one node; every deletion reached its node",
+        f"{tag}: every pod Running exactly once on exactly one node; every deletion reached its node",
         flush=True,
     )
     return figures
@@ -436,20 +440,54 @@ def main() -> None:
         default=[],
         help="an option for each `python -m agent.hollow` (repeat): --fleet-arg=--max-connections=32",
     )
+    parser.add_argument(
+        "--drivers",
+        nargs="+",
+        choices=("gevent", "threads"),
+        default=["gevent"],
+        help="the fleets' driver (agent/hollow/driver.py); with two, each N runs with each, in turn (an A/B)",
+    )
     args = parser.parse_args()
     fleet_args = [part for arg in args.fleet_arg for part in arg.split("=", 1)]
-    results = {
-        n: run(n, args.pods_per_node, args.rate, args.nodes_per_process, fleet_args) for n in args.nodes
-    }
-    smallest = min(results)
-    for n, figures in sorted(results.items()):
-        if n == smallest:
-            continue
-        print(f"--- growth from N={smallest} to N={n} ({n / smallest:g}x nodes)")
-        for key, value in figures.items():
-            base = results[smallest].get(key)
-            if base:
-                report(f"x{n / smallest:g} nodes: {key.split(' | ')[0]}", value / base, "x")
+    several = len(args.drivers) > 1
+    by_driver: dict[str, dict[int, dict[str, float]]] = {d: {} for d in args.drivers}
+    for n in args.nodes:
+        for driver in args.drivers:
+            label = f" {driver}" if several else ""
+            by_driver[driver][n] = run(
+                n,
+                args.pods_per_node,
+                args.rate,
+                args.nodes_per_process,
+                [*fleet_args, "--driver", driver],
+                label,
+            )
+    for driver, results in by_driver.items():
+        smallest = min(results)
+        for n, figures in sorted(results.items()):
+            if n == smallest:
+                continue
+            which = f" {driver}" if several else ""
+            print(f"--- growth from N={smallest} to N={n} ({n / smallest:g}x nodes){which}")
+            for key, value in figures.items():
+                base = results[smallest].get(key)
+                if base:
+                    report(f"x{n / smallest:g} nodes: {key.split(' | ')[0]}", value / base, "x")
+    if several:
+        print(f"--- {args.drivers[0]} over {args.drivers[1]}, same N, same machine, run in turn")
+        first, second = (by_driver[d] for d in args.drivers[:2])
+        for n in args.nodes:
+            for key in (
+                "hollow CPU per pod | ms",
+                "hollow threads per node, idle | threads",
+                "pod startup p99 | s",
+            ):
+                if second[n].get(key):
+                    report(
+                        f"N={n}: {key.split(' | ')[0]}, {args.drivers[0]}/{args.drivers[1]}",
+                        first[n][key] / second[n][key],
+                        "x",
+                    )
 
 
 if __name__ == "__main__":
