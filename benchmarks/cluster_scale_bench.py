@@ -5,7 +5,8 @@ nodes in `python -m agent.hollow` processes of `--nodes-per-process` (50) each (
 code, pretend processes; agent/hollow/). Once
 every Node is Ready the fleet idles for a while (Leases, node status) to measure what one hollow
 node costs; then `--pods-per-node` x N pods (default 30, as kube's density test) are created
-unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate. Printed per N:
+unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate (or `--delete-rate`:
+kube's density test deletes its pods all at once, through their controllers). Printed per N:
 - pod startup latency p50/p90/p99: from sending the create to a watch seeing the pod Running
   (kube's SLO: p99 <= 5 s);
 - API call latency p99 by verb and resource, from the API server's own
@@ -19,6 +20,7 @@ to and never another; the ledger shows each started exactly once on that node; e
 reached its node (a stop in the ledger, the pod gone from the API).
 
     .venv/bin/python benchmarks/cluster_scale_bench.py [--nodes 100 500 1000] [--pods-per-node 30] [--rate 50]
+        [--delete-rate R] [--drivers gevent threads]
         [--nodes-per-process 50] [--fleet-arg=--max-connections=64 ...]
 """
 
@@ -315,12 +317,22 @@ class LoadLog:
 
 
 def run(
-    nodes: int, per_node: int, rate: float, per_process: int, fleet_args: list[str], label: str = ""
+    nodes: int,
+    per_node: int,
+    rate: float,
+    per_process: int,
+    fleet_args: list[str],
+    label: str = "",
+    delete_rate: float | None = None,
 ) -> dict[str, float]:
     """One density run; its figures are printed as `N=<nodes>[ label]: ...`."""
     total = nodes * per_node
     tag = f"N={nodes}{label}"
-    print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s ({' '.join(fleet_args)})", flush=True)
+    delete_rate = delete_rate or rate
+    deletes = f", deleted at {delete_rate:g}/s" if delete_rate != rate else ""
+    print(
+        f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s{deletes} ({' '.join(fleet_args)})", flush=True
+    )
     figures: dict[str, float] = {}
     with (
         ApiServerProcess() as api,
@@ -360,7 +372,7 @@ def run(
                 with contextlib.suppress(NotFound):
                     cluster.client.delete(PODS, name, NAMESPACE)
 
-            at_steady_rate(rate, names, delete)
+            at_steady_rate(delete_rate, names, delete)
             wait_until(lambda: len(watch.deleted) >= total, 600, f"{total} pods deleted by their nodes")
             after = scrape_apiserver(api)
             watch.close()
@@ -433,6 +445,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--rate", type=float, default=50.0, help="pod creates (and deletes) per second")
+    parser.add_argument("--delete-rate", type=float, help="pod deletes per second (default: --rate)")
     parser.add_argument("--nodes-per-process", type=int, default=50, help="hollow nodes per fleet process")
     parser.add_argument(
         "--fleet-arg",
@@ -461,6 +474,7 @@ def main() -> None:
                 args.nodes_per_process,
                 [*fleet_args, "--driver", driver],
                 label,
+                args.delete_rate,
             )
     for driver, results in by_driver.items():
         smallest = min(results)
