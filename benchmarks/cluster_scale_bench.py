@@ -5,7 +5,8 @@ nodes in `python -m agent.hollow` processes of `--nodes-per-process` (50) each (
 code, pretend processes; agent/hollow/). Once
 every Node is Ready the fleet idles for a while (Leases, node status) to measure what one hollow
 node costs; then `--pods-per-node` x N pods (default 30, as kube's density test) are created
-unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate. Printed per N:
+unbound at `--rate` pods/s, scheduled, run, and deleted again at the same rate (or `--delete-rate`:
+kube's density test deletes its pods all at once, through their controllers). Printed per N:
 - pod startup latency p50/p90/p99: from sending the create to a watch seeing the pod Running
   (kube's SLO: p99 <= 5 s);
 - API call latency p99 by verb and resource, from the API server's own
@@ -19,6 +20,7 @@ to and never another; the ledger shows each started exactly once on that node; e
 reached its node (a stop in the ledger, the pod gone from the API).
 
     .venv/bin/python benchmarks/cluster_scale_bench.py [--nodes 100 500 1000] [--pods-per-node 30] [--rate 50]
+        [--delete-rate R] [--drivers gevent threads]
         [--nodes-per-process 50] [--fleet-arg=--max-connections=64 ...]
 """
 
@@ -314,9 +316,23 @@ class LoadLog:
         return self.samples or [os.getloadavg()[0]]
 
 
-def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: list[str]) -> dict[str, float]:
+def run(
+    nodes: int,
+    per_node: int,
+    rate: float,
+    per_process: int,
+    fleet_args: list[str],
+    label: str = "",
+    delete_rate: float | None = None,
+) -> dict[str, float]:
+    """One density run; its figures are printed as `N=<nodes>[ label]: ...`."""
     total = nodes * per_node
-    print(f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s", flush=True)
+    tag = f"N={nodes}{label}"
+    delete_rate = delete_rate or rate
+    deletes = f", deleted at {delete_rate:g}/s" if delete_rate != rate else ""
+    print(
+        f"--- {nodes} hollow nodes, {total} pods at {rate:g}/s{deletes} ({' '.join(fleet_args)})", flush=True
+    )
     figures: dict[str, float] = {}
     with (
         ApiServerProcess() as api,
@@ -327,7 +343,7 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
         cluster = Cluster(api, nodes, per_process, Path(tmp), fleet_args)
         try:
             wait_until(lambda: cluster.ready_nodes() >= nodes, 600, f"{nodes} Ready nodes")
-            report(f"N={nodes}: all nodes Ready after", time.perf_counter() - started, "s")
+            report(f"{tag}: all nodes Ready after", time.perf_counter() - started, "s")
             idle_cpu = cluster.cpu()
             time.sleep(IDLE_SECONDS)
             idle = {k: (v - idle_cpu[k]) / IDLE_SECONDS for k, v in cluster.cpu().items()}
@@ -337,13 +353,13 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
             figures["apiserver CPU, heartbeats only | %"] = idle["apiserver"] * 100
 
             watch = PodLog(cluster.client)
-            before, cpu_before = scrape_apiserver(api), cluster.cpu()
+            before, cpu_before, creates_began = scrape_apiserver(api), cluster.cpu(), time.perf_counter()
             names = [f"density-{i:06d}" for i in range(total)]
             sent = at_steady_rate(
                 rate, names, lambda name: cluster.client.create(PODS, density_pod(name), NAMESPACE)
             )
             wait_until(lambda: len(watch.running) >= total, 600, f"{total} pods Running")
-            cpu_after = cluster.cpu()
+            cpu_after, pods_window = cluster.cpu(), time.perf_counter() - creates_began
             rss_peak = cluster.rss_mib("apiserver")
             threads_peak = cluster.threads("hollow")
             hollow_peak = cluster.rss_mib("hollow")
@@ -356,7 +372,7 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
                 with contextlib.suppress(NotFound):
                     cluster.client.delete(PODS, name, NAMESPACE)
 
-            at_steady_rate(rate, names, delete)
+            at_steady_rate(delete_rate, names, delete)
             wait_until(lambda: len(watch.deleted) >= total, 600, f"{total} pods deleted by their nodes")
             after = scrape_apiserver(api)
             watch.close()
@@ -373,6 +389,13 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
     create_window = max(watch.running.values()) - min(sent.values())
     for name in ("apiserver", "scheduler", "hollow"):
         figures[f"{name} CPU per pod | ms"] = (cpu_after[name] - cpu_before[name]) * 1000 / total
+    # What the heartbeats of the same window cost at the idle rate, taken out: at N = 1,000 they are about as
+    # much as the pods themselves, and they grow with N at a fixed pod rate.
+    for name in ("apiserver", "hollow"):
+        heartbeats = idle[name] * pods_window
+        figures[f"{name} CPU per pod, heartbeats taken out | ms"] = (
+            (cpu_after[name] - cpu_before[name] - heartbeats) * 1000 / total
+        )
     figures["apiserver CPU while pods start | %"] = (
         (cpu_after["apiserver"] - cpu_before["apiserver"]) / create_window * 100
     )
@@ -383,19 +406,19 @@ def run(nodes: int, per_node: int, rate: float, per_process: int, fleet_args: li
     figures["load average during the run, max | load"] = max(loads)
     for key, value in figures.items():
         name, unit = key.split(" | ")
-        report(f"N={nodes}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
+        report(f"{tag}: {name}", value, unit, "<= 5 s" if name == "pod startup p99" else "")
     for key, (calls, p99) in sorted(api_latencies(before, after).items()):
         limit = "<= 30 s" if key.startswith("LIST") else "<= 1 s"
-        report(f"N={nodes}: API p99 {key} ({calls:.0f} calls)", p99 * 1000, "ms", limit)
+        report(f"{tag}: API p99 {key} ({calls:.0f} calls)", p99 * 1000, "ms", limit)
         figures[f"API p99 {key} | ms"] = p99 * 1000
     if problems:
         for problem in problems[:20]:
             print("PROBLEM:", problem)
         raise SystemExit(
-            f"N={nodes}: {len(problems)} pods were not run exactly once or not deleted on their node"
+            f"{tag}: {len(problems)} pods were not run exactly once or not deleted on their node"
         )
     print(
-        f"N={nodes}: every pod Running exactly once on exactly one node; every deletion reached its node",
+        f"{tag}: every pod Running exactly once on exactly one node; every deletion reached its node",
         flush=True,
     )
     return figures
@@ -429,6 +452,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--rate", type=float, default=50.0, help="pod creates (and deletes) per second")
+    parser.add_argument("--delete-rate", type=float, help="pod deletes per second (default: --rate)")
     parser.add_argument("--nodes-per-process", type=int, default=50, help="hollow nodes per fleet process")
     parser.add_argument(
         "--fleet-arg",
@@ -436,20 +460,55 @@ def main() -> None:
         default=[],
         help="an option for each `python -m agent.hollow` (repeat): --fleet-arg=--max-connections=32",
     )
+    parser.add_argument(
+        "--drivers",
+        nargs="+",
+        choices=("gevent", "threads"),
+        default=["gevent"],
+        help="the fleets' driver (agent/hollow/driver.py); with two, each N runs with each, in turn (an A/B)",
+    )
     args = parser.parse_args()
     fleet_args = [part for arg in args.fleet_arg for part in arg.split("=", 1)]
-    results = {
-        n: run(n, args.pods_per_node, args.rate, args.nodes_per_process, fleet_args) for n in args.nodes
-    }
-    smallest = min(results)
-    for n, figures in sorted(results.items()):
-        if n == smallest:
-            continue
-        print(f"--- growth from N={smallest} to N={n} ({n / smallest:g}x nodes)")
-        for key, value in figures.items():
-            base = results[smallest].get(key)
-            if base:
-                report(f"x{n / smallest:g} nodes: {key.split(' | ')[0]}", value / base, "x")
+    several = len(args.drivers) > 1
+    by_driver: dict[str, dict[int, dict[str, float]]] = {d: {} for d in args.drivers}
+    for n in args.nodes:
+        for driver in args.drivers:
+            label = f" {driver}" if several else ""
+            by_driver[driver][n] = run(
+                n,
+                args.pods_per_node,
+                args.rate,
+                args.nodes_per_process,
+                [*fleet_args, "--driver", driver],
+                label,
+                args.delete_rate,
+            )
+    for driver, results in by_driver.items():
+        smallest = min(results)
+        for n, figures in sorted(results.items()):
+            if n == smallest:
+                continue
+            which = f" {driver}" if several else ""
+            print(f"--- growth from N={smallest} to N={n} ({n / smallest:g}x nodes){which}")
+            for key, value in figures.items():
+                base = results[smallest].get(key)
+                if base:
+                    report(f"x{n / smallest:g} nodes: {key.split(' | ')[0]}", value / base, "x")
+    if several:
+        print(f"--- {args.drivers[0]} over {args.drivers[1]}, same N, same machine, run in turn")
+        first, second = (by_driver[d] for d in args.drivers[:2])
+        for n in args.nodes:
+            for key in (
+                "hollow CPU per pod | ms",
+                "hollow threads per node, idle | threads",
+                "pod startup p99 | s",
+            ):
+                if second[n].get(key):
+                    report(
+                        f"N={n}: {key.split(' | ')[0]}, {args.drivers[0]}/{args.drivers[1]}",
+                        first[n][key] / second[n][key],
+                        "x",
+                    )
 
 
 if __name__ == "__main__":
