@@ -434,14 +434,24 @@ class NodeAgent(PodSyncer):
 
     def pods(self) -> list[PodView]:
         with self._lock:
-            views = []
-            for uid, record in self._records.items():
-                work = self.workers.work_type(uid)
-                worker = "rejected" if uid in self._rejected else (work.value if work else "")
-                if uid in self._held:
-                    worker = "waiting"
-                views.append(PodView(self._desired.get(uid), record, worker))
-            return sorted(views, key=lambda v: v.record.key)
+            views = [self._view(uid, record) for uid, record in self._records.items()]
+        return sorted(views, key=lambda v: v.record.key)
+
+    def pod_views(self, uids: Iterable[str]) -> dict[str, PodView]:
+        """The views of these pods only (those with a record), for a caller that handles a few pods a
+        round (the status manager) and must not build every pod's view for them."""
+        with self._lock:
+            return {
+                uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
+            }
+
+    def _view(self, uid: str, record: PodRecord) -> PodView:
+        """Under self._lock."""
+        work = self.workers.work_type(uid)
+        worker = "rejected" if uid in self._rejected else (work.value if work else "")
+        if uid in self._held:
+            worker = "waiting"
+        return PodView(self._desired.get(uid), record, worker)
 
     def health_problems(self) -> list[str]:
         """Why the agent is unhealthy, for /healthz and the systemd watchdog: a dead or stalled loop

@@ -160,19 +160,26 @@ class StatusManager(BackgroundLoop):
 
     def _dispatch(self, last_resync: float) -> float:
         """Hand the pods due now to the writers; returns when the last full resync was."""
-        views = {v.record.uid: v for v in self.agent.pods()}
+        with self._lock:
+            resync = time.monotonic() - last_resync >= self.resync_interval or self._resync_now
+        # Every pod's view only for a full resync: a round runs after each pod's sync (and every
+        # DELETE_POLL_S while a deletion is pending), and building all views then made each round
+        # cost O(pods of the node), so a node's status work grew with the square of its pods.
+        views = {v.record.uid: v for v in self.agent.pods()} if resync else {}
         with self._lock:
             batch = self._dirty | self._awaiting_delete
             if self._failed and time.monotonic() >= self._retry_at:
                 batch |= self._failed
                 self._failed = set()
-            if time.monotonic() - last_resync >= self.resync_interval or self._resync_now:
+            if resync:
                 last_resync = time.monotonic()
                 self._resync_now = False
                 batch |= set(views) | set(self._invalid)
             ready = batch - self._in_flight
             self._dirty = batch & self._in_flight  # after their write in progress
             self._in_flight |= ready
+        if not resync:
+            views = self.agent.pod_views(ready)
         for uid in sorted(ready):
             future = self._pool.submit(self._sync_logged, uid, views.get(uid))
             future.add_done_callback(functools.partial(self._written, uid))
