@@ -75,6 +75,20 @@ def endpoint_in(directory: Path) -> ResourceEndpoint:
     return endpoint
 
 
+def timed_allocates(channel: grpc.Channel, calls: int) -> list[float]:
+    """Seconds of each of `calls` Allocate round trips for one device, one after another, sorted."""
+    stub = api_pb2_grpc.DevicePluginStub(channel)
+    request = api_pb2.AllocateRequest(
+        container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["dongle-0"])]
+    )
+    latencies = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        stub.Allocate(request, timeout=10)
+        latencies.append(time.perf_counter() - started)
+    return sorted(latencies)
+
+
 class EmptyAllocate(api_pb2_grpc.DevicePluginServicer):
     """The floor: an Allocate that looks at nothing and answers one empty container response."""
 
@@ -91,16 +105,7 @@ def allocate_floor(calls: int) -> list[float]:
     server.start()
     channel = grpc.insecure_channel(f"unix://{directory}/floor.sock")
     try:
-        stub = api_pb2_grpc.DevicePluginStub(channel)
-        request = api_pb2.AllocateRequest(
-            container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["dongle-0"])]
-        )
-        latencies = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            stub.Allocate(request, timeout=10)
-            latencies.append(time.perf_counter() - started)
-        return sorted(latencies)
+        return timed_allocates(channel, calls)
     finally:
         channel.close()
         server.stop(0).wait(5)
@@ -117,16 +122,7 @@ def allocate_with_streams(streams: int, calls: int) -> list[float]:
             stream = api_pb2_grpc.DevicePluginStub(channels[i % 5]).ListAndWatch(api_pb2.Empty(), timeout=600)
             next(stream)
             opened.append(stream)
-        stub = api_pb2_grpc.DevicePluginStub(channels[0])
-        request = api_pb2.AllocateRequest(
-            container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["dongle-0"])]
-        )
-        latencies = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            stub.Allocate(request, timeout=10)
-            latencies.append(time.perf_counter() - started)
-        return sorted(latencies)
+        return timed_allocates(channels[0], calls)
     finally:
         for stream in opened:
             stream.cancel()
