@@ -445,6 +445,16 @@ class NodeAgent(PodSyncer):
                 uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
             }
 
+    def views_where(self, wanted: Callable[[Pod], bool]) -> list[PodView]:
+        """The views of the wanted pods only: the mirror-pod round (every 2 s) looks at static pods, and
+        building every API pod's view for it made a node's idle cost grow with its pods."""
+        with self._lock:
+            return [
+                self._view(uid, record)
+                for uid, record in self._records.items()
+                if (pod := self._desired.get(uid)) is not None and wanted(pod)
+            ]
+
     def _view(self, uid: str, record: PodRecord) -> PodView:
         """Under self._lock."""
         work = self.workers.work_type(uid)

@@ -121,8 +121,8 @@ class MirrorPods(BackgroundLoop):
             mirrors = dict(self._mirrors)
         static = {
             v.pod.key: v.pod
-            for v in self.agent.pods()
-            if v.pod is not None and v.pod.source != API_SOURCE and v.worker not in ("terminated", "rejected")
+            for v in self.agent.views_where(lambda pod: pod.source != API_SOURCE)
+            if v.pod is not None and v.worker not in ("terminated", "rejected")
         }
         for key, mirror in list(mirrors.items()):
             pod = static.get(key)

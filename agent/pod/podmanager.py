@@ -87,11 +87,17 @@ class PodManager:
         for uid in sorted(before - set(now)):
             self._remove(uid)
         for pod in sorted(snapshot.pods, key=lambda p: (p.creation_timestamp, p.key)):
-            if pod.uid not in self._desired:
+            known = self._desired.get(pod.uid)
+            if known is None:
                 self._add(pod)
-            elif pod != self._desired[pod.uid]:
+            elif pod is known:
+                # The source's own object, unchanged since the last snapshot (a source keeps the Pod it
+                # parsed): nothing to compare. A snapshot follows every watch event, so comparing every
+                # pod's fields each time cost O(pods of the node) per event.
+                continue
+            elif pod != known:
                 self._update(pod)
-            elif gate_conditions(pod) != gate_conditions(self._desired[pod.uid]):
+            elif gate_conditions(pod) != gate_conditions(known):
                 # Only the API status moved, and with it a readiness gate's condition: no sync, but the
                 # pod's Ready condition is computed again (agent/status/podstatus.py).
                 self._desired[pod.uid] = pod
