@@ -4,8 +4,9 @@ Flow: a temporary directory holds config.toml, root/, state/ and the gRPC socket
 runs as a child -> `start()` waits until the socket answers (`ctr version`) -> the busybox and sandbox
 images are imported (harness/ociimage.py) -> tests and benchmarks use `endpoint` (unix://...).
 `close()` stops every sandbox the CRI plugin runs (through crictl-like calls is not needed: containerd's
-shims are killed with their process groups), stops containerd, unmounts what is left under root/ and removes
-the directory.
+shims are killed with their process groups), stops containerd, unmounts what is left under root/, removes
+the directory, and removes the empty `k8s.io` cgroups containerd made in the v1 hierarchies (named after its
+CRI namespace, created on first use and never removed by containerd itself).
 
 Two facts of these machines are in the config, not hidden (docs/runtime.md):
 - `restrict_oom_score_adj = true`: a sandbox here cannot lower oom_score_adj, and runc fails otherwise;
@@ -26,6 +27,9 @@ from pathlib import Path
 import psutil
 
 from harness.ociimage import BUSYBOX_IMAGE, PAUSE_IMAGE, import_image
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+NAMESPACE_CGROUP = "k8s.io"  # containerd's CRI namespace, which it also uses as a cgroup name
 
 CONFIG = """version = 2
 root = "{root}"
@@ -73,6 +77,7 @@ class ContainerdProcess:
         self.images = images
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.dir / "containerd.log"
+        self._namespace_cgroups_before = self._namespace_cgroups()
 
     def start(self, *, import_images: bool = True) -> ContainerdProcess:
         if shutil.which("containerd") is None or shutil.which("ctr") is None:
@@ -148,6 +153,14 @@ class ContainerdProcess:
         psutil.wait_procs(self._shims(), timeout=5)
         self._unmount_all()
         shutil.rmtree(self.dir, ignore_errors=True)
+        for made in self._namespace_cgroups() - self._namespace_cgroups_before:
+            # Only when empty: rmdir refuses a cgroup with children, which another containerd may still use.
+            with contextlib.suppress(OSError):
+                made.rmdir()
+
+    @staticmethod
+    def _namespace_cgroups() -> set[Path]:
+        return {d for d in CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}") if d.is_dir()}
 
     def _unmount_all(self) -> None:
         prefix = str(self.dir)
