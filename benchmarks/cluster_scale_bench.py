@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -468,6 +469,9 @@ def main() -> None:
         help="the fleets' driver (agent/hollow/driver.py); with two, each N runs with each, in turn (an A/B)",
     )
     args = parser.parse_args()
+    # A run stopped with SIGTERM (or SIGINT) unwinds: the fleets, the scheduler and the API server are stopped
+    # and the work directory in /dev/shm (pod records and ledgers, ~170 MiB at N = 1,000) is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     fleet_args = [part for arg in args.fleet_arg for part in arg.split("=", 1)]
     several = len(args.drivers) > 1
     by_driver: dict[str, dict[int, dict[str, float]]] = {d: {} for d in args.drivers}
