@@ -40,7 +40,7 @@ import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 from benchstats import percentile, report
@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.apiserver import ApiServerProcess  # noqa: E402
-from kubenode.kubeclient import NODES, PODS, KubeClient, KubeError, NotFound, load_kubeconfig  # noqa: E402
+from kubenode.kubeclient import NODES, PODS, KubeClient, NotFound, load_kubeconfig  # noqa: E402
+from kubenode.kubeclient.informer import Informer  # noqa: E402
 
 NAMESPACE = "default"
 IDLE_SECONDS = 20.0  # heartbeats only: one and a half Lease periods per node
@@ -76,12 +77,29 @@ def density_pod(name: str) -> dict[str, Any]:
     }
 
 
+class PodFacts(NamedTuple):
+    name: str
+    uid: str
+    node: str
+    phase: str
+
+
+def pod_facts(obj: dict[str, Any]) -> PodFacts:
+    meta = obj.get("metadata") or {}
+    return PodFacts(
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        (obj.get("spec") or {}).get("nodeName") or "",
+        (obj.get("status") or {}).get("phase") or "",
+    )
+
+
 class PodLog:
-    """One watch on every pod: when each was bound and to which node(s), each phase change into Running,
-    when it was deleted. A lagging watch that the server closes is resumed after a list."""
+    """Every pod, through the shared client layer's informer (list, watch, resume after the server closes a
+    lagging watch, relist after 410): when each was bound and to which node(s), each phase change into
+    Running, when it was deleted."""
 
     def __init__(self, client: KubeClient) -> None:
-        self.client = client
         self.bound: dict[str, float] = {}
         self.nodes: dict[str, set[str]] = {}
         self.uids: dict[str, str] = {}
@@ -90,57 +108,38 @@ class PodLog:
         self.running_count: Counter[str] = Counter()
         self.deleted: dict[str, float] = {}
         self.lock = threading.Lock()
-        self._closed = threading.Event()
-        self._version = client.list(PODS, limit=1)["metadata"]["resourceVersion"]
-        self._stream = self._open()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _open(self) -> Any:
-        return self.client.watch(
-            PODS, resource_version=self._version, timeout_seconds=3600, allow_bookmarks=False
+        self._informer: Informer[PodFacts] = Informer(
+            client,
+            PODS,
+            decode=pod_facts,
+            on_add=self._seen,
+            on_update=lambda _old, pod: self._seen(pod),
+            on_delete=lambda pod: self._seen(pod, deleted=True),
+            watch_timeout_s=3600,
+            name="bench-pods",
         )
+        self._informer.start()
+        if not self._informer.wait_for_sync(60):
+            raise SystemExit("the benchmark's pod watch did not sync in 60 s")
 
-    def _seen(self, kind: str, obj: dict[str, Any]) -> None:
+    def _seen(self, pod: PodFacts, deleted: bool = False) -> None:
         now = time.perf_counter()
-        meta = obj.get("metadata") or {}
-        name = meta.get("name", "")
-        node = (obj.get("spec") or {}).get("nodeName") or ""
-        phase = (obj.get("status") or {}).get("phase") or ""
+        name = pod.name
         with self.lock:
-            self.uids[name] = meta.get("uid", "")
-            if node:
+            self.uids[name] = pod.uid
+            if pod.node:
                 self.bound.setdefault(name, now)
-                self.nodes.setdefault(name, set()).add(node)
-            if kind == "DELETED":
+                self.nodes.setdefault(name, set()).add(pod.node)
+            if deleted:
                 self.deleted.setdefault(name, now)
                 return
-            if phase == "Running" and self.phase.get(name) != "Running":
+            if pod.phase == "Running" and self.phase.get(name) != "Running":
                 self.running_count[name] += 1
                 self.running.setdefault(name, now)
-            self.phase[name] = phase
-
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            try:
-                for event in self._stream:
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        break
-                    self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
-                    self._seen(str(event.get("type")), obj)
-            except KubeError:
-                pass
-            if self._closed.is_set():
-                return
-            items, self._version = self.client.list_all(PODS)
-            for obj in items:
-                self._seen("MODIFIED", obj)
-            self._stream = self._open()
+            self.phase[name] = pod.phase
 
     def close(self) -> None:
-        self._closed.set()
-        self._stream.close()
+        self._informer.stop()
 
 
 def at_steady_rate(rate: float, names: list[str], action: Any) -> dict[str, float]:

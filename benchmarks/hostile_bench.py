@@ -5,7 +5,9 @@
 2. Allocate latency on the device plugin with 500 idle ListAndWatch streams open (goal: p99 <= 2 ms),
    beside its floor measured in turns with it: the same call to a grpc.aio servicer that only returns an
    empty answer, on the same kind of server (kubenode.grpcaio.AioServer), so the ratio is what the plugin
-   adds to gRPC's own round trip.
+   adds to gRPC's own round trip. A second floor, the same empty answer from a synchronous `grpc.server`
+   (a pool thread per call, which is why the plugin cannot use one: each open stream would hold a thread),
+   shows how far below grpc.aio any Python gRPC server gets on this machine.
 3. Register latency at the agent's device manager with 50 plugins whose GetDevicePluginOptions never returns
    (goal: <= 1 s).
 
@@ -112,6 +114,27 @@ def allocate_floor(calls: int) -> list[float]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+class EmptySyncAllocate(api_pb2_grpc.DevicePluginServicer):
+    def Allocate(self, request: api_pb2.AllocateRequest, context: Any) -> api_pb2.AllocateResponse:
+        return api_pb2.AllocateResponse(container_responses=[api_pb2.ContainerAllocateResponse()])
+
+
+def allocate_sync_floor(calls: int) -> list[float]:
+    """Allocate round trips to EmptySyncAllocate on a synchronous grpc.server over a unix socket."""
+    directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    api_pb2_grpc.add_DevicePluginServicer_to_server(EmptySyncAllocate(), server)
+    server.add_insecure_port(f"unix://{directory}/floor.sock")
+    server.start()
+    channel = grpc.insecure_channel(f"unix://{directory}/floor.sock")
+    try:
+        return timed_allocates(channel, calls)
+    finally:
+        channel.close()
+        server.stop(0).wait(5)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def allocate_with_streams(streams: int, calls: int) -> list[float]:
     directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
     endpoint = endpoint_in(directory)
@@ -196,15 +219,21 @@ def main() -> int:
         report("pods with an extra copy", figures["pods_with_extra_copies"], "", "0")
     latencies: list[float] = []
     floor: list[float] = []
-    for _ in range(2):  # in turns, so a neighbour's burst weighs on both
+    sync_floor: list[float] = []
+    for _ in range(2):  # in turns, so a neighbour's burst weighs on all three
         floor += allocate_floor(1000)
         latencies += allocate_with_streams(500, 1000)
+        sync_floor += allocate_sync_floor(1000)
     latencies.sort()
     floor.sort()
+    sync_floor.sort()
     report("Allocate, 500 idle streams open, p50", percentile(latencies, 50) * 1000, "ms")
     report("Allocate, 500 idle streams open, p99", percentile(latencies, 99) * 1000, "ms", "<= 2 ms")
     report("gRPC floor: empty grpc.aio Allocate, no streams, p50", percentile(floor, 50) * 1000, "ms")
     report("gRPC floor: empty grpc.aio Allocate, no streams, p99", percentile(floor, 99) * 1000, "ms")
+    for p in (50, 99):
+        label = f"gRPC floor: empty sync grpc.server Allocate, no streams, p{p}"
+        report(label, percentile(sync_floor, p) * 1000, "ms")
     report("Allocate p50 / floor p50", percentile(latencies, 50) / percentile(floor, 50), "x")
     report("Allocate p99 / floor p99", percentile(latencies, 99) / percentile(floor, 99), "x")
     took = register_with_stuck_plugins(50)

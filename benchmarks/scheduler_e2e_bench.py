@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.apiserver import ApiServerProcess  # noqa: E402
-from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, KubeError, load_kubeconfig  # noqa: E402
+from kubenode.kubeclient import EVENTS, NODES, PODS, KubeClient, load_kubeconfig  # noqa: E402
+from kubenode.kubeclient.informer import Informer  # noqa: E402
 
 EXTENDED = "example.com/foo"
 CREATORS = 64  # concurrent creates: the API server's group commit batches them
@@ -97,62 +98,44 @@ def create_concurrently(client: KubeClient, objects: list[dict[str, Any]]) -> fl
 
 
 class BindWatch:
-    """Watches pods; records when each measured pod (name prefix) was first seen bound.
-
-    The API server closes a watcher that lags (this process is busy creating pods meanwhile):
-    then it lists, takes what is bound by now, and watches again from the list."""
+    """Records when each measured pod (name prefix) was first seen bound, through the shared client layer's
+    informer on pods. The API server closes a watcher that lags (this process is busy creating pods
+    meanwhile): the informer then watches again from its last resourceVersion, or relists after 410."""
 
     def __init__(self, client: KubeClient, prefix: str, expected: int) -> None:
-        self.client, self.prefix, self.expected = client, prefix, expected
+        self.prefix, self.expected = prefix, expected
         self.bound: dict[str, float] = {}
         self.done = threading.Event()
-        self.rewatches = 0
-        self._closed = threading.Event()
-        self._version = client.list(PODS, limit=1)["metadata"]["resourceVersion"]
-        self._stream = self._open()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _open(self) -> Any:
-        return self.client.watch(
-            PODS, resource_version=self._version, timeout_seconds=3600, allow_bookmarks=False
+        self._informer: Informer[tuple[str, str]] = Informer(
+            client,
+            PODS,
+            decode=lambda obj: (
+                (obj.get("metadata") or {}).get("name", ""),
+                (obj.get("spec") or {}).get("nodeName") or "",
+            ),
+            on_add=self._seen,
+            on_update=lambda _old, pod: self._seen(pod),
+            watch_timeout_s=3600,
+            name="bench-binds",
         )
+        self._informer.start()
+        if not self._informer.wait_for_sync(120):
+            raise SystemExit("the benchmark's pod watch did not sync in 120 s")
 
-    def _seen(self, obj: dict[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name", "")
-        if (
-            name.startswith(self.prefix)
-            and (obj.get("spec") or {}).get("nodeName")
-            and name not in self.bound
-        ):
+    @property
+    def rewatches(self) -> int:
+        """Watches after the first one: the server closed a lagging watch, or a relist after 410."""
+        return self._informer.watches - 1
+
+    def _seen(self, pod: tuple[str, str]) -> None:
+        name, node = pod
+        if name.startswith(self.prefix) and node and name not in self.bound:
             self.bound[name] = time.time()
             if len(self.bound) >= self.expected:
                 self.done.set()
 
-    def _run(self) -> None:
-        while not self._closed.is_set() and not self.done.is_set():
-            try:
-                for event in self._stream:
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        break
-                    self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
-                    self._seen(obj)
-                    if self.done.is_set():
-                        return
-            except KubeError:
-                pass
-            if self._closed.is_set():
-                return
-            self.rewatches += 1
-            items, self._version = self.client.list_all(PODS)
-            for obj in items:
-                self._seen(obj)
-            self._stream = self._open()
-
     def close(self) -> None:
-        self._closed.set()
-        self._stream.close()
+        self._informer.stop()
 
 
 def free_port() -> int:
@@ -264,7 +247,9 @@ def run_shape(
             after = {name: p.cpu_times()[:2] for name, p in processes.items()}
             watch.close()
             if watch.rewatches:
-                print(f"(the API server closed the watch {watch.rewatches} times; binds seen by relisting)")
+                print(
+                    f"(the API server closed the watch {watch.rewatches} times; the informer watched again)"
+                )
             elapsed = end - start
             report(f"{title}: measured pod creates/s", measured / create_seconds, "pods/s")
             report(f"{title}: scheduling throughput", measured / elapsed, "pods/s", goal)
