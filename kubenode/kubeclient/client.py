@@ -41,7 +41,7 @@ PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
 }
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 10.0  # TCP connect and TLS handshake: client-go's TLSHandshakeTimeout
 READ_TIMEOUT_S = 30.0
 WATCH_READ_MARGIN_S = 30.0  # a watch's socket may be quiet this much longer than its timeoutSeconds
 

@@ -6,7 +6,9 @@ which stream, stay on urllib3. Per request urllib3 and http.client cost about 0.
 headers); a scheduler makes two requests per pod, so that was its largest cost. This does
 the same exchange directly:
 1. take an idle connection (LIFO; one the server has closed meanwhile, seen as readable at
-   rest, is discarded) or open one (TCP_NODELAY, connect timeout, TLS from the config);
+   rest, is discarded) or open one (TCP_NODELAY, connect timeout, TLS from the config); at most
+   MAX_DIALS are being opened at once, and a request that finds none idle while they are waits for
+   whichever comes first, a connection given back or a free dial (below);
 2. send the request line, the prebuilt header block and the body in one write;
 3. read the status line and headers, then the body by Content-Length, chunked encoding, or
    to the end of the connection;
@@ -15,6 +17,10 @@ With `max_connections`, at most that many requests are on the wire at once and t
 for a turn (up to their own timeout), as requests multiplexed over one HTTP/2 connection share it:
 a process with a thousand client threads (the hollow nodes) then holds a few connections, instead
 of opening a TLS connection per request in flight whenever the answers slow down.
+Why the dial bound: a burst (a thousand hollow nodes deleting pods at once) found every pooled
+connection busy and opened dozens at the same moment; each is a TLS handshake on the API server's
+event loop, which was busiest just then, so they timed out and were retried on yet more new ones.
+Go's HTTP/2 transport, which kubelets use, opens one connection per host at a time for the same reason.
 Like the urllib3 pool it replaces (retries=False), nothing is retried: any failure closes
 that connection and raises `OSError` (or `ssl.SSLError`, `HTTPProtocolError`) to the caller.
 """
@@ -27,12 +33,14 @@ import select
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass
 
 from kubenode.kubeclient.config import ClientConfig
 
 MAX_LINE = 65536
+MAX_DIALS = 2  # connections being opened at once (each a TLS handshake on the server's loop)
 MAX_HEADERS = 200
 
 
@@ -103,6 +111,9 @@ class Transport:
         self.connect_timeout = connect_timeout
         self._idle: collections.deque[_Connection] = collections.deque()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a connection given back, or a dial ended
+        self._dialing = 0
+        self.waiting_for_dial = 0  # requests waiting for a connection while MAX_DIALS are being opened
         self._turns = threading.BoundedSemaphore(max_connections) if max_connections else None
 
     # ----- the pool ----------------------------------------------------------------------------
@@ -127,11 +138,21 @@ class Transport:
         return _Connection(self.open_socket(timeout), timeout)
 
     def _take(self, timeout: float) -> _Connection:
+        deadline = time.monotonic() + timeout
         while True:
-            with self._lock:
+            with self._changed:
+                if not self._idle and self._dialing >= MAX_DIALS:
+                    self._wait_for_connection_or_dial(deadline, timeout)
                 conn = self._idle.pop() if self._idle else None
+                if conn is None:
+                    self._dialing += 1
             if conn is None:
-                return self._connect(timeout)
+                try:
+                    return self._connect(timeout)
+                finally:
+                    with self._changed:
+                        self._dialing -= 1
+                        self._changed.notify()
             if conn.dropped():
                 conn.close()
                 continue
@@ -140,10 +161,22 @@ class Transport:
                 conn.timeout = timeout
             return conn
 
+    def _wait_for_connection_or_dial(self, deadline: float, timeout: float) -> None:
+        """With the lock held: wait until a connection is idle or a dial is free, up to the deadline."""
+        self.waiting_for_dial += 1
+        try:
+            while not self._idle and self._dialing >= MAX_DIALS:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._changed.wait(left):
+                    raise TimeoutError(f"no connection free within {timeout:g} s")
+        finally:
+            self.waiting_for_dial -= 1
+
     def _give_back(self, conn: _Connection) -> None:
-        with self._lock:
+        with self._changed:
             if len(self._idle) < self.pool_size:
                 self._idle.append(conn)
+                self._changed.notify()
                 return
         conn.close()
 

@@ -1,12 +1,14 @@
 """The unary verbs' transport against a scripted HTTP/1.1 server on a real socket: the framings
 kube-apiserver and proxies use (Content-Length, chunked, close-delimited), keep-alive reuse,
 `Connection: close`, a connection the server dropped while idle, a broken answer, and a bound on the
-connections in use (requests beyond it wait their turn, or fail once their timeout passes)."""
+connections in use (requests beyond it wait their turn, or fail once their timeout passes), and a bound on
+the connections being opened at once."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -14,6 +16,7 @@ import pytest
 
 from kubenode.kubeclient import KubeClient, TransportError
 from kubenode.kubeclient.config import ClientConfig
+from kubenode.kubeclient.transport import MAX_DIALS
 
 Answer = Callable[[bytes], tuple[bytes, bool]]  # request head -> (raw answer, close afterwards)
 
@@ -199,3 +202,46 @@ def test_a_request_that_gets_no_turn_within_its_timeout_is_a_transport_error() -
         release.set()
         holder.join(30)
         assert first == [{"a": 1}]
+
+
+def test_at_most_max_dials_connections_are_opened_at_once_and_the_others_wait() -> None:
+    """A burst that finds no idle connection opens MAX_DIALS at a time (each is a TLS handshake on the
+    server); the other requests wait for one of those, then all are answered."""
+    with serve(lambda head: (json_answer(), False)) as (server, client):
+        transport = client._transport
+        dials_arrived, let_dials_finish = threading.Semaphore(0), threading.Event()
+        dialing_now, most_at_once = [0], [0]
+        real_open = transport.open_socket
+        lock = threading.Lock()
+
+        def slow_open(timeout: float, *, handshake: bool = True) -> socket.socket:
+            with lock:
+                dialing_now[0] += 1
+                most_at_once[0] = max(most_at_once[0], dialing_now[0])
+            dials_arrived.release()
+            let_dials_finish.wait(30)
+            try:
+                return real_open(timeout, handshake=handshake)
+            finally:
+                with lock:
+                    dialing_now[0] -= 1
+
+        transport.open_socket = slow_open  # type: ignore[method-assign]
+        results: list[object] = []
+        threads = [
+            threading.Thread(target=lambda i=i: results.append(client.request("GET", f"/b{i}")))
+            for i in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        assert dials_arrived.acquire(timeout=10) and dials_arrived.acquire(timeout=10)
+        deadline = time.monotonic() + 10
+        while transport.waiting_for_dial < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the other four reach the wait (a state, polled)
+        assert transport.waiting_for_dial == 4
+        let_dials_finish.set()
+        for thread in threads:
+            thread.join(30)
+        assert results == [{"a": 1}] * 6
+        assert most_at_once[0] == MAX_DIALS
+        assert server.accepted <= 6
