@@ -42,6 +42,7 @@ from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
+from agent.config.apisource import API_SOURCE
 from agent.config.sources import ManifestError, PodSource
 from agent.eviction.manager import EvictionManager, PodUsage
 from agent.eviction.podusage import pod_usage, reclaim_dead_logs
@@ -81,6 +82,10 @@ FLUSH_TIMEOUT_S = 30.0  # how long stop waits for the pod records' last fsyncs
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
 # A loop iteration may kill an orphan (grace, then up to 10 s for SIGKILL): beyond this it is stuck.
 LOOP_STALL_S = 60.0
+
+
+# The log manager asks every 10 s for every running container's log: a Path made once per log, not per ask.
+_log_path = functools.lru_cache(maxsize=4096)(Path)
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,7 @@ class NodeAgent(PodSyncer):
         self._last_qos_update = 0.0
         self._last_housekeeping = 0.0
         self._last_relist = 0.0
+        self._pod_refs: dict[str, tuple[Pod, frozenset[tuple[str, str, str]]]] = {}  # housekeeping's
         self.pleg: EventedPLEG | None = None  # with a runtime that streams container events
         self.last_tick = time.monotonic()  # for the systemd watchdog: the loop is alive
         self._started_at = clock()
@@ -267,7 +273,7 @@ class NodeAgent(PodSyncer):
         with self._lock:
             records = list(self._records.values())
         return [
-            LiveLog(Path(c.log_path), self.runtime.log_reopener(record.uid, c.name))
+            LiveLog(_log_path(c.log_path), self.runtime.log_reopener(record.uid, c.name))
             for record in records
             for c in list(record.containers.values())
             if c.state == RUNNING and c.log_path
@@ -408,7 +414,7 @@ class NodeAgent(PodSyncer):
         self._cleanup_orphans(stale_records | ((pod_cgroups | in_runtime) - known - wanted))
         # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
         # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
-        self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})
+        self.volumes.objects.forget_except(self._referenced_objects(admitted))
         # Listed before the workers were asked, like the cgroups: a pod added meanwhile is never taken.
         for uid in self.volumes.cleanup_orphans(volume_dirs - known - wanted - records):
             log.info("removed the volumes of orphaned pod %s", uid)
@@ -416,6 +422,20 @@ class NodeAgent(PodSyncer):
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
             self._update_qos(self.active_pods())
+
+    def _referenced_objects(self, pods: Iterable[Pod]) -> set[tuple[str, str, str]]:
+        """The ConfigMaps and Secrets these pods reference, worked out once per Pod object (a pod keeps its
+        object until it changes; housekeeping asks every 2 s for every pod)."""
+        refs: set[tuple[str, str, str]] = set()
+        known: dict[str, tuple[Pod, frozenset[tuple[str, str, str]]]] = {}
+        for pod in pods:
+            cached = self._pod_refs.get(pod.uid)
+            if cached is None or cached[0] is not pod:
+                cached = (pod, frozenset(pod_references(pod)))
+            known[pod.uid] = cached
+            refs |= cached[1]
+        self._pod_refs = known
+        return refs
 
     def _cleanup_orphans(self, orphans: Iterable[str]) -> None:
         """Stop and remove what runs for pods nobody wants (from a previous run, or removed while down)."""
@@ -487,14 +507,18 @@ class NodeAgent(PodSyncer):
                 uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
             }
 
-    def views_where(self, wanted: Callable[[Pod], bool]) -> list[PodView]:
-        """The views of the wanted pods only: the mirror-pod round (every 2 s) looks at static pods, and
-        building every API pod's view for it made a node's idle cost grow with its pods."""
+    def static_views(self) -> list[PodView]:
+        """The views of the pods of every source but the API server (static pods): the mirror-pod round,
+        every 2 s, looks at those only, found by their source's index rather than by looking at every pod."""
         with self._lock:
             return [
                 self._view(uid, record)
-                for uid, record in self._records.items()
-                if (pod := self._desired.get(uid)) is not None and wanted(pod)
+                for source, uids in self._by_source.items()
+                if source != API_SOURCE
+                for uid in uids
+                if (record := self._records.get(uid)) is not None
+                and (pod := self._desired.get(uid)) is not None
+                and pod.source != API_SOURCE
             ]
 
     def _view(self, uid: str, record: PodRecord) -> PodView:

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.config.apisource import API_SOURCE, MIRROR_ANNOTATION, ApiPod
+from agent.config.apisource import MIRROR_ANNOTATION, ApiPod
 from agent.config.sources import CONFIG_HASH, CONFIG_MIRROR_SOURCE, CONFIG_SOURCE
 from agent.status.statusmanager import StatusTarget
 from agent.util.background import BackgroundLoop
@@ -121,7 +121,7 @@ class MirrorPods(BackgroundLoop):
             mirrors = dict(self._mirrors)
         static = {
             v.pod.key: v.pod
-            for v in self.agent.views_where(lambda pod: pod.source != API_SOURCE)
+            for v in self.agent.static_views()
             if v.pod is not None and v.worker not in ("terminated", "rejected")
         }
         for key, mirror in list(mirrors.items()):

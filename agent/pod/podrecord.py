@@ -169,7 +169,7 @@ class RecordStore:
         # What each record's file holds: a save that would write the same bytes again (a resync that changed
         # nothing, every pod once a minute) writes and fsyncs nothing. Locked from the comparison to the
         # write, so that what it says a file holds is what the last write put there.
-        self._written: dict[str, bytes] = {}
+        self._written: dict[str, tuple[Path, bytes]] = {}
         self._writing = threading.Lock()
 
     def path(self, uid: str) -> Path:
@@ -178,11 +178,13 @@ class RecordStore:
         return self.directory / f"{uid}.json"
 
     def save(self, record: PodRecord) -> None:
-        path = self.path(record.uid)
         data = json.dumps(record.to_json(), sort_keys=True).encode()
         with self._writing:
-            if self._written.get(record.uid) == data and path.exists():
+            written = self._written.get(record.uid)
+            if written is not None and written[1] == data and os.path.exists(written[0]):
                 return
+        path = self.path(record.uid)
+        with self._writing:
             try:
                 if not self._directory_ready:
                     private_dir(self.directory)
@@ -197,7 +199,7 @@ class RecordStore:
                 raise RecordWriteError(
                     exc.errno, f"cannot save the pod record {path}: {exc.strerror or exc}"
                 ) from None
-            self._written[record.uid] = data
+            self._written[record.uid] = (path, data)
         COMMITTER.add(path)
 
     @staticmethod
