@@ -173,7 +173,7 @@ class StatusManager(BackgroundLoop):
         # Only the views of the pods handed out are built: a round runs after each pod's sync (and every
         # DELETE_POLL_S while a deletion is pending), and building all views then made each round cost
         # O(pods of the node), so a node's status work grew with the square of its pods.
-        uids = self.agent.record_uids() if resync else set()
+        records = self.agent.record_uids() if resync else set()
         with self._lock:
             batch = self._dirty | self._awaiting_delete
             if self._failed and time.monotonic() >= self._retry_at:
@@ -182,13 +182,15 @@ class StatusManager(BackgroundLoop):
             if resync:
                 last_resync = time.monotonic()
                 self._resync_now = False
+                uids = records
                 if not forced:  # the periodic one: the pods whose newest version was not computed
                     uids = {u for u in uids if self._computed_version.get(u) != self._versions.get(u, 0)}
-                for gone in set(self._versions) - uids - batch:  # no record left: nothing to version
+                versioned = self._versions.keys() | self._computed_version.keys()
+                for gone in versioned - records - batch:  # no record left: nothing to version
                     self._versions.pop(gone, None)
                     self._computed_version.pop(gone, None)
                 # Pods computed before whose record is gone: their sync forgets them.
-                batch |= uids | (self._computed.keys() - self.agent.record_uids()) | set(self._invalid)
+                batch |= uids | (self._computed.keys() - records) | set(self._invalid)
             ready = batch - self._in_flight
             self._dirty = batch & self._in_flight  # after their write in progress
             self._in_flight |= ready
