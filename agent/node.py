@@ -507,6 +507,10 @@ class NodeAgent(PodSyncer):
                 uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
             }
 
+    def has_static_sources(self) -> bool:
+        """Whether a source other than the API server feeds the agent (static pods may come from it)."""
+        return any(getattr(source, "name", "") != API_SOURCE for source in self.sources)
+
     def static_views(self) -> list[PodView]:
         """The views of the pods of every source but the API server (static pods): the mirror-pod round,
         every 2 s, looks at those only, found by their source's index rather than by looking at every pod."""

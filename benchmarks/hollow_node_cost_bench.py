@@ -37,6 +37,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cluster_scale_bench import api_latencies, scrape_apiserver  # noqa: E402
+
 from harness.apiserver import ApiServerProcess  # noqa: E402
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig  # noqa: E402
 
@@ -151,15 +153,21 @@ def running_pods(client: KubeClient) -> int:
     return sum((p.get("status") or {}).get("phase") == "Running" for p in items)
 
 
-def window(fleets: list[Fleet], seconds: float) -> tuple[dict[str, float], str]:
-    """Each fleet's CPU per node per second (ms/s) over `seconds`, and the load average meanwhile."""
+def window(
+    api: ApiServerProcess, fleets: list[Fleet], seconds: float
+) -> tuple[dict[str, float], str, dict[str, float]]:
+    """Each fleet's CPU per node per second (ms/s) over `seconds`, the load average meanwhile, and the API
+    calls the server served per node and minute (every fleet's together), by verb and resource."""
     load = LoadLog()
+    scraped = scrape_apiserver(api)
     before = {f.label: f.cpu_seconds() for f in fleets}
     began = time.monotonic()
     time.sleep(seconds)
     spent = time.monotonic() - began
     per_node = {f.label: (f.cpu_seconds() - before[f.label]) / spent / f.nodes * 1000 for f in fleets}
-    return per_node, load.stop()
+    nodes = sum(f.nodes for f in fleets)
+    calls = {k: n / nodes / spent * 60 for k, (n, _) in api_latencies(scraped, scrape_apiserver(api)).items()}
+    return per_node, load.stop(), calls
 
 
 def main() -> None:
@@ -196,7 +204,7 @@ def main() -> None:
         total_nodes = args.nodes * len(fleets)
         wait_for(lambda: ready_nodes(client) == total_nodes, 180, f"{total_nodes} Ready nodes")
         time.sleep(SETTLE_S)
-        idle, idle_load = window(fleets, args.idle)
+        idle, idle_load, idle_calls = window(api, fleets, args.idle)
         idle_rss = {f.label: f.rss_mib() / f.nodes for f in fleets}
         names = [
             (f"{f.label}-{n}-{k}", n)
@@ -219,7 +227,7 @@ def main() -> None:
         if args.sample_stacks:
             for fleet in fleets:
                 fleet.process.send_signal(signal.SIGUSR1)
-        steady, steady_load = window(fleets, args.steady)
+        steady, steady_load, steady_calls = window(api, fleets, args.steady)
         steady_rss = {f.label: f.rss_mib() / f.nodes for f in fleets}
     finally:
         for fleet in fleets:
@@ -231,6 +239,9 @@ def main() -> None:
     print(f"{args.nodes} hollow nodes a fleet, {args.pods_per_node} pods a node; fleets: {', '.join(trees)}")
     print(f"load average, idle window (median / max) {idle_load}")
     print(f"load average, pods running (median / max) {steady_load}")
+    for name, calls in (("idle", idle_calls), ("pods running", steady_calls)):
+        counted = ", ".join(f"{key} {n:.2f}" for key, n in sorted(calls.items()))
+        print(f"API calls per node and minute, {name} (all fleets): {counted}")
     for label in trees:
         print(f"one hollow node, {label}: CPU idle | ms/s {idle[label]:.3f}")
         print(f"one hollow node, {label}: CPU with its pods running | ms/s {steady[label]:.3f}")
