@@ -1,17 +1,20 @@
 """What one hollow node costs, idle and with its pods running: this tree's fleet beside a baseline's, at once.
 
-One `kubenode apiserver` (this tree's), no scheduler: pods are created bound (`spec.nodeName`), so each
-node gets exactly `--pods-per-node`. One `python -m agent.hollow` fleet of `--nodes` from this tree and,
-with `--baseline DIR` (a `git worktree` of an older commit with its own venv), a second fleet of the same
-size from that tree, beside it against the same server: both are measured over the same windows, so the
-machine's neighbours weigh on both alike (an A/B in one run). Flow: every Node Ready, a settle, then an
-idle window (heartbeats only), then every pod created at `--rate`/s and waited for Running, a settle, and
-a window with every pod running and none arriving. Printed, per fleet: a node's CPU per second in each
-window (the fleet process's user + system time over the window, divided by its nodes), its RSS, and the
-ratios this / baseline; with the 1-minute load average (median and maximum, sampled every 5 s) of each
-window. `--sample-stacks PREFIX` writes each fleet's cProfile (by CPU time, under gevent) to
-PREFIX-<fleet>.pstats: of the steady window only (the fleet restarts its profile on SIGUSR1 as the window
-begins and writes it when stopped at its end); with cProfile's own cost: take figures from a run without.
+One `kubenode apiserver` (this tree's), no scheduler: pods are created bound (`spec.nodeName`), so each node
+gets exactly `--pods-per-node`. One `python -m agent.hollow` fleet of `--nodes` from this tree and, with
+`--baseline DIR` (a `git worktree` of an older commit with its own venv), a second fleet of the same size from
+that tree, beside it against the same server: both are measured over the same windows, so the machine's
+neighbours weigh on both alike (an A/B in one run). Flow: every Node Ready, a settle, then an idle window
+(heartbeats only), then every pod created at `--rate`/s and waited for Running, a settle, and a window with
+every pod running and none arriving. Printed, per fleet: a node's CPU per second in each window (the fleet
+process's user + system time over the window, divided by its nodes), its wake-ups per second (the process's
+voluntary context switches: under gevent each is its one thread woken from epoll, and on this machine a
+wake-up costs tens of microseconds of CPU on its own), its RSS, and the ratios this / baseline; the API calls
+per node and minute in each window (every fleet's together); and the 1-minute load average (median and
+maximum, sampled every 5 s) of each window. `--sample-stacks PREFIX` writes each fleet's cProfile (by CPU
+time, under gevent) to PREFIX-<fleet>.pstats: of the steady window only (the fleet restarts its profile on
+SIGUSR1 as the window begins and writes it when stopped at its end); with cProfile's own cost: take figures
+from a run without.
 
     .venv/bin/python benchmarks/hollow_node_cost_bench.py [--nodes 50] [--pods-per-node 30] [--baseline DIR]
         [--idle 30] [--steady 60] [--sample-stacks /tmp/x]
@@ -30,6 +33,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -96,6 +100,11 @@ class Fleet:
         times = self.ps.cpu_times()
         return float(times.user + times.system)
 
+    def sleeps(self) -> int:
+        """The process's voluntary context switches: how often it blocked (under gevent: its one thread
+        waiting in epoll for the next timer or socket), so how often it was woken."""
+        return int(self.ps.num_ctx_switches().voluntary)
+
     def rss_mib(self) -> float:
         return float(self.ps.memory_info().rss) / 2**20
 
@@ -153,21 +162,28 @@ def running_pods(client: KubeClient) -> int:
     return sum((p.get("status") or {}).get("phase") == "Running" for p in items)
 
 
-def window(
-    api: ApiServerProcess, fleets: list[Fleet], seconds: float
-) -> tuple[dict[str, float], str, dict[str, float]]:
-    """Each fleet's CPU per node per second (ms/s) over `seconds`, the load average meanwhile, and the API
-    calls the server served per node and minute (every fleet's together), by verb and resource."""
+@dataclass
+class Window:
+    cpu: dict[str, float]  # by fleet: CPU per node, ms/s
+    wakes: dict[str, float]  # by fleet: wake-ups of its process per node and second
+    load: str  # the load average meanwhile, median / max
+    calls: dict[str, float]  # API calls per node and minute (every fleet's), by verb and resource
+
+
+def window(api: ApiServerProcess, fleets: list[Fleet], seconds: float) -> Window:
+    """Each fleet's CPU and wake-ups per node over `seconds`, the load average meanwhile, and the API calls
+    the server served per node and minute (every fleet's together), by verb and resource."""
     load = LoadLog()
     scraped = scrape_apiserver(api)
-    before = {f.label: f.cpu_seconds() for f in fleets}
+    before = {f.label: (f.cpu_seconds(), f.sleeps()) for f in fleets}
     began = time.monotonic()
     time.sleep(seconds)
     spent = time.monotonic() - began
-    per_node = {f.label: (f.cpu_seconds() - before[f.label]) / spent / f.nodes * 1000 for f in fleets}
+    cpu = {f.label: (f.cpu_seconds() - before[f.label][0]) / spent / f.nodes * 1000 for f in fleets}
+    wakes = {f.label: (f.sleeps() - before[f.label][1]) / spent / f.nodes for f in fleets}
     nodes = sum(f.nodes for f in fleets)
     calls = {k: n / nodes / spent * 60 for k, (n, _) in api_latencies(scraped, scrape_apiserver(api)).items()}
-    return per_node, load.stop(), calls
+    return Window(cpu, wakes, load.stop(), calls)
 
 
 def main() -> None:
@@ -204,7 +220,7 @@ def main() -> None:
         total_nodes = args.nodes * len(fleets)
         wait_for(lambda: ready_nodes(client) == total_nodes, 180, f"{total_nodes} Ready nodes")
         time.sleep(SETTLE_S)
-        idle, idle_load, idle_calls = window(api, fleets, args.idle)
+        idle = window(api, fleets, args.idle)
         idle_rss = {f.label: f.rss_mib() / f.nodes for f in fleets}
         names = [
             (f"{f.label}-{n}-{k}", n)
@@ -227,7 +243,7 @@ def main() -> None:
         if args.sample_stacks:
             for fleet in fleets:
                 fleet.process.send_signal(signal.SIGUSR1)
-        steady, steady_load, steady_calls = window(api, fleets, args.steady)
+        steady = window(api, fleets, args.steady)
         steady_rss = {f.label: f.rss_mib() / f.nodes for f in fleets}
     finally:
         for fleet in fleets:
@@ -237,19 +253,21 @@ def main() -> None:
         api.close()
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{args.nodes} hollow nodes a fleet, {args.pods_per_node} pods a node; fleets: {', '.join(trees)}")
-    print(f"load average, idle window (median / max) {idle_load}")
-    print(f"load average, pods running (median / max) {steady_load}")
-    for name, calls in (("idle", idle_calls), ("pods running", steady_calls)):
-        counted = ", ".join(f"{key} {n:.2f}" for key, n in sorted(calls.items()))
+    print(f"load average, idle window (median / max) {idle.load}")
+    print(f"load average, pods running (median / max) {steady.load}")
+    for name, seen in (("idle", idle), ("pods running", steady)):
+        counted = ", ".join(f"{key} {n:.2f}" for key, n in sorted(seen.calls.items()))
         print(f"API calls per node and minute, {name} (all fleets): {counted}")
     for label in trees:
-        print(f"one hollow node, {label}: CPU idle | ms/s {idle[label]:.3f}")
-        print(f"one hollow node, {label}: CPU with its pods running | ms/s {steady[label]:.3f}")
+        print(f"one hollow node, {label}: CPU idle | ms/s {idle.cpu[label]:.3f}")
+        print(f"one hollow node, {label}: CPU with its pods running | ms/s {steady.cpu[label]:.3f}")
+        print(f"one hollow node, {label}: wake-ups idle | /s {idle.wakes[label]:.2f}")
+        print(f"one hollow node, {label}: wake-ups with its pods running | /s {steady.wakes[label]:.2f}")
         rss = f"{idle_rss[label]:.2f} / {steady_rss[label]:.2f}"
         print(f"one hollow node, {label}: RSS idle / with its pods | MiB {rss}")
     if "base" in trees:
-        print(f"new / base: CPU idle | x {idle['new'] / idle['base']:.2f}")
-        print(f"new / base: CPU with its pods running | x {steady['new'] / steady['base']:.2f}")
+        print(f"new / base: CPU idle | x {idle.cpu['new'] / idle.cpu['base']:.2f}")
+        print(f"new / base: CPU with its pods running | x {steady.cpu['new'] / steady.cpu['base']:.2f}")
 
 
 if __name__ == "__main__":
