@@ -100,6 +100,9 @@ class Fleet:
         times = self.ps.cpu_times()
         return float(times.user + times.system)
 
+    def system_seconds(self) -> float:
+        return float(self.ps.cpu_times().system)
+
     def sleeps(self) -> int:
         """The process's voluntary context switches: how often it blocked (under gevent: its one thread
         waiting in epoll for the next timer or socket), so how often it was woken."""
@@ -165,6 +168,7 @@ def running_pods(client: KubeClient) -> int:
 @dataclass
 class Window:
     cpu: dict[str, float]  # by fleet: CPU per node, ms/s
+    system: dict[str, float]  # by fleet: the part of it in the kernel
     wakes: dict[str, float]  # by fleet: wake-ups of its process per node and second
     load: str  # the load average meanwhile, median / max
     calls: dict[str, float]  # API calls per node and minute (every fleet's), by verb and resource
@@ -175,15 +179,16 @@ def window(api: ApiServerProcess, fleets: list[Fleet], seconds: float) -> Window
     the server served per node and minute (every fleet's together), by verb and resource."""
     load = LoadLog()
     scraped = scrape_apiserver(api)
-    before = {f.label: (f.cpu_seconds(), f.sleeps()) for f in fleets}
+    before = {f.label: (f.cpu_seconds(), f.sleeps(), f.system_seconds()) for f in fleets}
     began = time.monotonic()
     time.sleep(seconds)
     spent = time.monotonic() - began
     cpu = {f.label: (f.cpu_seconds() - before[f.label][0]) / spent / f.nodes * 1000 for f in fleets}
     wakes = {f.label: (f.sleeps() - before[f.label][1]) / spent / f.nodes for f in fleets}
+    system = {f.label: (f.system_seconds() - before[f.label][2]) / spent / f.nodes * 1000 for f in fleets}
     nodes = sum(f.nodes for f in fleets)
     calls = {k: n / nodes / spent * 60 for k, (n, _) in api_latencies(scraped, scrape_apiserver(api)).items()}
-    return Window(cpu, wakes, load.stop(), calls)
+    return Window(cpu, system, wakes, load.stop(), calls)
 
 
 def main() -> None:
@@ -261,6 +266,10 @@ def main() -> None:
     for label in trees:
         print(f"one hollow node, {label}: CPU idle | ms/s {idle.cpu[label]:.3f}")
         print(f"one hollow node, {label}: CPU with its pods running | ms/s {steady.cpu[label]:.3f}")
+        print(
+            f"one hollow node, {label}: of which in the kernel, idle / pods running | ms/s "
+            f"{idle.system[label]:.3f} / {steady.system[label]:.3f}"
+        )
         print(f"one hollow node, {label}: wake-ups idle | /s {idle.wakes[label]:.2f}")
         print(f"one hollow node, {label}: wake-ups with its pods running | /s {steady.wakes[label]:.2f}")
         rss = f"{idle_rss[label]:.2f} / {steady_rss[label]:.2f}"
