@@ -42,7 +42,6 @@ from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
-from agent.config.apisource import API_SOURCE
 from agent.config.sources import ManifestError, PodSource
 from agent.eviction.manager import EvictionManager, PodUsage
 from agent.eviction.podusage import pod_usage, reclaim_dead_logs
@@ -507,22 +506,23 @@ class NodeAgent(PodSyncer):
                 uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
             }
 
-    def has_static_sources(self) -> bool:
-        """Whether a source other than the API server feeds the agent (static pods may come from it)."""
-        return any(getattr(source, "name", "") != API_SOURCE for source in self.sources)
+    def has_sources_besides(self, source: str) -> bool:
+        """Whether a source other than `source` (the API server's) feeds the agent: static pods may come."""
+        return any(getattr(other, "name", "") != source for other in self.sources)
 
-    def static_views(self) -> list[PodView]:
-        """The views of the pods of every source but the API server (static pods): the mirror-pod round,
-        every 2 s, looks at those only, found by their source's index rather than by looking at every pod."""
+    def views_not_from(self, source: str) -> list[PodView]:
+        """The views of the pods of every source but `source` (the API server's: the static pods, which the
+        mirror-pod round looks at every 2 s), found by the sources' index rather than by looking at every pod.
+        """
         with self._lock:
             return [
                 self._view(uid, record)
-                for source, uids in self._by_source.items()
-                if source != API_SOURCE
+                for name, uids in self._by_source.items()
+                if name != source
                 for uid in uids
                 if (record := self._records.get(uid)) is not None
                 and (pod := self._desired.get(uid)) is not None
-                and pod.source != API_SOURCE
+                and pod.source != source
             ]
 
     def _view(self, uid: str, record: PodRecord) -> PodView:

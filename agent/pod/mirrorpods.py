@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.config.apisource import MIRROR_ANNOTATION, ApiPod
+from agent.config.apisource import API_SOURCE, MIRROR_ANNOTATION, ApiPod
 from agent.config.sources import CONFIG_HASH, CONFIG_MIRROR_SOURCE, CONFIG_SOURCE
 from agent.status.statusmanager import StatusTarget
 from agent.util.background import BackgroundLoop
@@ -107,7 +107,7 @@ class MirrorPods(BackgroundLoop):
         with self._lock:
             if self._mirrors:
                 return self.interval
-        return self.interval if self.agent.has_static_sources() else None
+        return self.interval if self.agent.has_sources_besides(API_SOURCE) else None
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -130,7 +130,7 @@ class MirrorPods(BackgroundLoop):
             mirrors = dict(self._mirrors)
         static = {
             v.pod.key: v.pod
-            for v in self.agent.static_views()
+            for v in self.agent.views_not_from(API_SOURCE)
             if v.pod is not None and v.worker not in ("terminated", "rejected")
         }
         for key, mirror in list(mirrors.items()):
