@@ -13,6 +13,10 @@ A loop thread does what the kubelet's PLEG, sync ticker and housekeeping do: it 
 exited processes (and syncs their pod), re-delivers due work (resync, backoff), and every
 `housekeeping_interval` purges finished workers, starts pods wanted again, and removes
 orphaned pod cgroups (with a CRI runtime, also the pods it holds sandboxes of that no one wants).
+The relist runs every `relist_interval` (the generic PLEG); with a runtime that streams its container
+events (a hollow node's), the Evented PLEG's thread syncs a pod as its container stops, and the relist
+runs every 300 s as a safety net, back at `relist_interval` once the stream has failed for good
+(agent/kuberuntime/pleg/). The loop sleeps until its next relist, housekeeping or due work.
 On start, saved pod records are matched against the pod cgroups so
 processes of pods still wanted are adopted rather than restarted; everything else found
 is stopped and removed once the sources have delivered their first snapshot.
@@ -44,6 +48,7 @@ from agent.eviction.podusage import pod_usage, reclaim_dead_logs
 from agent.eviction.signals import Observation, observe
 from agent.eviction.thresholds import parse_thresholds
 from agent.kuberuntime.envvars import HostInfo
+from agent.kuberuntime.pleg import CONTAINER_STOPPED, EVENTED_RELIST_PERIOD_S, ContainerEvent, EventedPLEG
 from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.kuberuntime.securitycontext import SecurityPolicy
@@ -76,6 +81,10 @@ FLUSH_TIMEOUT_S = 30.0  # how long stop waits for the pod records' last fsyncs
 ORPHAN_GRACE_S = 1  # grace for runtime pods unknown to config, as the kubelet uses
 # A loop iteration may kill an orphan (grace, then up to 10 s for SIGKILL): beyond this it is stuck.
 LOOP_STALL_S = 60.0
+
+
+# The log manager asks every 10 s for every running container's log: a Path made once per log, not per ask.
+_log_path = functools.lru_cache(maxsize=4096)(Path)
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,9 @@ class NodeAgent(PodSyncer):
         self._loop_thread: threading.Thread | None = None
         self._last_qos_update = 0.0
         self._last_housekeeping = 0.0
+        self._last_relist = 0.0
+        self._pod_refs: dict[str, tuple[Pod, frozenset[tuple[str, str, str]]]] = {}  # housekeeping's
+        self.pleg: EventedPLEG | None = None  # with a runtime that streams container events
         self.last_tick = time.monotonic()  # for the systemd watchdog: the loop is alive
         self._started_at = clock()
         # Told (uid, operation, seconds or None) after every sync, a rejection, and when a kill starts
@@ -191,6 +203,10 @@ class NodeAgent(PodSyncer):
         self._started_at = self._clock()
         self.cgroups.start(self._base_allocatable)
         self._restore()
+        opener = getattr(self.runtime, "container_events", None)
+        if opener is not None:  # before the sources: no container of theirs starts unseen
+            self.pleg = EventedPLEG(opener, self._on_container_event, self.relist, self._wake_loop)
+            self.pleg.start()
         for source in self.sources:
             source.start(self._on_snapshot)
         with self._lock:
@@ -256,7 +272,7 @@ class NodeAgent(PodSyncer):
         with self._lock:
             records = list(self._records.values())
         return [
-            LiveLog(Path(c.log_path), self.runtime.log_reopener(record.uid, c.name))
+            LiveLog(_log_path(c.log_path), self.runtime.log_reopener(record.uid, c.name))
             for record in records
             for c in list(record.containers.values())
             if c.state == RUNNING and c.log_path
@@ -283,8 +299,10 @@ class NodeAgent(PodSyncer):
             for uid in list(self.workers.known_uids()):
                 left = max(0.0, deadline - time.monotonic())
                 self.workers.wait_for(functools.partial(self.workers.is_finished_or_gone, uid), left)
+        if self.pleg is not None:
+            self.pleg.stop()
         self._stop.set()
-        self.workers.queue.enqueue("", 0)  # wake the loop
+        self._wake_loop()
         if self._loop_thread is not None:
             self._loop_thread.join(10)
         self.workers.stop()
@@ -316,15 +334,39 @@ class NodeAgent(PodSyncer):
             except Exception:  # the loop must survive anything one pod does
                 log.exception("agent loop iteration failed")
             self.last_tick = time.monotonic()
-            self.workers.queue.wait(self.config.relist_interval)
+            now = self._clock()
+            next_relist = self._last_relist + self.relist_period()
+            next_housekeeping = self._last_housekeeping + self.config.housekeeping_interval
+            # The work queue wakes it earlier when a pod's work comes due.
+            self.workers.queue.wait(max(0.0, min(next_relist, next_housekeeping) - now))
 
     def _tick(self) -> None:
-        self.relist()
-        self.workers.requeue_due()
         now = self._clock()
+        if now - self._last_relist >= self.relist_period():
+            self._last_relist = now
+            self.relist()
+        self.workers.requeue_due()
         if now - self._last_housekeeping >= self.config.housekeeping_interval or self._held:
             self._last_housekeeping = now
             self.housekeeping()
+
+    def relist_period(self) -> float:
+        """The generic relist's period: `relist_interval`, or 300 s while the Evented PLEG is in use."""
+        evented = self.pleg is not None and self.pleg.in_use
+        return EVENTED_RELIST_PERIOD_S if evented else self.config.relist_interval
+
+    def _wake_loop(self) -> None:
+        self.workers.queue.enqueue("", 0)
+
+    def _on_container_event(self, event: ContainerEvent) -> None:
+        """The Evented PLEG's ContainerDied: the pod gets a sync, as when the relist sees the exit (a start
+        needs none: the sync that started the container reported it)."""
+        if event.kind != CONTAINER_STOPPED:
+            return
+        with self._lock:
+            pod = None if event.pod_uid in self._rejected else self._desired.get(event.pod_uid)
+        if pod is not None and self.runtime.has_exited(pod.uid):
+            self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, pod))
 
     def relist(self) -> None:
         """PLEG: a pod whose process exited gets a sync."""
@@ -371,7 +413,7 @@ class NodeAgent(PodSyncer):
         self._cleanup_orphans(stale_records | ((pod_cgroups | in_runtime) - known - wanted))
         # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
         # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
-        self.volumes.objects.forget_except({ref for pod in admitted for ref in pod_references(pod)})
+        self.volumes.objects.forget_except(self._referenced_objects(admitted))
         # Listed before the workers were asked, like the cgroups: a pod added meanwhile is never taken.
         for uid in self.volumes.cleanup_orphans(volume_dirs - known - wanted - records):
             log.info("removed the volumes of orphaned pod %s", uid)
@@ -379,6 +421,20 @@ class NodeAgent(PodSyncer):
         if now - self._last_qos_update >= QOS_UPDATE_INTERVAL_S:
             self._last_qos_update = now
             self._update_qos(self.active_pods())
+
+    def _referenced_objects(self, pods: Iterable[Pod]) -> set[tuple[str, str, str]]:
+        """The ConfigMaps and Secrets these pods reference, worked out once per Pod object (a pod keeps its
+        object until it changes; housekeeping asks every 2 s for every pod)."""
+        refs: set[tuple[str, str, str]] = set()
+        known: dict[str, tuple[Pod, frozenset[tuple[str, str, str]]]] = {}
+        for pod in pods:
+            cached = self._pod_refs.get(pod.uid)
+            if cached is None or cached[0] is not pod:
+                cached = (pod, frozenset(pod_references(pod)))
+            known[pod.uid] = cached
+            refs |= cached[1]
+        self._pod_refs = known
+        return refs
 
     def _cleanup_orphans(self, orphans: Iterable[str]) -> None:
         """Stop and remove what runs for pods nobody wants (from a previous run, or removed while down)."""
@@ -437,6 +493,11 @@ class NodeAgent(PodSyncer):
             views = [self._view(uid, record) for uid, record in self._records.items()]
         return sorted(views, key=lambda v: v.record.key)
 
+    def record_uids(self) -> set[str]:
+        """The UIDs of the pods the agent holds a record of (the status manager's resync looks at those)."""
+        with self._lock:
+            return set(self._records)
+
     def pod_views(self, uids: Iterable[str]) -> dict[str, PodView]:
         """The views of these pods only (those with a record), for a caller that handles a few pods a
         round (the status manager) and must not build every pod's view for them."""
@@ -445,14 +506,23 @@ class NodeAgent(PodSyncer):
                 uid: self._view(uid, record) for uid in uids if (record := self._records.get(uid)) is not None
             }
 
-    def views_where(self, wanted: Callable[[Pod], bool]) -> list[PodView]:
-        """The views of the wanted pods only: the mirror-pod round (every 2 s) looks at static pods, and
-        building every API pod's view for it made a node's idle cost grow with its pods."""
+    def has_sources_besides(self, source: str) -> bool:
+        """Whether a source other than `source` (the API server's) feeds the agent: static pods may come."""
+        return any(getattr(other, "name", "") != source for other in self.sources)
+
+    def views_not_from(self, source: str) -> list[PodView]:
+        """The views of the pods of every source but `source` (the API server's: the static pods, which the
+        mirror-pod round looks at every 2 s), found by the sources' index rather than by looking at every pod.
+        """
         with self._lock:
             return [
                 self._view(uid, record)
-                for uid, record in self._records.items()
-                if (pod := self._desired.get(uid)) is not None and wanted(pod)
+                for name, uids in self._by_source.items()
+                if name != source
+                for uid in uids
+                if (record := self._records.get(uid)) is not None
+                and (pod := self._desired.get(uid)) is not None
+                and pod.source != source
             ]
 
     def _view(self, uid: str, record: PodRecord) -> PodView:

@@ -66,6 +66,12 @@ class LoopProfile:
     def start(self) -> None:
         self._profile.enable()
 
+    def restart(self) -> None:
+        """Drop what was profiled so far and profile from now (SIGUSR1: a benchmark's quiet window only)."""
+        self._profile.disable()
+        self._profile = cProfile.Profile(time.thread_time)
+        self._profile.enable()
+
     def stop(self) -> None:
         self._profile.disable()
         self._profile.dump_stats(str(self.path))

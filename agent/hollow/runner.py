@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sample-stacks",
         type=Path,
-        help="write where the threads spent their time here at exit (under gevent: a .pstats profile)",
+        help="write where the threads spent their time here at exit (under gevent: a .pstats profile, "
+        "restarted by SIGUSR1 to cover a window only)",
     )
     parser.add_argument("--log-level", default="WARNING", type=str.upper)
     args = parser.parse_args(argv)
@@ -102,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         sampler = (ThreadProfiles if is_pstats else StackSampler)(args.sample_stacks)
     if sampler is not None:
         sampler.start()
+    if isinstance(sampler, LoopProfile):  # SIGUSR1: profile from now on (a quiet window, not the start-up)
+        import gevent
+
+        gevent.signal_handler(signal.SIGUSR1, sampler.restart)
     fleet = HollowFleet(
         args.kubeconfig,
         args.nodes,

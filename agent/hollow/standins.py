@@ -5,7 +5,10 @@ SIGKILL end it with 128+signal, as a container runtime reports it); its pid lies
 kernel pid (pid_max is at most 2^22), so no real process can ever be signalled by mistake. The
 `Ledger` notes every start and every signal-ended exit, per node and pod UID, one line each, so a
 benchmark can check afterwards that each pod ran exactly once on exactly one node and that each
-deletion reached its node. `HollowCgroups` satisfies `PodCgroups` with a dict in memory.
+deletion reached its node. The launcher knows exactly when a pretend container starts and stops, so
+it streams those events (`container_events`, as a CRI runtime's GetContainerEvents): the node's agent
+then runs the Evented PLEG and relists only every 300 s (agent/kuberuntime/pleg/evented.py).
+`HollowCgroups` satisfies `PodCgroups` with a dict in memory.
 """
 
 from __future__ import annotations
@@ -20,6 +23,13 @@ from typing import IO, TYPE_CHECKING
 
 from agent.cm.cgroups import PodCgroupInfo, ResourceConfig
 from agent.cm.devicemanager import DeviceEvent
+from agent.kuberuntime.pleg import (
+    CONTAINER_STARTED,
+    CONTAINER_STOPPED,
+    ContainerEvent,
+    ContainerEventHub,
+    ContainerEventStream,
+)
 from agent.kuberuntime.processes import ContainerProcess, Identity
 from kubenode.model import Pod
 
@@ -84,6 +94,11 @@ class HollowLauncher:
         self._clock = clock
         self._live: dict[int, HollowProcess] = {}
         self._lock = threading.Lock()
+        self.events = ContainerEventHub()
+
+    def container_events(self) -> ContainerEventStream:
+        """Open a stream of this node's container starts and stops (the Evented PLEG reads it)."""
+        return self.events.open()
 
     def spawn(
         self,
@@ -105,11 +120,13 @@ class HollowLauncher:
             with self._lock:
                 self._live.pop(pid, None)
             self.ledger.note("stop", self.node, pod_uid, container, str(code))
+            self.events.publish(ContainerEvent(pod_uid, container, CONTAINER_STOPPED))
 
         process = HollowProcess(pid, self._clock(), exited)
         with self._lock:
             self._live[pid] = process
         self.ledger.note("start", self.node, pod_uid, container)
+        self.events.publish(ContainerEvent(pod_uid, container, CONTAINER_STARTED))
         return process
 
     def signal(self, pid: int, sig: signal.Signals) -> None:

@@ -40,7 +40,7 @@ from agent.cm.cgroups.api import CgroupError
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
 from agent.kuberuntime.backoff import CrashLoopBackoff
 from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
-from agent.kuberuntime.pleg import ProcessTable, mark_exited, relist_containers
+from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
     Identity,
@@ -174,6 +174,14 @@ class ProcessRuntime(ContainerSequence):
         now = self._oom_count(record.uid)
         if now is not None and now > baseline:
             c.reason = "OOMKilled"
+
+    @property
+    def container_events(self) -> Callable[[], ContainerEventStream] | None:
+        """How to open the runtime's container event stream (the Evented PLEG's capability), or None: host
+        processes are polled by the relist; a launcher that knows when its processes start and stop (a hollow
+        node's) streams their events."""
+        opener: Callable[[], ContainerEventStream] | None = getattr(self.launcher, "container_events", None)
+        return opener
 
     def has_exited(self, uid: str) -> bool:
         """Whether a process of the pod has exited since the last relist (cheap; for the agent's PLEG)."""

@@ -1,16 +1,16 @@
 """Mirror pods: each static (manifest) pod reflected into the API server, as the kubelet's mirror client does.
 
-A mirror pod is the static pod's object with the annotation kubernetes.io/config.mirror set
-to the static pod's hash (its UID here), kubernetes.io/config.source "file", spec.nodeName
-this node, and a controller ownerReference to the Node (NodeRestriction lets a node create
-only such pods). The reconciler (one thread, woken when the API source sees mirror pods
-change and every `interval`) creates a missing mirror, replaces one whose hash is stale or
-that is being deleted, and deletes mirrors (grace 0, uid precondition) whose static pod is
-gone. Mirrors are never run: the API source hands them here instead of to the agent. The
-static pod's status is written to its mirror (`mirror_of`).
+A mirror pod is the static pod's object with the annotation kubernetes.io/config.mirror set to the static
+pod's hash (its UID here), kubernetes.io/config.source "file", spec.nodeName this node, and a controller
+ownerReference to the Node (NodeRestriction lets a node create only such pods). The reconciler (one thread,
+woken when the API source sees mirror pods change, and every `interval` while the agent has a source of static
+pods or mirrors exist) creates a missing mirror, replaces one whose hash is stale or that is being deleted,
+and deletes mirrors (grace 0, uid precondition) whose static pod is gone. Mirrors are never run: the API
+source hands them here instead of to the agent. The static pod's status is written to its mirror
+(`mirror_of`).
 
-Unlike the kubelet, a static pod keeps the name written in its manifest (no `-<node>`
-suffix; see agent/config/sources.py), so the mirror has that name too.
+Unlike the kubelet, a static pod keeps the name written in its manifest (no `-<node>` suffix; see
+agent/config/sources.py), so the mirror has that name too.
 """
 
 from __future__ import annotations
@@ -100,9 +100,18 @@ class MirrorPods(BackgroundLoop):
                     return StatusTarget(str(meta.get("namespace")), str(meta.get("name")), m.uid)
         return None
 
+    def _period(self) -> float | None:
+        """Every `interval` while there is something to reconcile: a source of static pods (a manifest
+        directory, a URL), or mirror pods seen. An agent whose only source is the API server with no mirror
+        pods (a hollow node) has nothing, and sleeps until the API source sees mirrors (`mirrors_seen`)."""
+        with self._lock:
+            if self._mirrors:
+                return self.interval
+        return self.interval if self.agent.has_sources_besides(API_SOURCE) else None
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            self._wake.wait(self._period())
             if self._stop.is_set():
                 return
             self._wake.clear()
@@ -121,7 +130,7 @@ class MirrorPods(BackgroundLoop):
             mirrors = dict(self._mirrors)
         static = {
             v.pod.key: v.pod
-            for v in self.agent.views_where(lambda pod: pod.source != API_SOURCE)
+            for v in self.agent.views_not_from(API_SOURCE)
             if v.pod is not None and v.worker not in ("terminated", "rejected")
         }
         for key, mirror in list(mirrors.items()):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -165,6 +166,11 @@ class RecordStore:
     def __init__(self, state_dir: Path) -> None:
         self.directory = Path(state_dir) / "pods"
         self._directory_ready = False  # made private once; made again only if a write finds it gone
+        # What each record's file holds: a save that would write the same bytes again (a resync that changed
+        # nothing, every pod once a minute) writes and fsyncs nothing. Locked from the comparison to the
+        # write, so that what it says a file holds is what the last write put there.
+        self._written: dict[str, tuple[Path, bytes]] = {}
+        self._writing = threading.Lock()
 
     def path(self, uid: str) -> Path:
         if not is_valid_uid(uid):
@@ -172,21 +178,28 @@ class RecordStore:
         return self.directory / f"{uid}.json"
 
     def save(self, record: PodRecord) -> None:
-        path = self.path(record.uid)
         data = json.dumps(record.to_json(), sort_keys=True).encode()
-        try:
-            if not self._directory_ready:
-                private_dir(self.directory)
-                self._directory_ready = True
+        with self._writing:
+            written = self._written.get(record.uid)
+            if written is not None and written[1] == data and os.path.exists(written[0]):
+                return
+        path = self.path(record.uid)
+        with self._writing:
             try:
-                write_atomically(path, data, durable=False)
-            except FileNotFoundError:  # the directory was removed behind us: make it again, once
-                private_dir(self.directory)
-                write_atomically(path, data, durable=False)
-        except OSError as exc:
-            raise RecordWriteError(
-                exc.errno, f"cannot save the pod record {path}: {exc.strerror or exc}"
-            ) from None
+                if not self._directory_ready:
+                    private_dir(self.directory)
+                    self._directory_ready = True
+                try:
+                    write_atomically(path, data, durable=False)
+                except FileNotFoundError:  # the directory was removed behind us: make it again, once
+                    private_dir(self.directory)
+                    write_atomically(path, data, durable=False)
+            except OSError as exc:
+                self._written.pop(record.uid, None)
+                raise RecordWriteError(
+                    exc.errno, f"cannot save the pod record {path}: {exc.strerror or exc}"
+                ) from None
+            self._written[record.uid] = (path, data)
         COMMITTER.add(path)
 
     @staticmethod
@@ -195,6 +208,8 @@ class RecordStore:
         return COMMITTER.flush(timeout)
 
     def delete(self, uid: str) -> None:
+        with self._writing:
+            self._written.pop(uid, None)
         if is_valid_uid(uid):
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / f"{uid}.json").unlink()

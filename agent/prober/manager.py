@@ -95,6 +95,7 @@ class ProbeManager:
             if pod.uid in self._by_pod and self._workers_current(pod):
                 return
             now = self._clock()
+            added = False
             for spec in probes_of(pod):
                 worker = self._workers.get(spec.key)
                 if worker is not None:
@@ -103,7 +104,9 @@ class ProbeManager:
                 self._workers[spec.key] = ProbeWorker(spec, pod)
                 self._by_pod.setdefault(pod.uid, set()).add(spec.key)
                 heapq.heappush(self._heap, (now, next(self._seq), spec.key))
-        self._wake.set()
+                added = True
+        if added:  # a pod without probes (most) wakes no one: this runs after every sync
+            self._wake.set()
 
     def _workers_current(self, pod: Pod) -> bool:
         keys = self._by_pod.get(pod.uid, set())
@@ -156,7 +159,10 @@ class ProbeManager:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                wait = self.run_due(self._clock())
+                wait: float | None = self.run_due(self._clock())
+                with self._lock:
+                    if not self._heap:
+                        wait = None  # no probe scheduled: asleep until add_pod (or stop) rings
             except Exception:  # the probes must outlive any one bad tick
                 log.exception("prober tick failed")
                 wait = 1.0

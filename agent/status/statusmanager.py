@@ -1,7 +1,9 @@
 """The status manager: pod status into the API server, the kubelet's events, and the final DELETE.
 
 Flow (one thread): the agent pokes a pod's UID after every sync (`pod_synced`); the thread
-takes every poked UID (and, every `resync_interval`, all of them), computes the pod's API
+takes every poked UID (and, every `resync_interval`, every pod whose last poke it has not yet
+computed: the kubelet's syncBatch looks at every pod and sends those whose status version is
+newer than the one sent; a pod that nothing changed is not computed again), computes the pod's API
 status from the agent's record (agent/status/podstatus.py), and:
 - records the kubelet's events from what changed since the last computed status: Started
   (a container started), BackOff (a container waits in CrashLoopBackOff), Failed (a container
@@ -105,6 +107,10 @@ class StatusManager(BackgroundLoop):
         self._started: set[str] = set()
         self._awaiting_delete: set[str] = set()
         self._deleted: set[str] = set()
+        # The status version of each pod (the kubelet's: one more per SetPodStatus, here per poke), and the
+        # version its last computed status reflects: a periodic resync skips the pods where they match.
+        self._versions: dict[str, int] = {}
+        self._computed_version: dict[str, int] = {}
         self.writes = 0
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="pod-status")
 
@@ -115,6 +121,7 @@ class StatusManager(BackgroundLoop):
         with self._lock:
             self._first_seen.setdefault(uid, self._wall())
             self._dirty.add(uid)
+            self._versions[uid] = self._versions.get(uid, 0) + 1
             if operation == "killing":
                 self._killing.add(uid)
         self._wake.set()
@@ -162,10 +169,11 @@ class StatusManager(BackgroundLoop):
         """Hand the pods due now to the writers; returns when the last full resync was."""
         with self._lock:
             resync = time.monotonic() - last_resync >= self.resync_interval or self._resync_now
-        # Every pod's view only for a full resync: a round runs after each pod's sync (and every
-        # DELETE_POLL_S while a deletion is pending), and building all views then made each round
-        # cost O(pods of the node), so a node's status work grew with the square of its pods.
-        views = {v.record.uid: v for v in self.agent.pods()} if resync else {}
+            forced = self._resync_now
+        # Only the views of the pods handed out are built: a round runs after each pod's sync (and every
+        # DELETE_POLL_S while a deletion is pending), and building all views then made each round cost
+        # O(pods of the node), so a node's status work grew with the square of its pods.
+        records = self.agent.record_uids() if resync else set()
         with self._lock:
             batch = self._dirty | self._awaiting_delete
             if self._failed and time.monotonic() >= self._retry_at:
@@ -174,12 +182,19 @@ class StatusManager(BackgroundLoop):
             if resync:
                 last_resync = time.monotonic()
                 self._resync_now = False
-                batch |= set(views) | set(self._invalid)
+                uids = records
+                if not forced:  # the periodic one: the pods whose newest version was not computed
+                    uids = {u for u in uids if self._computed_version.get(u) != self._versions.get(u, 0)}
+                versioned = self._versions.keys() | self._computed_version.keys()
+                for gone in versioned - records - batch:  # no record left: nothing to version
+                    self._versions.pop(gone, None)
+                    self._computed_version.pop(gone, None)
+                # Pods computed before whose record is gone: their sync forgets them.
+                batch |= uids | (self._computed.keys() - records) | set(self._invalid)
             ready = batch - self._in_flight
             self._dirty = batch & self._in_flight  # after their write in progress
             self._in_flight |= ready
-        if not resync:
-            views = self.agent.pod_views(ready)
+        views = self.agent.pod_views(ready)
         for uid in sorted(ready):
             future = self._pool.submit(self._sync_logged, uid, views.get(uid))
             future.add_done_callback(functools.partial(self._written, uid))
@@ -200,6 +215,8 @@ class StatusManager(BackgroundLoop):
 
     def _sync_logged(self, uid: str, view: PodView | None) -> bool:
         """Sync one pod; False if it must be retried (the server was unreachable or overloaded)."""
+        with self._lock:
+            version = self._versions.get(uid, 0)
         try:
             self._sync(uid, view)
         except (TransportError, ApiError) as exc:
@@ -208,6 +225,9 @@ class StatusManager(BackgroundLoop):
                 return False
         except Exception:
             log.exception("pod status of %s", uid)
+            return True  # not marked computed: the next resync tries it again
+        with self._lock:
+            self._computed_version[uid] = version
         return True
 
     def _sync(self, uid: str, view: PodView | None) -> None:

@@ -1,9 +1,10 @@
-"""The runtime's table of live container processes, and the PLEG's relist over it.
+"""The generic PLEG's side of the runtime: the table of live container processes, and the relist over it.
 
-`ProcessTable` maps (pod UID, container name) to the process the runtime started or adopted; the pod workers'
-threads and the agent's PLEG loop read it concurrently, so it is locked. `relist_containers` polls a pod's
-tracked processes (reaping exited children) and records each exit in the pod record, as the kubelet's generic
-PLEG turns a relist into container-died events.
+`ProcessTable` maps (pod UID, container name) to the process the runtime started or adopted, indexed by pod
+(the relist asks per pod: a scan of every process for each pod made a relist quadratic in a node's pods); the
+pod workers' threads and the agent's PLEG loop read it concurrently, so it is locked. `relist_containers`
+polls a pod's tracked processes (reaping exited children) and records each exit in the pod record, as the
+kubelet's generic PLEG turns a relist into container-died events.
 """
 
 from __future__ import annotations
@@ -17,29 +18,33 @@ from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord,
 
 class ProcessTable:
     def __init__(self) -> None:
-        self._procs: dict[tuple[str, str], ContainerProcess] = {}
+        self._pods: dict[str, dict[str, ContainerProcess]] = {}  # pod UID -> container name -> process
         self._lock = threading.Lock()
 
     def get(self, uid: str, container: str) -> ContainerProcess | None:
         with self._lock:
-            return self._procs.get((uid, container))
+            return self._pods.get(uid, {}).get(container)
 
     def put(self, uid: str, container: str, proc: ContainerProcess) -> None:
         with self._lock:
-            self._procs[(uid, container)] = proc
+            self._pods.setdefault(uid, {})[container] = proc
 
     def pop(self, uid: str, container: str) -> None:
         with self._lock:
-            self._procs.pop((uid, container), None)
+            procs = self._pods.get(uid)
+            if procs is not None:
+                procs.pop(container, None)
+                if not procs:
+                    del self._pods[uid]
 
     def of_pod(self, uid: str) -> list[ContainerProcess]:
         with self._lock:
-            return [p for (u, _), p in self._procs.items() if u == uid]
+            procs = self._pods.get(uid)
+            return list(procs.values()) if procs else []
 
     def forget_pod(self, uid: str) -> None:
         with self._lock:
-            for key in [k for k in self._procs if k[0] == uid]:
-                del self._procs[key]
+            self._pods.pop(uid, None)
 
 
 def mark_exited(c: ContainerRecord, code: int, reason: str, message: str, clock_now: float) -> None:
