@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cluster_scale_bench import api_latencies, scrape_apiserver  # noqa: E402
+from cluster_scale_bench import LoadLog, api_latencies, scrape_apiserver  # noqa: E402
 
 from harness.apiserver import ApiServerProcess  # noqa: E402
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig  # noqa: E402
@@ -121,25 +120,6 @@ class Fleet:
             self.process.wait()
 
 
-class LoadLog:
-    """The 1-minute load average every few seconds while a window lasts."""
-
-    def __init__(self, period: float = 5.0) -> None:
-        self.samples: list[float] = [os.getloadavg()[0]]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(period,), daemon=True)
-        self._thread.start()
-
-    def _run(self, period: float) -> None:
-        while not self._stop.wait(period):
-            self.samples.append(os.getloadavg()[0])
-
-    def stop(self) -> str:
-        self._stop.set()
-        self._thread.join()
-        return f"{statistics.median(self.samples):.1f} / {max(self.samples):.1f}"
-
-
 def wait_for(condition: object, timeout: float, what: str) -> None:
     assert callable(condition)
     deadline = time.monotonic() + timeout
@@ -177,6 +157,7 @@ class Window:
 def window(api: ApiServerProcess, fleets: list[Fleet], seconds: float) -> Window:
     """Each fleet's CPU and wake-ups per node over `seconds`, the load average meanwhile, and the API calls
     the server served per node and minute (every fleet's together), by verb and resource."""
+    load_at_start = os.getloadavg()[0]
     load = LoadLog()
     scraped = scrape_apiserver(api)
     before = {f.label: (f.cpu_seconds(), f.sleeps(), f.system_seconds()) for f in fleets}
@@ -188,7 +169,8 @@ def window(api: ApiServerProcess, fleets: list[Fleet], seconds: float) -> Window
     system = {f.label: (f.system_seconds() - before[f.label][2]) / spent / f.nodes * 1000 for f in fleets}
     nodes = sum(f.nodes for f in fleets)
     calls = {k: n / nodes / spent * 60 for k, (n, _) in api_latencies(scraped, scrape_apiserver(api)).items()}
-    return Window(cpu, system, wakes, load.stop(), calls)
+    loads = [load_at_start, *load.stop()]
+    return Window(cpu, system, wakes, f"{statistics.median(loads):.1f} / {max(loads):.1f}", calls)
 
 
 def main() -> None:

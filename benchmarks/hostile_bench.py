@@ -91,39 +91,26 @@ def timed_allocates(channel: grpc.Channel, calls: int) -> list[float]:
     return sorted(latencies)
 
 
+def empty_allocate_answer() -> api_pb2.AllocateResponse:
+    return api_pb2.AllocateResponse(container_responses=[api_pb2.ContainerAllocateResponse()])
+
+
 class EmptyAllocate(api_pb2_grpc.DevicePluginServicer):
     """The floor: an Allocate that looks at nothing and answers one empty container response."""
 
     async def Allocate(self, request: api_pb2.AllocateRequest, context: Any) -> api_pb2.AllocateResponse:
-        return api_pb2.AllocateResponse(container_responses=[api_pb2.ContainerAllocateResponse()])
-
-
-def allocate_floor(calls: int) -> list[float]:
-    """Allocate round trips to EmptyAllocate on an AioServer over a unix socket, from this process."""
-    directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
-    server = AioServer("floor")
-    server.add_servicers(lambda aio: api_pb2_grpc.add_DevicePluginServicer_to_server(EmptyAllocate(), aio))
-    server.add_insecure_port(f"unix://{directory}/floor.sock")
-    server.start()
-    channel = grpc.insecure_channel(f"unix://{directory}/floor.sock")
-    try:
-        return timed_allocates(channel, calls)
-    finally:
-        channel.close()
-        server.stop(0).wait(5)
-        shutil.rmtree(directory, ignore_errors=True)
+        return empty_allocate_answer()
 
 
 class EmptySyncAllocate(api_pb2_grpc.DevicePluginServicer):
     def Allocate(self, request: api_pb2.AllocateRequest, context: Any) -> api_pb2.AllocateResponse:
-        return api_pb2.AllocateResponse(container_responses=[api_pb2.ContainerAllocateResponse()])
+        return empty_allocate_answer()
 
 
-def allocate_sync_floor(calls: int) -> list[float]:
-    """Allocate round trips to EmptySyncAllocate on a synchronous grpc.server over a unix socket."""
+def timed_on(server: Any, calls: int) -> list[float]:
+    """Allocate round trips, from this process over a unix socket, to a server with its servicer added
+    (an AioServer or a grpc.server: both add_insecure_port, start, and stop(grace) returning an event)."""
     directory = Path(tempfile.mkdtemp(prefix="kn-bh-", dir="/tmp"))
-    server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    api_pb2_grpc.add_DevicePluginServicer_to_server(EmptySyncAllocate(), server)
     server.add_insecure_port(f"unix://{directory}/floor.sock")
     server.start()
     channel = grpc.insecure_channel(f"unix://{directory}/floor.sock")
@@ -133,6 +120,20 @@ def allocate_sync_floor(calls: int) -> list[float]:
         channel.close()
         server.stop(0).wait(5)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def allocate_floor(calls: int) -> list[float]:
+    """Allocate round trips to EmptyAllocate on an AioServer."""
+    server = AioServer("floor")
+    server.add_servicers(lambda aio: api_pb2_grpc.add_DevicePluginServicer_to_server(EmptyAllocate(), aio))
+    return timed_on(server, calls)
+
+
+def allocate_sync_floor(calls: int) -> list[float]:
+    """Allocate round trips to EmptySyncAllocate on a synchronous grpc.server."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    api_pb2_grpc.add_DevicePluginServicer_to_server(EmptySyncAllocate(), server)
+    return timed_on(server, calls)
 
 
 def allocate_with_streams(streams: int, calls: int) -> list[float]:

@@ -183,8 +183,7 @@ class RecordStore:
             written = self._written.get(record.uid)
             if written is not None and written[1] == data and os.path.exists(written[0]):
                 return
-        path = self.path(record.uid)
-        with self._writing:
+            path = self.path(record.uid)
             try:
                 if not self._directory_ready:
                     private_dir(self.directory)
