@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.cm.devicecgroup.choose import enforcement
 from agent.cm.devicecgroup.rules import DEFAULT_ALLOWED_DEVICES, DeviceRule, container_rules, effective
 from agent.cm.devicecgroup.v1 import DeviceCgroupError, apply_v1, parse_list, read_list, transition
 from tests.devicecgroup.support import try_in_cgroup
@@ -77,3 +78,9 @@ def test_devices_list_parsing() -> None:
     assert parse_list("a *:* rwm\n").default_allow
     parsed = parse_list("c 1:3 rwm\nc 136:* rwm\nb 8:0 r\n")
     assert [rule.line() for rule in parsed.exceptions] == ["c 1:3 rwm", "b 8:0 r", "c 136:* rwm"]
+
+
+def test_this_hybrid_host_gets_the_v1_controller(tmp_path: Path) -> None:
+    assert enforcement() == "v1"
+    with pytest.raises(DeviceCgroupError, match=f"{tmp_path}: cgroup v1 without the devices controller"):
+        enforcement(tmp_path)

@@ -107,7 +107,7 @@ def load_program(instructions: bytes, license: str = LICENSE) -> int:
             except BpfError as again:
                 if again.errno == errno.ENOSPC and size != _LOG_SIZES[-1]:
                     continue
-                text = log.value.decode(errors="replace").strip()
+                text = " | ".join(log.value.decode(errors="replace").split("\n")).strip(" |")
                 raise BpfError(first.errno, f"{first.strerror}; verifier log: {text or '(empty)'}") from None
         raise
 
