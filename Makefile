@@ -1,6 +1,7 @@
 # Two commands set up everything on a fresh machine:
 #   make up    - run the main job on this machine with embedded defaults
-#   make test  - create .venv, install kubenode with its dev tools, run lint, types and the whole suite
+#   make test  - create .venv, install kubenode with its dev tools, run lint (import boundaries included),
+#                types and the whole suite
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -24,9 +25,11 @@ test: $(STAMP) lint typecheck test-cgroup2 pytest
 test-cgroup2: $(STAMP)
 	$(PY) tools/cgroup2_guest.py
 
+# lint-imports: the import boundaries between the parts ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
@@ -128,4 +131,4 @@ uninstall:
 	rm -rf $(PREFIX)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

@@ -34,10 +34,11 @@ from benchstats import percentile, report, rss_mib
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
 from agent.podworkers.types import SyncContext, UpdateType
+from kubenode.cgroupsweep import V1_MOUNT, sweep_v1_root
 from kubenode.model import parse_pod
 
 MOUNT = V1_MOUNT

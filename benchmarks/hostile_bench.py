@@ -34,13 +34,13 @@ from typing import Any
 import grpc
 from benchstats import percentile, report
 
-from agent.cm.cgroups.sweep import sweep_v1_root
 from agent.cm.devicemanager import DeviceManager
 from deviceplugin.backends import make_backend
 from deviceplugin.config import load_config
 from deviceplugin.devicestate import DeviceState
 from deviceplugin.endpoint import ResourceEndpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.cgroupsweep import sweep_v1_root
 from kubenode.grpcaio import AioServer
 
 REPO = Path(__file__).resolve().parents[1]

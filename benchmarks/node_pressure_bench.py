@@ -33,10 +33,10 @@ from agent_bench import PODS, config, sweep, write_manifests
 from benchstats import percentile, report
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_MOUNT
 from agent.config.sources import ManifestSource
 from agent.eviction.podusage import disk_usage
 from agent.node import NodeAgent, PodView
+from kubenode.cgroupsweep import V1_MOUNT
 
 REPO = Path(__file__).resolve().parents[1]
 WRITERS = 10

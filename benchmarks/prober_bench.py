@@ -33,7 +33,7 @@ import psutil
 import yaml
 from benchstats import report
 
-from agent.cm.cgroups.sweep import sweep_v1_root
+from kubenode.cgroupsweep import sweep_v1_root
 
 PODS = 110
 WINDOW_S = 15.0

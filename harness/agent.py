@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from agent.cm.cgroups.sweep import sweep_v1_root
 from agent.volumemanager.mountutil import unmount_all_under
+from kubenode.cgroupsweep import sweep_v1_root
 
 REPO = Path(__file__).resolve().parents[1]
 _STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")  # where `listen` put it (loopback by default)

@@ -33,8 +33,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
-from agent.cm.cgroups.v1 import other_hierarchies
+from agent.cm.cgroups.v1 import V1_CONTROLLERS, other_hierarchies
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient
 from harness.crikillagent import NODE, run_agent
@@ -42,6 +41,7 @@ from harness.killcycles import wait_for
 from harness.manifests import write_manifest
 from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
+from kubenode.cgroupsweep import V1_MOUNT
 
 APP_CONTAINERS = ("main", "side")
 # (CRI method, which call of it): agent A kills itself right after that call returned. Calls count from the

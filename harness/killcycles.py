@@ -31,11 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
 from agent.volumemanager.mountutil import mounts_under
 from harness.manifests import fast_agent_config, write_manifest
+from kubenode.cgroupsweep import V1_MOUNT
 
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
 KILL_POINTS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)

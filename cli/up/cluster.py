@@ -221,7 +221,7 @@ class Cluster:
 
     def _start_agent(self) -> None:
         began = time.monotonic()
-        from agent.nodestatus.reporter import host_ip
+        from kubenode.hostnet import host_ip
 
         kubeconfig = self._node_kubeconfig()
         self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
@@ -320,7 +320,7 @@ class Cluster:
             self.progress(f"pods         drained in {took:4.1f} s: processes and cgroups removed")
             return
         # The drain failed (see drain.log): the blunt tool, so that no pod outlives `up` whatever happened.
-        from agent.cm.cgroups.sweep import sweep_v1_root, sweep_v2_root
+        from kubenode.cgroupsweep import sweep_v1_root, sweep_v2_root
 
         sweep = sweep_v2_root if cgroupview.is_v2() else sweep_v1_root
         left = sweep(self.options.cgroup_root)

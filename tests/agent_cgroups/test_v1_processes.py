@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from agent.cm.cgroups.manager import PodCgroupManager
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from tests.agent_cgroups.support import MOUNT, container, guaranteed, pod, read, spawn_in
 
 MEASURE_S = 2.5

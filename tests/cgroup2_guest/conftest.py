@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agent.cm.cgroups.detect import CGROUP2_SUPER_MAGIC, filesystem_magic
-from agent.cm.cgroups.sweep import sweep_v2_root
+from kubenode.cgroupsweep import sweep_v2_root
 from tests.cgroup2_guest.support import GUEST_ENV, MOUNT
 
 NEEDED_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cm.cgroups.sweep import sweep_v2_root
+from kubenode.cgroupsweep import sweep_v2_root
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import REPO
 

@@ -26,13 +26,14 @@ from pathlib import Path
 import grpc
 
 from agent.cm.devicemanager import checkpoint
-from agent.cm.devicemanager.endpoint import PluginEndpoint, rpc_error_text
+from agent.cm.devicemanager.endpoint import PluginEndpoint
 from agent.cm.devicemanager.plugins import PluginEndpoints, ResourceState
 from agent.cm.devicemanager.records import AllocationError, Device, PodRef, PreStartError
 from agent.cm.devicemanager.runoptions import RunOptions, merge_responses
 from agent.cm.devicemanager.selection import AskPreferred, select_devices
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.cpuset import parse_cpuset
+from kubenode.deviceplugin_client import rpc_error_text
 from kubenode.model.resources import is_extended_resource_name
 
 log = logging.getLogger("agent.cm.devicemanager.manager")
