@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.cm.cgroups.detect import CGROUP2_SUPER_MAGIC, filesystem_magic
-from agent.cm.cgroups.sweep import sweep_v1_root, sweep_v2_root
 from agent.cm.devicecgroup.v1 import V1_DEVICES_MOUNT
+from kubenode.cgroupsweep import sweep_v1_root, sweep_v2_root
 from tests.devicecgroup.support import FUSE, LOOP_CONTROL, make_node, require_host_node
 
 UNIFIED_MOUNT = Path("/sys/fs/cgroup/unified")
