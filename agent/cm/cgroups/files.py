@@ -61,13 +61,22 @@ def write_file(directory: str, file: str, value: str) -> None:
             os.close(fd)
 
 
+def removed_meanwhile(err: OSError) -> bool:
+    """Whether the error says the cgroup is gone: ENOENT when it went before the open, ENODEV (kernfs) when
+    it went between the open and the read. Cgroups are removed while they are read (by runc, by the agent's
+    own terminations); one that went is simply gone."""
+    return err.errno in (errno.ENOENT, errno.ENODEV)
+
+
 def read_pids(procs_path: str) -> set[int]:
     """The pids in one cgroup.procs file; a cgroup removed meanwhile holds none."""
     try:
         with open(procs_path, encoding="ascii") as handle:
             return {int(line) for line in handle if line.strip()}
-    except FileNotFoundError:
-        return set()
+    except OSError as err:
+        if removed_meanwhile(err):
+            return set()
+        raise
 
 
 def tree_pids(directory: str) -> set[int]:

@@ -9,13 +9,13 @@ bottom-up, retrying while killed tasks are still leaving.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import time
 from pathlib import Path
 
 from agent.cm.cgroups.detect import CGROUP_MOUNT
+from agent.cm.cgroups.files import removed_meanwhile
 from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED, other_hierarchies
 
 V1_MOUNT = CGROUP_MOUNT
@@ -57,11 +57,8 @@ def _kill_each(top: Path) -> None:
     for current, _dirs, _files in os.walk(top):
         try:
             pids = Path(current, "cgroup.procs").read_text().split()
-        except FileNotFoundError:
-            continue
         except OSError as error:
-            # A cgroup removed (by runc, say) between the walk and the read answers ENODEV: it holds no task.
-            if error.errno == errno.ENODEV:
+            if removed_meanwhile(error):  # by runc, say, between the walk and the read: it holds no task
                 continue
             raise
         for pid in pids:
