@@ -21,6 +21,13 @@ CGROUP_MOUNT = Path("/sys/fs/cgroup")  # v2's one tree is mounted here
 V1_MOUNT = CGROUP_MOUNT  # and v1's hierarchies, one directory each, below it
 
 
+def removed_meanwhile(err: OSError) -> bool:
+    """Whether the error says the cgroup is gone: ENOENT when it went before the open, ENODEV (kernfs) when
+    it went between the open and the read. Cgroups are removed while they are read (by runc, by the agent's
+    own terminations); one that went is simply gone."""
+    return err.errno in (errno.ENOENT, errno.ENODEV)
+
+
 def v1_hierarchies(mount: Path = V1_MOUNT) -> list[Path]:
     """Every hierarchy mounted under `mount`, each once by its real path (cpu and cpuacct are one)."""
     try:
@@ -64,11 +71,8 @@ def _kill_each(top: Path) -> None:
     for current, _dirs, _files in os.walk(top):
         try:
             pids = Path(current, "cgroup.procs").read_text().split()
-        except FileNotFoundError:
-            continue
         except OSError as error:
-            # A cgroup removed (by runc, say) between the walk and the read answers ENODEV: it holds no task.
-            if error.errno == errno.ENODEV:
+            if removed_meanwhile(error):  # by runc, say, between the walk and the read: it holds no task
                 continue
             raise
         for pid in pids:
