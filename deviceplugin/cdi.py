@@ -22,7 +22,9 @@ runtime applies (containerd >= 1.7 with CDI enabled, containerd 2.x, CRI-O, podm
 Device names are the CPU list with `,` written `_` (CDI names allow only `[A-Za-z0-9_.-]`): `0-1,4` is
 `kubenode.io/cpuset=0-1_4`. A name starting with a digit needs cdiVersion 0.5.0, the lowest we can use.
 One spec file per resource (`kubenode-cpuset_<resource>.json`); it is the only file here ever read,
-written or removed: other vendors' specs and broken files in the same directory are left alone.
+written or removed: other vendors' specs and broken files in the same directory are left alone. A stopping
+plugin leaves it (a restarted container of a held set needs its entry); `remove_spec` removes it on
+uninstall (`kubenode deviceplugin remove-cdi-specs`), when the hook it names is about to go.
 """
 
 from __future__ import annotations
@@ -202,6 +204,22 @@ class CpusetSpec:
 
     def _sorted_entries(self) -> list[tuple[frozenset[int], float]]:
         return sorted(self._entries.values(), key=lambda entry: sorted(entry[0]))
+
+
+def remove_spec(spec_dir: str | os.PathLike[str], resource_name: str) -> Path | None:
+    """Remove our spec file of `resource_name`; returns its path, None if absent. SpecError if not ours."""
+    path = Path(spec_dir) / spec_file_name(resource_name)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{path}: unreadable, leaving it: {exc}") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind != KIND:
+        raise SpecError(f"{path}: kind {kind!r} is not {KIND}, leaving it")
+    path.unlink(missing_ok=True)
+    return path
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:

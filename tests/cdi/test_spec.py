@@ -12,7 +12,15 @@ import pytest
 
 from deviceplugin.backend import BackendError
 from deviceplugin.backends.cpu import CpuBackend
-from deviceplugin.cdi import CDI_VERSION, CpusetSpec, SpecError, device_name, qualified_name, spec_file_name
+from deviceplugin.cdi import (
+    CDI_VERSION,
+    CpusetSpec,
+    SpecError,
+    device_name,
+    qualified_name,
+    remove_spec,
+    spec_file_name,
+)
 from deviceplugin.config import ConfigError, CpuOptions, parse_config
 from deviceplugin.discover import discover, render_table
 from deviceplugin.hookcommand import HookCommand, HookCommandError, check_present, hook_command, isolated_argv
@@ -255,3 +263,14 @@ def test_allocate_fails_naming_the_file_when_the_entry_cannot_be_written(tmp_pat
     blocker.write_text("a file where the spec dir should be")  # root ignores modes: break the path instead
     with pytest.raises(BackendError, match=f"kubenode.io/cpu: cannot write {blocker}/kubenode-cpuset_"):
         backend.allocate(["cpu0"])
+
+
+def test_remove_spec_removes_only_our_file(tmp_path: Path) -> None:
+    assert remove_spec(tmp_path, "kubenode.io/cpu") is None
+    spec = CpusetSpec(tmp_path, spec_file_name("kubenode.io/cpu"), HOOK_COMMAND)
+    spec.add(frozenset({0}))
+    assert remove_spec(tmp_path, "kubenode.io/cpu") == spec.path and not spec.path.exists()
+    spec.path.write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/x"}))
+    with pytest.raises(SpecError, match=r"kubenode-cpuset_kubenode.io_cpu.json: kind 'example.com/x' is not"):
+        remove_spec(tmp_path, "kubenode.io/cpu")
+    assert spec.path.exists()
