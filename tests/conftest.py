@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.leakcheck import Attribution, HostState, leaks
+from tests.leakcheck import Attribution, HostState, Watcher, leaks
 
 REPO = Path(__file__).resolve().parents[1]
 LEAKS = pytest.StashKey[tuple[list[str], list[str]]]()
@@ -22,10 +22,13 @@ LEAKS = pytest.StashKey[tuple[list[str], list[str]]]()
 @pytest.fixture(scope="session", autouse=True)
 def host_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
     before = HostState.take()
+    watcher = Watcher(before, os.getpid(), REPO)
+    watcher.start()
     yield
+    seen = watcher.stop()
     new = HostState.take().new_since(before)
     if new:
-        request.config.stash[LEAKS] = leaks(new, Attribution(os.getpid(), REPO))
+        request.config.stash[LEAKS] = leaks(new, Attribution(os.getpid(), REPO, seen))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

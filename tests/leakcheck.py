@@ -12,11 +12,15 @@ do not. Flow (tests/conftest.py runs it around the whole session):
    ours, one whose processes descend from another live pytest is theirs; a CDI file naming this checkout
    is ours. A path that says nothing (an empty cgroup, a foreign file) is ours unless another pytest run
    was live at the end, in which case it is listed as unattributed and does not fail the run.
+4. Processes are mostly gone by the end, so `Watcher` looks every half second during the run: a new cgroup
+   is attributed by the processes in it when first seen with some, and that verdict is kept for step 3.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,15 +68,22 @@ class HostState:
 class Attribution:
     """Whose a new path is: this run's pytest (`me`) or another live pytest process."""
 
-    def __init__(self, me: int, checkout: Path) -> None:
+    def __init__(self, me: int, checkout: Path, seen: dict[Path, str] | None = None) -> None:
         self.me = me
         self.checkout = str(checkout)
-        related = {me, *(p.pid for p in _ancestors(me)), *_descendants(me)}
+        self.seen = seen or {}  # verdicts from while the run went on (Watcher)
+
+    @functools.cached_property
+    def others(self) -> set[int]:
+        """The other pytest runs live now; looked up only when needed (it lists every process)."""
+        related = {self.me, *(p.pid for p in _ancestors(self.me)), *_descendants(self.me)}
         # `timeout 300 python -m pytest` is an ancestor whose command line names pytest too: not another run.
-        self.others = {p.pid for p in _pytest_processes() if p.pid not in related}
+        return {p.pid for p in _pytest_processes() if p.pid not in related}
 
     def owner(self, path: Path) -> str:
-        """ "ours", "theirs" or "unknown"."""
+        """Whose `path` is: "ours", "theirs" or "unknown"."""
+        if self.seen.get(path, "unknown") != "unknown":
+            return self.seen[path]
         if _is_cgroup(path):
             owners = {self._owner_of_pid(pid) for pid in _pids_under(path)}
             if "ours" in owners:
@@ -93,11 +104,52 @@ class Attribution:
         return "theirs" if self.others & set(chain) else "unknown"
 
 
+class Watcher:
+    """Looks for new kubenode/kn- cgroups every `interval` seconds and attributes each by its processes."""
+
+    def __init__(self, before: HostState, me: int, checkout: Path, cgroup_root: Path = CGROUP_ROOT) -> None:
+        self.before = before
+        self.me = me
+        self.checkout = checkout
+        self.cgroup_root = cgroup_root
+        self.seen: dict[Path, str] = {}
+        self._interval = 0.5
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="host-leak-watcher", daemon=True)
+
+    def start(self, interval: float = 0.5) -> None:
+        self._interval = interval
+        self._thread.start()
+
+    def stop(self) -> dict[Path, str]:
+        self._stop.set()
+        self._thread.join()
+        return self.seen
+
+    def look(self) -> None:
+        now = HostState.take((), self.cgroup_root).cgroups - self.before.cgroups
+        pending = [path for path in now if self.seen.get(path, "unknown") == "unknown"]
+        if not pending:
+            return
+        attribution = Attribution(self.me, self.checkout)  # the other runs live now
+        for path in pending:
+            self.seen[path] = attribution.owner(path)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.look()
+            except OSError:
+                continue  # a cgroup removed while read: the next look sees the new state
+
+
 def leaks(new: Iterable[Path], attribution: Attribution) -> tuple[list[str], list[str]]:
     """(one line per path this run left, one line per new path no run can be told of)."""
     failing: list[str] = []
     unattributed: list[str] = []
     for path in new:
+        if not path.exists():
+            continue  # removed since the snapshot (another run's cleanup, or a late teardown)
         owner = attribution.owner(path)
         what = "a cgroup" if _is_cgroup(path) else "in a host CDI spec dir"
         if owner == "ours" or (owner == "unknown" and not attribution.others):

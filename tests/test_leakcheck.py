@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.leakcheck import Attribution, HostState, leaks
+from tests.deviceplugin.support import wait_until
+from tests.leakcheck import Attribution, HostState, Watcher, leaks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,3 +118,24 @@ def test_hierarchies_are_found_on_hybrid_and_unified_hosts(tmp_path: Path, unifi
         _, root = fake_host(tmp_path)
         (root / "cpu" / "kn-x").mkdir()
         assert HostState.take([], root).cgroups == {root / "cpu" / "kn-x"}
+
+
+def test_the_watcher_keeps_what_it_saw_in_a_cgroup_while_the_run_went_on(tmp_path: Path) -> None:
+    _, cgroups = fake_host(tmp_path)
+    watcher = Watcher(HostState.take([], cgroups), os.getpid(), REPO, cgroups)
+    watcher.start(interval=0.01)
+    leaked = cgroups / "cpu" / "kn-leaked"
+    leaked.mkdir()
+    child = subprocess.Popen(["sleep", "60"])
+    (leaked / "cgroup.procs").write_text(f"{child.pid}\n")
+    try:
+        assert wait_until(lambda: watcher.seen.get(leaked) == "ours", timeout=10)
+    finally:
+        child.kill()
+        child.wait()
+    (leaked / "cgroup.procs").write_text("")  # its process gone by the end, as a leaked cgroup's usually is
+    seen = watcher.stop()
+    attribution = Attribution(os.getpid(), REPO, seen)
+    attribution.others = {1}  # another run live: only the watcher's verdict can blame this run
+    failing, unattributed = leaks([leaked], attribution)
+    assert (failing, unattributed) == ([f"left behind by this run: {leaked} (a cgroup)"], [])
