@@ -126,7 +126,17 @@ install:
 	install -m 644 systemd/kubenode-agent.service systemd/kubenode-deviceplugin.service $(UNITDIR)/
 	@echo "installed; now: systemctl daemon-reload && systemctl enable --now kubenode-agent"
 
+# Uninstall stops the plugin first (it would rewrite its CDI spec at the next Allocate), then removes the
+# CPU plugin's CDI spec files with the installed kubenode: their hook runs code under PREFIX, so a spec left
+# behind would fail every container start of its CPU sets (docs/deviceplugin.md). SYSTEMCTL=true skips the
+# systemctl step (the tests; a host without systemd skips it by itself).
+SYSTEMCTL ?= systemctl
+PLUGIN_CONFIG ?= /etc/kubenode/deviceplugin.yaml
 uninstall:
+	if [ -d /run/systemd/system ] && command -v $(SYSTEMCTL) >/dev/null; then \
+		$(SYSTEMCTL) disable --now kubenode-deviceplugin.service kubenode-agent.service || true; fi
+	if [ -x $(PREFIX)/bin/kubenode ]; then \
+		$(PREFIX)/bin/kubenode deviceplugin remove-cdi-specs $(if $(wildcard $(PLUGIN_CONFIG)),--config $(PLUGIN_CONFIG)); fi
 	rm -f $(BINDIR)/kubenode $(UNITDIR)/kubenode-agent.service $(UNITDIR)/kubenode-deviceplugin.service
 	rm -rf $(PREFIX)
 

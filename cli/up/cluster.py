@@ -203,6 +203,11 @@ class Cluster:
     def _default_plugin_config(self) -> Path:
         """The CPU backend and a GPU: NVML's when it finds GPUs, else examples/up-plugins.yaml's demo GPU."""
         document = yaml.safe_load(example("up-plugins.yaml").read_text())
+        for resource in document["resources"]:
+            if resource.get("backend") == "cpu":
+                # Not the host's /var/run/cdi: the agent pins by KUBENODE_CPUSET, and a spec left there would
+                # name this checkout's hook to the host's runtimes after the data dir or checkout is gone.
+                resource.setdefault("cpu", {})["cdiSpecDir"] = str(self.options.data_dir / "cdi")
         if nvml_gpu_count() > 0:
             document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
             # Named as the demo GPU is, so examples/pods/gpu-job.yaml runs on real GPUs unchanged.
