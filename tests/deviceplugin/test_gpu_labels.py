@@ -16,7 +16,8 @@ def test_h100_node_labels_in_the_features_file(tmp_path: Path) -> None:
     features = tmp_path / "features.d" / "kubenode-gfd"
     nvml = TelemetryNvml([gpu_info(i, i) for i in range(8)], model=H100)
     options = GpuOptions(features_file=str(features), sysfs_root=str(tmp_path / "sys"))
-    backend = GpuBackend("nvidia.com/gpu", options, nvml=nvml, telemetry=nvml, wall_clock=lambda: 1767225600.5)
+    now = 1767225600.5
+    backend = GpuBackend("nvidia.com/gpu", options, nvml=nvml, telemetry=nvml, wall_clock=lambda: now)
     backend.start(lambda: None)
     backend.stop()
     lines = features.read_text().splitlines()
@@ -68,7 +69,8 @@ def test_a100_node_shared_by_mps() -> None:
 
 
 def test_family_by_compute_capability() -> None:
-    assert [architecture_family(*cc) for cc in ((7, 0), (7, 5), (8, 6), (8, 9), (10, 0), (12, 0), (4, 0))] == [
+    capabilities = ((7, 0), (7, 5), (8, 6), (8, 9), (10, 0), (12, 0), (4, 0))
+    assert [architecture_family(*cc) for cc in capabilities] == [
         "volta",
         "turing",
         "ampere",
