@@ -46,9 +46,11 @@ class GpuBackend(Backend):
     ) -> None:
         self.options = options
         self.resource_name = resource_name
-        real = PynvmlNvml() if nvml is None else None
-        self._nvml: Nvml = nvml if nvml is not None else real  # type: ignore[assignment]
-        self.telemetry: NvmlTelemetry | None = telemetry if telemetry is not None else real
+        if nvml is None:  # the real NVML gives both; an injected one gives telemetry only if passed too
+            real = PynvmlNvml()
+            nvml, telemetry = real, telemetry or real
+        self._nvml: Nvml = nvml
+        self.telemetry = telemetry
         self._loader_cache = loader_cache
         self._wall_clock = wall_clock
         self.mps: dict[str, MpsDaemon] = {}  # uuid -> its daemon, with sharing mps
@@ -111,7 +113,10 @@ class GpuBackend(Backend):
         if not self._gpus:
             return
         if self.telemetry is not None:
-            self._publish(self.telemetry)
+            try:
+                self._publish(self.telemetry)
+            except Exception as exc:  # e.g. an NVML error reading attributes: the GPUs are still served
+                log.error("gpu backend for %s: publishing GPU files failed: %s", self.resource_name, exc)
         self._thread = threading.Thread(
             target=self._monitor, args=(on_change,), name="gpu-health", daemon=True
         )
