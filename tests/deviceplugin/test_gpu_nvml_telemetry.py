@@ -53,7 +53,7 @@ def test_attributes_and_sample_in_dcgm_units() -> None:
     nvml = PynvmlNvml()
     nvml._nvml = fake_pynvml()
     assert (nvml.driver_version(), nvml.cuda_driver_version()) == ("550.54.15", 12040)
-    h100 = GpuAttributes("GPU-x", "NVIDIA H100 80GB HBM3", 81559, 9, 0, mig_capable=False, display_active=False)
+    h100 = GpuAttributes("GPU-x", "NVIDIA H100 80GB HBM3", 81559, 9, 0, mig_capable=False)
     assert nvml.attributes("GPU-x") == h100
     assert nvml.sample("GPU-x") == GpuSample(
         "GPU-x", 45, 2048, 79511, 41, 123.456, 987654321, (ProcessSample(7, 1536, 45), ProcessSample(8, 0, 0))
