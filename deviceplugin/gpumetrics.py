@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from deviceplugin.backends.gpuhealth import GpuHealth
 from deviceplugin.backends.nvml import GpuAttributes, GpuInfo, GpuSample, NvmlTelemetry
 from deviceplugin.gpuconfig import GpuOptions
-from deviceplugin.podattribution import Holder, device_holders, pod_uid_of, pods_by_uid
+from deviceplugin.podattribution import Holder, PodResourcesClient, pod_uid_of, pods_by_uid
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -58,6 +58,10 @@ class GpuMetricsCollector:
         self._sources = list(sources)
         self._hostname = hostname or socket.gethostname()
         self._attributes: dict[str, GpuAttributes] = {}  # fixed while the driver runs: read once
+        self._podresources = {
+            s.options.pod_resources_socket: PodResourcesClient(s.options.pod_resources_socket)
+            for s in sources
+        }
 
     def _model(self, source: GpuSource, uuid: str) -> str:
         if uuid not in self._attributes:
@@ -79,7 +83,8 @@ class GpuMetricsCollector:
 
     def _series(self, source: GpuSource) -> Iterator[tuple[list[str], tuple[float, ...], int]]:
         """(labels, the GAUGES' values in order, Xid count) per GPU and holder."""
-        holders = device_holders(source.options.pod_resources_socket, source.resource_name) or {}
+        client = self._podresources[source.options.pod_resources_socket]
+        holders = client.device_holders(source.resource_name) or {}
         uids: dict[str, tuple[str, str]] | None = None  # read once per scrape, only for shared GPUs
         for device_id, gpu in source.gpus.items():
             sample = source.telemetry.sample(gpu.uuid)

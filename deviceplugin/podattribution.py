@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -28,21 +29,41 @@ class Holder:
     container: str
 
 
-def device_holders(socket_path: str, resource_name: str) -> dict[str, list[Holder]] | None:
-    """Device ID -> the containers holding it, from PodResources List; None when unreachable."""
-    if not os.path.exists(socket_path):
-        return None
-    import grpc
+class PodResourcesClient:
+    """PodResources `List` over one channel kept across scrapes (a new connection per scrape costs more
+    than the call); the channel is made again after a failure, e.g. a restarted kubelet."""
 
-    from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self._channel: Any = None
+        self._stub: Any = None
 
-    try:
-        with grpc.insecure_channel(f"unix://{socket_path}") as channel:
-            stub = api_pb2_grpc.PodResourcesListerStub(channel)
-            response = stub.List(api_pb2.ListPodResourcesRequest(), timeout=PODRESOURCES_TIMEOUT_S)
-    except grpc.RpcError as exc:
-        log.debug("PodResources List at %s failed: %s", socket_path, exc)
-        return None
+    def device_holders(self, resource_name: str) -> dict[str, list[Holder]] | None:
+        """Device ID -> the containers holding it; None when PodResources is unreachable."""
+        if not os.path.exists(self.socket_path):
+            return None
+        import grpc
+
+        from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
+
+        if self._stub is None:
+            self._channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)
+        try:
+            response = self._stub.List(api_pb2.ListPodResourcesRequest(), timeout=PODRESOURCES_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            log.debug("PodResources List at %s failed: %s", self.socket_path, exc)
+            self.close()
+            return None
+        return _holders(response, resource_name)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = self._stub = None
+
+
+def _holders(response: Any, resource_name: str) -> dict[str, list[Holder]]:
     holders: dict[str, list[Holder]] = {}
     for pod in response.pod_resources:
         for container in pod.containers:

@@ -10,8 +10,8 @@ import pytest
 
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.gpuconfig import GpuOptions
+from harness.fakegpu import DRIVER, LIB_DIR, TelemetryNvml, fake_driver, gpu_info
 from kubenode.cdi.registry import load_registry
-from tests.deviceplugin.gpufakes import DRIVER, LIB_DIR, TelemetryNvml, fake_driver, gpu_info
 
 RO = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.gpuconfig import GpuOptions
 from deviceplugin.gpumetrics import GpuMetricsCollector
-from tests.deviceplugin.gpufakes import TelemetryNvml, gpu_info
+from harness.fakegpu import TelemetryNvml, gpu_info
 
 DASHBOARD = Path(__file__).parent.parent.parent / "deploy/grafana/gpu-dashboard.json"
 # What a query holds besides metric names: PromQL's functions, aggregations and keywords.

@@ -7,7 +7,7 @@ from pathlib import Path
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.gfd import architecture_family, gpu_labels
 from deviceplugin.gpuconfig import GpuOptions
-from tests.deviceplugin.gpufakes import A100, H100, TelemetryNvml, gpu_info
+from harness.fakegpu import A100, H100, TelemetryNvml, gpu_info
 
 
 def test_h100_node_labels_in_the_features_file(tmp_path: Path) -> None:

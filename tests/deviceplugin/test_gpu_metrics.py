@@ -13,7 +13,7 @@ from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.backends.nvml import GpuSample, XidEvent
 from deviceplugin.gpuconfig import GpuOptions
 from deviceplugin.gpumetrics import GAUGES, GpuMetricsCollector
-from tests.deviceplugin.gpufakes import TelemetryNvml, gpu_info, podresources_server, process
+from harness.fakegpu import TelemetryNvml, gpu_info, podresources_server, process
 from tests.deviceplugin.support import wait_until
 
 UID_A = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

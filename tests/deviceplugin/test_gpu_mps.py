@@ -14,7 +14,7 @@ import pytest
 
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.config import ConfigError, parse_config
-from tests.deviceplugin.gpufakes import H100, TelemetryNvml, gpu_info
+from harness.fakegpu import H100, TelemetryNvml, gpu_info
 
 FAKE_CONTROL = r"""#!/bin/sh
 # Records: its arguments and environment, what /dev/shm is, and the commands on stdin.

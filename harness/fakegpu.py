@@ -1,5 +1,5 @@
 """A fake NVML with telemetry, a fake driver install (loader cache, libraries, nvidia-smi, /dev) and a
-PodResources server over a real unix socket, for the GPU backend's CDI, label, MPS and metrics tests."""
+PodResources server over a real unix socket: the GPU backend's tests and benchmarks/gpu_metrics_bench.py."""
 
 from __future__ import annotations
 
