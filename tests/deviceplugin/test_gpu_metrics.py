@@ -120,3 +120,23 @@ def test_without_podresources_the_gpus_are_still_reported(host: Path) -> None:
     assert source is not None
     metrics = scrape(GpuMetricsCollector([source], hostname="node-1"))
     assert [s[0]["pod"] for s in metrics["DCGM_FI_DEV_GPU_UTIL"]] == [""]
+
+
+def test_the_plugins_metrics_include_a_time_sliced_gpu_resource(host: Path) -> None:
+    from types import SimpleNamespace
+
+    from deviceplugin.metrics import PrometheusRecorder
+    from deviceplugin.replicas import ReplicatedBackend
+
+    nvml = TelemetryNvml([gpu_info(0, 0)])
+    backend = ReplicatedBackend(backend_for(host, nvml), 2)
+    resource = SimpleNamespace(
+        config=SimpleNamespace(name="nvidia.com/gpu"),
+        backend=backend,
+        state=SimpleNamespace(snapshot=lambda: (0, backend.devices())),
+        endpoint=SimpleNamespace(open_streams=lambda: 0),
+    )
+    recorder = PrometheusRecorder(SimpleNamespace(resources=[resource]))  # type: ignore[arg-type]
+    text = recorder.exposition().decode()
+    assert 'DCGM_FI_DEV_GPU_UTIL{Hostname="' in text and f'UUID="{gpu_info(0, 0).uuid}"' in text
+    assert 'kubenode_deviceplugin_devices{health="Healthy",resource="nvidia.com/gpu"} 2.0' in text
