@@ -177,7 +177,7 @@ def bench_floor(work: Path, pods: int = PODS) -> float:
     try:
         raw.make_tier(f"{root}/kubepods")
         for i in range(pods):
-            raw.make_pod(f"{root}/kubepods/pod{i}", FLOOR_LIMITS)
+            raw.make_pod(f"{root}/kubepods/pod{i}", FLOOR_LIMITS, kernel_defaults=True)
             durable_record(records / f"pod{i}.json", record.encode())
         return time.perf_counter() - started
     finally:

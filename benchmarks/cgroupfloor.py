@@ -37,8 +37,12 @@ class PodLimits:
 
 
 def _write(path: Path, value: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(value)
+    # The bare system calls, as the agent's backends make them (no buffered text file around them).
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 class RawCgroups:
@@ -81,8 +85,10 @@ class RawCgroups:
         _write(cpuset / level / "cpuset.cpus", cpus)
         self._cpusets[level] = mems, cpus
 
-    def make_pod(self, path: str, limits: PodLimits) -> None:
-        """One pod cgroup under an existing tier, its limits written."""
+    def make_pod(self, path: str, limits: PodLimits, *, kernel_defaults: bool = False) -> None:
+        """One pod cgroup under an existing tier, its limits written. `kernel_defaults` writes also the
+        values a new cgroup already holds (v1's 100 ms CFS period, pids.max "max"), as issue 23's floor
+        for agent_bench.py does; without it, only what the agent's backend writes for a new pod."""
         name = path.strip("/")
         if self.version == 2:
             directory = self.mount / name
@@ -91,16 +97,19 @@ class RawCgroups:
             _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
             _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
             _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
-            _write(directory / "pids.max", "max")
+            if kernel_defaults:
+                _write(directory / "pids.max", "max")
             return
         for controller in V1_CONTROLLERS:
             os.mkdir(self.mount / controller / name)
         cpu = self.mount / "cpu" / name
         _write(cpu / "cpu.shares", str(limits.shares))
-        _write(cpu / "cpu.cfs_period_us", str(QUOTA_PERIOD))
+        if kernel_defaults:
+            _write(cpu / "cpu.cfs_period_us", str(QUOTA_PERIOD))
         _write(cpu / "cpu.cfs_quota_us", str(limits.quota_us))
         _write(self.mount / "memory" / name / "memory.limit_in_bytes", str(limits.memory))
-        _write(self.mount / "pids" / name / "pids.max", "max")
+        if kernel_defaults:
+            _write(self.mount / "pids" / name / "pids.max", "max")
         self._inherit_cpuset(name, name.rsplit("/", 1)[0])
 
     def usage_files(self, cgroup: str) -> list[Path]:
