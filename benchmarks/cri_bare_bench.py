@@ -1,0 +1,215 @@
+"""CRI pods through the agent against a bare CRI client, on one containerd, in turns (needs root, containerd:
+`make containerd-deps`).
+
+One containerd with a private config (harness/containerd.py), one `kubenode apiserver` and one agent joined
+to it with `containerRuntimeEndpoint`. Then ROUNDS turns of each, alternating so that the machine's other
+load weighs on both:
+- agent: PODS busybox pods (cri_bench.py's pod: BestEffort, `sleep`) created in the API at once, on the
+  agent's node; each timed from its create call until a watch sees it Running. The agent process's CPU
+  over the turn is read from /proc. Then the pods are deleted and the turn waits until the API has none
+  and containerd holds none of the agent's sandboxes;
+- bare: the same PODS sandboxes and containers started at once by a minimal CRI client (barecri.py:
+  RunPodSandbox, CreateContainer, StartContainer with the same image, command and cgroup layout), each
+  timed from its first call until StartContainer answers; then stopped and removed.
+Prints both sides' create -> Running p50 and p99 over all turns, the agent p99 / bare p99 ratio (issue 42's
+goal: <= 1.5), the agent's CPU per CRI pod beside the bare client's, and containerd's CPU per pod under
+each. Everything it makes (pods, sandboxes, cgroups, directories) is removed at the end.
+
+    .venv/bin/python benchmarks/cri_bare_bench.py [--pods 30] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+from barecri import BARE_NODE, BareCRI
+from benchstats import percentile, report
+from cgroupfloor import RawCgroups
+from cri_bench import node_agent, pod
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
+
+from harness.agent import AgentProcess, close_reporting_leaks
+from harness.apiserver import ApiServerProcess
+from harness.cgroupfs import sweep_root
+from harness.containerd import ContainerdProcess
+from harness.ociimage import BUSYBOX_IMAGE
+from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
+from kubenode.kubeclient.informer import Informer
+
+POD_COUNT = 30
+ROUNDS = 3
+RUNNING_DEADLINE_S = 180.0
+GONE_DEADLINE_S = 120.0
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+class PodWatch:
+    """Running and deleted pods of the default namespace as a watch delivers them, for waits on events."""
+
+    def __init__(self, admin: KubeClient) -> None:
+        self.running: dict[str, float] = {}
+        self.deleted: set[str] = set()
+        self.changed = threading.Condition()
+        self._informer: Informer[dict[str, Any]] = Informer(
+            admin,
+            PODS,
+            namespace="default",
+            on_add=self._seen,
+            on_update=lambda _old, new: self._seen(new),
+            on_delete=self._gone,
+        )
+
+    def __enter__(self) -> PodWatch:
+        self._informer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._informer.stop()
+
+    def _seen(self, obj: dict[str, Any]) -> None:
+        if (obj.get("status") or {}).get("phase") == "Running":
+            with self.changed:
+                self.running.setdefault(obj["metadata"]["name"], time.monotonic())
+                self.changed.notify_all()
+
+    def _gone(self, obj: dict[str, Any]) -> None:
+        with self.changed:
+            self.deleted.add(obj["metadata"]["name"])
+            self.changed.notify_all()
+
+    def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(done, timeout):
+                raise SystemExit(f"cri_bare_bench: {what} within {timeout:.0f} s")
+
+
+def agent_turn(
+    admin: KubeClient, agent: AgentProcess, watch: PodWatch, bare: BareCRI, prefix: str, pods: int
+) -> tuple[list[float], float]:
+    """Each pod's create -> Running seconds through the agent, and the agent's CPU seconds for the turn."""
+    assert agent.process is not None
+    process = psutil.Process(agent.process.pid)
+    names = [f"{prefix}-{i}" for i in range(pods)]
+    created: dict[str, float] = {}
+
+    def create(name: str) -> None:
+        created[name] = time.monotonic()
+        admin.create(PODS, pod(name, agent.node, process=False), "default")
+
+    cpu_before = cpu_seconds(process)
+    with ThreadPoolExecutor(pods) as pool:
+        list(pool.map(create, names))
+    watch.wait(lambda: all(n in watch.running for n in names), RUNNING_DEADLINE_S, f"{prefix}: pods Running")
+    cpu = cpu_seconds(process) - cpu_before
+    for name in names:
+        admin.delete(PODS, name, "default")
+    watch.wait(lambda: all(n in watch.deleted for n in names), GONE_DEADLINE_S, f"{prefix}: pods deleted")
+    deadline = time.monotonic() + GONE_DEADLINE_S
+    while bare.sandboxes(agent.node):  # the next turn starts on an equally empty runtime
+        if time.monotonic() > deadline:
+            raise SystemExit(f"cri_bare_bench: {prefix}: the agent's sandboxes are still there")
+        time.sleep(0.1)
+    return [watch.running[n] - created[n] for n in names], cpu
+
+
+def bare_turn(bare: BareCRI, prefix: str, pods: int) -> tuple[list[float], float]:
+    """Each pod's first call -> StartContainer answered seconds, and this process's CPU seconds for it."""
+    command = pod("x", "x", process=False)["spec"]["containers"][0]["command"]
+
+    def start(name: str) -> tuple[str, float]:
+        started = time.monotonic()
+        sandbox = bare.start_pod(name, BUSYBOX_IMAGE, command)
+        return sandbox, time.monotonic() - started
+
+    cpu_before = time.process_time()
+    with ThreadPoolExecutor(pods) as pool:
+        results = list(pool.map(start, [f"{prefix}-{i}" for i in range(pods)]))
+    cpu = time.process_time() - cpu_before
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(bare.remove_pod, [sandbox for sandbox, _ in results]))
+    if bare.sandboxes(BARE_NODE):
+        raise SystemExit(f"cri_bare_bench: {prefix}: sandboxes left after removing them")
+    return [seconds for _, seconds in results], cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=POD_COUNT, help="pods started at once in each turn")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="turns of each side")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("cri_bare_bench needs root (containerd, cgroups)", file=sys.stderr)
+        return 1
+    bare_root = f"kn-bare-{uuid.uuid4().hex[:8]}"
+    logs = Path(tempfile.mkdtemp(prefix="kn-bare-logs-"))
+    agent_samples: list[float] = []
+    bare_samples: list[float] = []
+    agent_cpu = bare_cpu = containerd_agent_cpu = containerd_bare_cpu = 0.0
+    with ContainerdProcess() as containerd, ApiServerProcess() as api:
+        admin = KubeClient(load_kubeconfig(api.kubeconfig))
+        agent = node_agent(api, containerd)
+        bare = BareCRI(containerd.endpoint, bare_root, logs)
+        status = 1
+        try:
+            RawCgroups().make_tier(f"{bare_root}/kubepods/besteffort")  # a node's tiers exist before its pods
+            agent.start()
+            assert containerd.process is not None
+            runtime = psutil.Process(containerd.process.pid)
+            with PodWatch(admin) as watch:
+                for turn in range(args.rounds):
+                    print(f"turn {turn + 1}/{args.rounds}, load average {os.getloadavg()[0]:.2f}", flush=True)
+                    before = cpu_seconds(runtime)
+                    samples, cpu = bare_turn(bare, f"bare{turn}", args.pods)
+                    bare_samples += samples
+                    bare_cpu += cpu
+                    containerd_bare_cpu += cpu_seconds(runtime) - before
+                    before = cpu_seconds(runtime)
+                    samples, cpu = agent_turn(admin, agent, watch, bare, f"agent{turn}", args.pods)
+                    agent_samples += samples
+                    agent_cpu += cpu
+                    containerd_agent_cpu += cpu_seconds(runtime) - before
+            print(f"load average at the end {os.getloadavg()[0]:.2f}", flush=True)
+            status = 0
+        finally:
+            bare.close()
+            status = close_reporting_leaks(agent, admin) or status
+    left = sweep_root(bare_root)
+    shutil.rmtree(logs, ignore_errors=True)
+    if left:
+        print(f"cgroups left behind: {left}", file=sys.stderr)
+        return 1
+    if status:
+        return status
+    started = args.pods * args.rounds
+    for side, samples in (("through the agent", agent_samples), ("bare CRI client", bare_samples)):
+        for p in (50, 99):
+            label = f"CRI pod create -> Running p{p}, {side} ({args.pods} at once)"
+            report(label, percentile(samples, p), "s")
+    ratio = percentile(agent_samples, 99) / percentile(bare_samples, 99)
+    report("agent p99 / bare CRI client p99", ratio, "x", "<= 1.5 x")
+    report("agent CPU per CRI pod", agent_cpu / started * 1000, "ms")
+    report("bare CRI client CPU per pod", bare_cpu / started * 1000, "ms")
+    report("containerd CPU per pod, through the agent", containerd_agent_cpu / started * 1000, "ms")
+    report("containerd CPU per pod, bare CRI client", containerd_bare_cpu / started * 1000, "ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
