@@ -61,6 +61,8 @@ class RawCgroups:
                 self._enable_controllers(self.mount / parent)
                 if not (self.mount / level).is_dir():
                     os.mkdir(self.mount / level)
+                if depth == len(parts):
+                    self._enable_controllers(self.mount / level)  # for the pods it will hold
                 continue
             if (self.mount / "cpuset" / level).is_dir():
                 continue
