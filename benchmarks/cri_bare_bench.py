@@ -2,18 +2,19 @@
 `make containerd-deps`).
 
 One containerd with a private config (harness/containerd.py), one `kubenode apiserver` and one agent joined
-to it with `containerRuntimeEndpoint`. Then ROUNDS turns of each, alternating so that the machine's other
-load weighs on both:
-- agent: PODS busybox pods (cri_bench.py's pod: BestEffort, `sleep`) created in the API at once, on the
+to it with `containerRuntimeEndpoint`. Then ROUNDS turns, each the bare client's then the agent's, so that the
+machine's other load weighs on both:
+- agent: POD_COUNT busybox pods (cri_bench.py's pod: BestEffort, `sleep`) created in the API at once, on the
   agent's node; each timed from its create call until a watch sees it Running. The agent process's CPU
   over the turn is read from /proc. Then the pods are deleted and the turn waits until the API has none
   and containerd holds none of the agent's sandboxes;
-- bare: the same PODS sandboxes and containers started at once by a minimal CRI client (barecri.py:
+- bare: the same POD_COUNT sandboxes and containers started at once by a minimal CRI client (barecri.py:
   RunPodSandbox, CreateContainer, StartContainer with the same image, command and cgroup layout), each
   timed from its first call until StartContainer answers; then stopped and removed.
 Prints both sides' create -> Running p50 and p99 over all turns, the agent p99 / bare p99 ratio (issue 42's
-goal: <= 1.5), the agent's CPU per CRI pod beside the bare client's, and containerd's CPU per pod under
-each. Everything it makes (pods, sandboxes, cgroups, directories) is removed at the end.
+goal: <= 1.5), the agent's CPU per CRI pod (until Running) beside the bare client's, and containerd's CPU
+per pod on each side (its teardown included). Everything it makes (pods, sandboxes, cgroups, directories)
+is removed at the end.
 
     .venv/bin/python benchmarks/cri_bare_bench.py [--pods 30] [--rounds 3]
 """
@@ -30,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,51 @@ def bare_turn(bare: BareCRI, prefix: str, pods: int) -> tuple[list[float], float
     return [seconds for _, seconds in results], cpu
 
 
+@dataclass
+class Side:
+    """What one side's turns add up to: each pod's seconds, its client's CPU and containerd's CPU."""
+
+    samples: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    runtime_cpu_s: float = 0.0
+
+
+def run_turns(
+    containerd: ContainerdProcess, api: ApiServerProcess, bare_root: str, logs: Path, pods: int, rounds: int
+) -> tuple[Side, Side]:
+    """The agent's and the bare client's sides after `rounds` turns each; raises on a leak."""
+    agent_side, bare_side = Side(), Side()
+    admin = KubeClient(load_kubeconfig(api.kubeconfig))
+    agent = node_agent(api, containerd)
+    bare = BareCRI(containerd.endpoint, bare_root, logs)
+    status = 1
+    try:
+        RawCgroups().make_tier(f"{bare_root}/kubepods/besteffort")  # a node's tiers exist before its pods
+        agent.start()
+        assert containerd.process is not None
+        runtime = psutil.Process(containerd.process.pid)
+        with PodWatch(admin) as watch:
+            for turn in range(rounds):
+                print(f"turn {turn + 1}/{rounds}, load average {os.getloadavg()[0]:.2f}", flush=True)
+                for side in (bare_side, agent_side):
+                    before = cpu_seconds(runtime)
+                    if side is bare_side:
+                        samples, cpu = bare_turn(bare, f"bare{turn}", pods)
+                    else:
+                        samples, cpu = agent_turn(admin, agent, watch, bare, f"agent{turn}", pods)
+                    side.samples += samples
+                    side.cpu_s += cpu
+                    side.runtime_cpu_s += cpu_seconds(runtime) - before
+        print(f"load average at the end {os.getloadavg()[0]:.2f}", flush=True)
+        status = 0
+    finally:
+        bare.close()
+        status = close_reporting_leaks(agent, admin) or status
+    if status:
+        raise SystemExit("cri_bare_bench: the agent left cgroups behind")
+    return agent_side, bare_side
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=POD_COUNT, help="pods started at once in each turn")
@@ -159,55 +206,26 @@ def main() -> int:
         return 1
     bare_root = f"kn-bare-{uuid.uuid4().hex[:8]}"
     logs = Path(tempfile.mkdtemp(prefix="kn-bare-logs-"))
-    agent_samples: list[float] = []
-    bare_samples: list[float] = []
-    agent_cpu = bare_cpu = containerd_agent_cpu = containerd_bare_cpu = 0.0
-    with ContainerdProcess() as containerd, ApiServerProcess() as api:
-        admin = KubeClient(load_kubeconfig(api.kubeconfig))
-        agent = node_agent(api, containerd)
-        bare = BareCRI(containerd.endpoint, bare_root, logs)
-        status = 1
-        try:
-            RawCgroups().make_tier(f"{bare_root}/kubepods/besteffort")  # a node's tiers exist before its pods
-            agent.start()
-            assert containerd.process is not None
-            runtime = psutil.Process(containerd.process.pid)
-            with PodWatch(admin) as watch:
-                for turn in range(args.rounds):
-                    print(f"turn {turn + 1}/{args.rounds}, load average {os.getloadavg()[0]:.2f}", flush=True)
-                    before = cpu_seconds(runtime)
-                    samples, cpu = bare_turn(bare, f"bare{turn}", args.pods)
-                    bare_samples += samples
-                    bare_cpu += cpu
-                    containerd_bare_cpu += cpu_seconds(runtime) - before
-                    before = cpu_seconds(runtime)
-                    samples, cpu = agent_turn(admin, agent, watch, bare, f"agent{turn}", args.pods)
-                    agent_samples += samples
-                    agent_cpu += cpu
-                    containerd_agent_cpu += cpu_seconds(runtime) - before
-            print(f"load average at the end {os.getloadavg()[0]:.2f}", flush=True)
-            status = 0
-        finally:
-            bare.close()
-            status = close_reporting_leaks(agent, admin) or status
-    left = sweep_root(bare_root)
-    shutil.rmtree(logs, ignore_errors=True)
+    try:
+        with ContainerdProcess() as containerd, ApiServerProcess() as api:
+            agent, bare = run_turns(containerd, api, bare_root, logs, args.pods, args.rounds)
+    finally:
+        left = sweep_root(bare_root)
+        shutil.rmtree(logs, ignore_errors=True)
     if left:
         print(f"cgroups left behind: {left}", file=sys.stderr)
         return 1
-    if status:
-        return status
-    started = args.pods * args.rounds
-    for side, samples in (("through the agent", agent_samples), ("bare CRI client", bare_samples)):
+    for name, side in (("through the agent", agent), ("bare CRI client", bare)):
         for p in (50, 99):
-            label = f"CRI pod create -> Running p{p}, {side} ({args.pods} at once)"
-            report(label, percentile(samples, p), "s")
-    ratio = percentile(agent_samples, 99) / percentile(bare_samples, 99)
+            label = f"CRI pod create -> Running p{p}, {name} ({args.pods} at once)"
+            report(label, percentile(side.samples, p), "s")
+    ratio = percentile(agent.samples, 99) / percentile(bare.samples, 99)
     report("agent p99 / bare CRI client p99", ratio, "x", "<= 1.5 x")
-    report("agent CPU per CRI pod", agent_cpu / started * 1000, "ms")
-    report("bare CRI client CPU per pod", bare_cpu / started * 1000, "ms")
-    report("containerd CPU per pod, through the agent", containerd_agent_cpu / started * 1000, "ms")
-    report("containerd CPU per pod, bare CRI client", containerd_bare_cpu / started * 1000, "ms")
+    started = args.pods * args.rounds
+    report("agent CPU per CRI pod", agent.cpu_s / started * 1000, "ms")
+    report("bare CRI client CPU per pod", bare.cpu_s / started * 1000, "ms")
+    report("containerd CPU per pod, through the agent", agent.runtime_cpu_s / started * 1000, "ms")
+    report("containerd CPU per pod, bare CRI client", bare.runtime_cpu_s / started * 1000, "ms")
     return 0
 
 
