@@ -12,6 +12,7 @@ per call. `remove_pod` stops and removes a sandbox (its container with it).
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -43,8 +44,11 @@ class BareCRI:
     def close(self) -> None:
         self._channel.close()
 
-    def start_pod(self, name: str, image: str, command: list[str], namespace: str = "default") -> str:
-        """Run one pod with one container `main`; returns the sandbox id once StartContainer has answered."""
+    def start_pod(
+        self, name: str, image: str, command: list[str], namespace: str = "default"
+    ) -> tuple[str, float]:
+        """Run one pod with one container `main`. Returns, once StartContainer has answered, the sandbox id
+        and the time.monotonic() at which RunPodSandbox had answered."""
         uid = str(uuid.uuid4())
         labels = {
             "io.kubernetes.pod.name": name,
@@ -66,6 +70,7 @@ class BareCRI:
         sandbox_id = self._runtime.RunPodSandbox(
             cri.RunPodSandboxRequest(config=sandbox), timeout=TIMEOUT_S
         ).pod_sandbox_id
+        sandbox_ready = time.monotonic()
         container = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name="main", attempt=0),
             image=cri.ImageSpec(image=image),
@@ -86,7 +91,7 @@ class BareCRI:
             timeout=TIMEOUT_S,
         ).container_id
         self._runtime.StartContainer(cri.StartContainerRequest(container_id=container_id), timeout=TIMEOUT_S)
-        return str(sandbox_id)
+        return str(sandbox_id), sandbox_ready
 
     def remove_pod(self, sandbox_id: str) -> None:
         self._runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=TIMEOUT_S)

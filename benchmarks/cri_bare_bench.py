@@ -22,7 +22,9 @@ is removed at the end.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -55,6 +57,12 @@ POD_COUNT = 30
 ROUNDS = 3
 RUNNING_DEADLINE_S = 180.0
 GONE_DEADLINE_S = 120.0
+# The agent's INFO lines (agent/kuberuntime/cri/runtime.py) that mark its CRI calls answered, with
+# logging's asctime; they split its create -> Running into where the time goes.
+_LOGGED = re.compile(
+    r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \S+: pod default/(?P<name>[^ :]+)"
+    r"(?::(?P<sandbox> sandbox \S+ running)| container main (?P<started>started))"
+)
 
 
 def cpu_seconds(process: psutil.Process) -> float:
@@ -102,14 +110,36 @@ class PodWatch:
                 raise SystemExit(f"cri_bare_bench: {what} within {timeout:.0f} s")
 
 
+def logged_calls(agent: AgentProcess, names: list[str]) -> dict[str, dict[str, float]]:
+    """Pod name -> {"sandbox": wall time RunPodSandbox answered, "started": StartContainer's}, from the
+    agent's log (read by AgentProcess's thread, which may be a line or two behind the watch)."""
+    wanted = set(names)
+    deadline = time.monotonic() + 10
+    while True:
+        found: dict[str, dict[str, float]] = {}
+        for line in list(agent.output):
+            match = _LOGGED.match(line)
+            if match and match["name"] in wanted:
+                at = datetime.datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                found.setdefault(match["name"], {})["sandbox" if match["sandbox"] else "started"] = at
+        missing = [n for n in names if len(found.get(n, {})) != 2]
+        if not missing:
+            return found
+        if time.monotonic() > deadline:
+            raise SystemExit(f"cri_bare_bench: the agent's log lacks the sandbox/started lines of {missing}")
+        time.sleep(0.05)
+
+
 def agent_turn(
-    admin: KubeClient, agent: AgentProcess, watch: PodWatch, bare: BareCRI, prefix: str, pods: int
+    admin: KubeClient, agent: AgentProcess, watch: PodWatch, bare: BareCRI, prefix: str, side: Side, pods: int
 ) -> tuple[list[float], float]:
-    """Each pod's create -> Running seconds through the agent, and the agent's CPU seconds for the turn."""
+    """Each pod's create -> Running seconds through the agent, and the agent's CPU seconds for the turn;
+    the phases of each go to `side`."""
     assert agent.process is not None
     process = psutil.Process(agent.process.pid)
     names = [f"{prefix}-{i}" for i in range(pods)]
     created: dict[str, float] = {}
+    wall = time.time() - time.monotonic()  # the log's clock is the wall clock
 
     def create(name: str) -> None:
         created[name] = time.monotonic()
@@ -120,6 +150,10 @@ def agent_turn(
         list(pool.map(create, names))
     watch.wait(lambda: all(n in watch.running for n in names), RUNNING_DEADLINE_S, f"{prefix}: pods Running")
     cpu = cpu_seconds(process) - cpu_before
+    for name, calls in logged_calls(agent, names).items():
+        side.add("API create -> RunPodSandbox answered", calls["sandbox"] - wall - created[name])
+        side.add("RunPodSandbox -> StartContainer answered", calls["started"] - calls["sandbox"])
+        side.add("StartContainer -> Running seen in the API", watch.running[name] + wall - calls["started"])
     for name in names:
         admin.delete(PODS, name, "default")
     watch.wait(lambda: all(n in watch.deleted for n in names), GONE_DEADLINE_S, f"{prefix}: pods deleted")
@@ -131,14 +165,18 @@ def agent_turn(
     return [watch.running[n] - created[n] for n in names], cpu
 
 
-def bare_turn(bare: BareCRI, prefix: str, pods: int) -> tuple[list[float], float]:
-    """Each pod's first call -> StartContainer answered seconds, and this process's CPU seconds for it."""
+def bare_turn(bare: BareCRI, prefix: str, side: Side, pods: int) -> tuple[list[float], float]:
+    """Each pod's first call -> StartContainer answered seconds, and this process's CPU seconds for it;
+    the phases of each go to `side`."""
     command = pod("x", "x", process=False)["spec"]["containers"][0]["command"]
 
     def start(name: str) -> tuple[str, float]:
         started = time.monotonic()
-        sandbox = bare.start_pod(name, BUSYBOX_IMAGE, command)
-        return sandbox, time.monotonic() - started
+        sandbox, sandbox_ready = bare.start_pod(name, BUSYBOX_IMAGE, command)
+        done = time.monotonic()
+        side.add("RunPodSandbox", sandbox_ready - started)
+        side.add("CreateContainer + StartContainer", done - sandbox_ready)
+        return sandbox, done - started
 
     cpu_before = time.process_time()
     with ThreadPoolExecutor(pods) as pool:
@@ -158,6 +196,10 @@ class Side:
     samples: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
     runtime_cpu_s: float = 0.0
+    phases: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.phases.setdefault(phase, []).append(seconds)
 
 
 def run_turns(
@@ -180,9 +222,9 @@ def run_turns(
                 for side in (bare_side, agent_side):
                     before = cpu_seconds(runtime)
                     if side is bare_side:
-                        samples, cpu = bare_turn(bare, f"bare{turn}", pods)
+                        samples, cpu = bare_turn(bare, f"bare{turn}", side, pods)
                     else:
-                        samples, cpu = agent_turn(admin, agent, watch, bare, f"agent{turn}", pods)
+                        samples, cpu = agent_turn(admin, agent, watch, bare, f"agent{turn}", side, pods)
                     side.samples += samples
                     side.cpu_s += cpu
                     side.runtime_cpu_s += cpu_seconds(runtime) - before
@@ -219,6 +261,9 @@ def main() -> int:
         for p in (50, 99):
             label = f"CRI pod create -> Running p{p}, {name} ({args.pods} at once)"
             report(label, percentile(side.samples, p), "s")
+    for name, side in (("through the agent", agent), ("bare CRI client", bare)):
+        for phase, seconds in side.phases.items():
+            report(f"  {name}: {phase} p50", percentile(seconds, 50), "s")
     ratio = percentile(agent.samples, 99) / percentile(bare.samples, 99)
     report("agent p99 / bare CRI client p99", ratio, "x", "<= 1.5 x")
     started = args.pods * args.rounds
