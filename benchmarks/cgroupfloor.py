@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.cm.cgroups.detect import CGROUP_MOUNT
 from agent.cm.cgroups.formulas import QUOTA_PERIOD, shares_to_weight
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
 from agent.cm.cgroups.v2 import WANTED_CONTROLLERS
-from harness.cgroupfs import cgroup_version, sweep_root
+from harness.cgroupfs import V1_CONTROLLERS, cgroup_version, sweep_root
 
 
 @dataclass(frozen=True)

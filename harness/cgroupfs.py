@@ -12,7 +12,10 @@ import functools
 from pathlib import Path
 
 from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, sweep_v1_root, sweep_v2_root
+from agent.cm.cgroups.sweep import sweep_v1_root, sweep_v2_root
+from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED
+
+V1_CONTROLLERS = REQUIRED + OPTIONAL  # the v1 hierarchies the agent's pod cgroups are made in
 
 
 @functools.cache
