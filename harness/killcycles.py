@@ -31,12 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.config.sources import ManifestSource
 from agent.node import NodeAgent
 from agent.volumemanager.mountutil import mounts_under
+from harness.cgroupfs import process_tree
 from harness.manifests import fast_agent_config, write_manifest
-from kubenode.cgroupsweep import V1_MOUNT
 
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
 KILL_POINTS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
@@ -68,7 +67,7 @@ def fork_agent(root: str, manifests: Path, state: Path) -> int:
 
 def copies(root: str) -> dict[str, int]:
     """Pod UID -> container processes (session leaders) in its cgroup; descendants are not counted."""
-    top = V1_MOUNT / V1_CONTROLLERS[0] / root.strip("/")
+    top = process_tree(root)
     found: dict[str, int] = {}
     for current, dirs, _files in os.walk(top):
         name = os.path.basename(current)
