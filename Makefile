@@ -108,6 +108,7 @@ bench: $(STAMP) containerd-deps
 	$(BENCH_RUN) benchmarks/cdihook_bench.py
 	$(BENCH_RUN) benchmarks/hostile_bench.py
 	$(BENCH_RUN) benchmarks/topology_bench.py
+	$(BENCH_RUN) benchmarks/gpu_metrics_bench.py
 ifeq ($(HOST_CGROUP),cgroup2fs)
 	@echo "bench: this host is cgroup v2, so the scripts above measured v2 itself; no v2 guest is booted"
 else
