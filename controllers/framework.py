@@ -45,7 +45,11 @@ class SharedInformers:
             self._handlers[key] = handlers
 
             def fan(kind: str) -> Handler:
-                return lambda *args: [handler(*args) for handler in handlers[kind]]
+                def call(*args: Any) -> None:
+                    for handler in handlers[kind]:
+                        handler(*args)
+
+                return call
 
             self.informers[key] = Informer(
                 self.client, resource, on_add=fan("add"), on_update=fan("update"), on_delete=fan("delete"),
