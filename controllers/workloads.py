@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from controllers.deployment import DeploymentController
 from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
 from controllers.replicaset import ReplicaSetController
@@ -26,6 +27,7 @@ class WorkloadControllers:
         self.controllers: list[Controller] = [
             GarbageCollector(client, self.informers, may_act),
             ReplicaSetController(client, self.informers, may_act),
+            DeploymentController(client, self.informers, may_act),
         ]
         self._starter: threading.Thread | None = None
 
