@@ -11,9 +11,11 @@ import logging
 import threading
 from collections.abc import Callable
 
+from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
 from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
+from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
 from kubenode.kubeclient import KubeClient
 
@@ -28,6 +30,8 @@ class WorkloadControllers:
             GarbageCollector(client, self.informers, may_act),
             ReplicaSetController(client, self.informers, may_act),
             DeploymentController(client, self.informers, may_act),
+            DaemonSetController(client, self.informers, may_act),
+            JobController(client, self.informers, may_act),
         ]
         self._starter: threading.Thread | None = None
 
