@@ -17,6 +17,7 @@ from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
 from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.serviceaccount import ServiceAccountsController
 from kubenode.kubeclient import KubeClient
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class WorkloadControllers:
             DeploymentController(client, self.informers, may_act),
             DaemonSetController(client, self.informers, may_act),
             JobController(client, self.informers, may_act),
+            ServiceAccountsController(client, self.informers, may_act),
         ]
         self._starter: threading.Thread | None = None
 
