@@ -71,13 +71,15 @@ class WorkloadStrategy(Strategy):
     has_status = True
     restart_policies: tuple[str, ...] = ("Always",)
     immutable_template = False
+    # The status a new object starts with: the fields kube's types always write (no omitempty).
+    initial_status: Mapping[str, int] = {}
 
     def default(self, spec: dict[str, Any]) -> None:
         """The kind's own defaults (SetDefaults_<Kind>), after the template's."""
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
         obj["metadata"]["generation"] = 1
-        obj["status"] = {}
+        obj["status"] = dict(self.initial_status)
         spec = obj.setdefault("spec", {})
         self._default_template(spec)
         self.default(spec)
@@ -204,6 +206,7 @@ class DeploymentStrategy(WorkloadStrategy):
 
 class ReplicaSetStrategy(WorkloadStrategy):
     model = "V1ReplicaSet"
+    initial_status = {"replicas": 0}
 
     def default(self, spec: dict[str, Any]) -> None:
         spec.setdefault("replicas", 1)
@@ -211,6 +214,9 @@ class ReplicaSetStrategy(WorkloadStrategy):
 
 class DaemonSetStrategy(WorkloadStrategy):
     model = "V1DaemonSet"
+    initial_status = {
+        "currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0,
+    }  # fmt: skip
 
     def default(self, spec: dict[str, Any]) -> None:
         strategy = spec.setdefault("updateStrategy", {})
