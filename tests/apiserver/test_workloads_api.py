@@ -151,7 +151,8 @@ spec:
         ),
         (
             FOREVER,
-            'spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never"',
+            'spec.template.spec.restartPolicy: Unsupported value: "Always": '
+            'supported values: "OnFailure", "Never"',
         ),
     ],
 )
