@@ -206,7 +206,7 @@ class DeploymentStrategy(WorkloadStrategy):
 
 class ReplicaSetStrategy(WorkloadStrategy):
     model = "V1ReplicaSet"
-    initial_status = {"replicas": 0}
+    initial_status: Mapping[str, int] = {"replicas": 0}
 
     def default(self, spec: dict[str, Any]) -> None:
         spec.setdefault("replicas", 1)
@@ -214,7 +214,7 @@ class ReplicaSetStrategy(WorkloadStrategy):
 
 class DaemonSetStrategy(WorkloadStrategy):
     model = "V1DaemonSet"
-    initial_status = {
+    initial_status: Mapping[str, int] = {
         "currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0,
     }  # fmt: skip
 
