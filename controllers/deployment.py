@@ -27,6 +27,7 @@ from typing import Any
 from controllers import deploymentutil as du
 from controllers.framework import Controller, Obj, SharedInformers, key_of, meta
 from controllers.pods import adopt_patch, claim, controller_ref, owner_ref, release_patch, seconds
+from controllers.replicaset import write_status
 from controllers.resources import DEPLOYMENTS, REPLICASETS
 from kubenode.kubeclient import AlreadyExists, KubeClient, KubeError, NotFound
 from kubenode.kubeclient.timefmt import rfc3339
@@ -305,8 +306,7 @@ class DeploymentController(Controller):
             )
         du.set_condition(status, du.condition("Available", *available, now))
         self._progressing(d, status, old_status, new, created, now_s)
-        if status != old_status:
-            self.client.update(DEPLOYMENTS, {**d, "status": status}, subresource="status")
+        write_status(self.client, DEPLOYMENTS, d, status)
 
     def _progressing(self, d: Obj, status: dict[str, Any], old: dict[str, Any], new: Obj | None,
                      created: bool, now_s: float) -> None:  # fmt: skip

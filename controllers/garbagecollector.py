@@ -50,6 +50,7 @@ class GarbageCollector(Controller):
         self.informers: dict[str, tuple[Resource, Informer[Obj]]] = {}
         self._dependents: dict[str, set[str]] = {}  # owner uid -> queue keys of its dependents
         self._owners_of: dict[str, set[str]] = {}  # queue key -> owner uids (to unindex)
+        self._key_of_uid: dict[str, str] = {}  # uid -> queue key of every object the informers hold
         self._index_lock = threading.Lock()
         for resource in list(GC_RESOURCES):
             rkey = _resource_key(resource)
@@ -68,9 +69,13 @@ class GarbageCollector(Controller):
         m = meta(obj)
         return f"{_resource_key(resource)}|{m.get('namespace') or ''}/{m.get('name')}"
 
-    def _index(self, key: str, obj: Obj | None) -> None:
+    def _index(self, key: str, obj: Obj | None, uid: str) -> None:
         uids = {str(r.get("uid")) for r in (meta(obj).get("ownerReferences") or [])} if obj else set()
         with self._index_lock:
+            if obj is None:
+                self._key_of_uid.pop(uid, None)
+            else:
+                self._key_of_uid[uid] = key
             for uid in self._owners_of.pop(key, set()) - uids:
                 self._dependents.get(uid, set()).discard(key)
             for uid in uids:
@@ -84,8 +89,8 @@ class GarbageCollector(Controller):
 
     def _changed(self, resource: Resource, obj: Obj) -> None:
         key = self._key(resource, obj)
-        self._index(key, obj)
         m = meta(obj)
+        self._index(key, obj, str(m.get("uid")))
         if m.get("ownerReferences") or m.get("deletionTimestamp"):
             self.enqueue_key(key)
         if m.get("deletionTimestamp"):
@@ -94,19 +99,18 @@ class GarbageCollector(Controller):
 
     def _gone(self, resource: Resource, obj: Obj) -> None:
         key = self._key(resource, obj)
-        self._index(key, None)
         uid = str(meta(obj).get("uid"))
+        self._index(key, None, uid)
         for dependent in self.dependents(uid):
             self.enqueue_key(dependent)
         for owner_uid in {str(r.get("uid")) for r in meta(obj).get("ownerReferences") or []}:
             self._enqueue_owner(owner_uid)  # a foreground owner may be waiting for this one
 
     def _enqueue_owner(self, uid: str) -> None:
-        for resource, informer in self.informers.values():
-            for owner in informer.items():
-                if meta(owner).get("uid") == uid and meta(owner).get("deletionTimestamp"):
-                    self.enqueue_key(self._key(resource, owner))
-                    return
+        with self._index_lock:
+            key = self._key_of_uid.get(uid)
+        if key is not None:
+            self.enqueue_key(key)  # its sync acts only if it is being deleted
 
     # ----- one object --------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controllers.framework import Controller, Obj, SharedInformers, key_of, meta, split_key
+from controllers.framework import Controller, Obj, SharedInformers, key_of, meta
 from controllers.pods import (
     Expectations,
     adopt_patch,
@@ -165,10 +165,17 @@ class PodOwnerController(Controller):
                 raise
 
     def write_status(self, owner: Obj, status: dict[str, Any]) -> None:
-        if {**(owner.get("status") or {}), **status} == (owner.get("status") or {}):
-            return
-        body = {**owner, "status": {**(owner.get("status") or {}), **status}}
-        self.client.update(self.resource, body, subresource="status")
+        """A merge patch of the status fields that changed: one worker syncs a key at a time, so nothing
+        else writes them, and a write to the object's metadata meanwhile is no conflict."""
+        write_status(self.client, self.resource, owner, status)
+
+
+def write_status(client: KubeClient, resource: Resource, owner: Obj, status: Mapping[str, Any]) -> None:
+    current = owner.get("status") or {}
+    changed = {k: v for k, v in status.items() if current.get(k) != v}
+    if changed:
+        name, namespace = meta(owner)["name"], meta(owner).get("namespace")
+        client.patch(resource, name, {"status": changed}, namespace, subresource="status", patch_type="merge")
 
 
 def owner_selector(owner: Obj) -> Mapping[str, Any] | None:
@@ -223,4 +230,4 @@ class ReplicaSetController(PodOwnerController):
         )
 
 
-__all__ = ["BURST_REPLICAS", "PodOwnerController", "ReplicaSetController", "owner_selector", "split_key"]
+__all__ = ["BURST_REPLICAS", "PodOwnerController", "ReplicaSetController", "owner_selector", "write_status"]
