@@ -128,7 +128,6 @@ CONTROLLER_MANAGER_RULES = (
     # daemon-set-controller, job-controller, serviceaccount-controller, generic-garbage-collector).
     rule("create patch update", resources=("pods", "serviceaccounts")),
     rule("get list watch", resources=("serviceaccounts",)),
-    rule("create", resources=("pods/binding",)),
     rule(
         "get list watch create update patch delete",
         groups=("apps", "batch"),
