@@ -48,8 +48,7 @@ class DeploymentController(Controller):
         may_act: Callable[[], bool],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(client, may_act)
-        self.clock = clock
+        super().__init__(client, may_act, clock)
         self.deployments = informers.on(DEPLOYMENTS, add=self.enqueue, update=lambda _o, n: self.enqueue(n),
                                         delete=self.enqueue)  # fmt: skip
         self.replicasets = informers.on(REPLICASETS, add=self._rs_changed,

@@ -165,9 +165,12 @@ class Controller:
     name = "controller"
     workers = 2
 
-    def __init__(self, client: KubeClient, may_act: Callable[[], bool]) -> None:
+    def __init__(
+        self, client: KubeClient, may_act: Callable[[], bool], clock: Callable[[], float] = time.time
+    ) -> None:
         self.client = client
         self.may_act = may_act
+        self.clock = clock  # wall time: conditions, minReadySeconds, deadlines
         self.queue = WorkQueue()
         self._threads: list[threading.Thread] = []
         self._backoffs: dict[str, Backoff] = {}

@@ -58,8 +58,7 @@ class PodOwnerController(Controller):
         may_act: Callable[[], bool],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(client, may_act)
-        self.clock = clock
+        super().__init__(client, may_act, clock)
         self.expectations = Expectations()
         self.owners = informers.on(self.resource, add=self.enqueue, update=lambda _o, n: self.enqueue(n),
                                    delete=self._owner_deleted)  # fmt: skip
