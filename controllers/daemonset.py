@@ -177,11 +177,12 @@ class DaemonSetController(PodOwnerController):
         body = pod_from_template(ds, template, {REVISION_LABEL: revision})
         for i, node in enumerate(nodes):
             try:
-                self.client.create(PODS, _bound_to(body, node), meta(ds).get("namespace"), decode=False)
+                made = self.client.create(PODS, _bound_to(body, node), meta(ds).get("namespace"))
             except Exception:
                 for _ in nodes[i:]:
                     self.expectations.created(key)
                 raise
+            self.event(ds, "SuccessfulCreate", f"Created pod: {meta(made).get('name')}")
 
     def _sync_status(self, ds: Obj, revision: str, pods: list[Obj], wanted: list[str]) -> None:
         now = self.clock()

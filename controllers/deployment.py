@@ -34,6 +34,11 @@ from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.labelselector import matches
 
 
+def _owner_name(rs: Obj) -> str:
+    ref = controller_ref(rs)
+    return str(ref.get("name")) if ref else ""
+
+
 def _created(obj: Obj) -> float:
     return seconds(meta(obj).get("creationTimestamp")) or 0.0
 
@@ -157,6 +162,12 @@ class DeploymentController(Controller):
                 f"ReplicaSet {body['metadata']['name']} exists and is not this Deployment's"
             ) from None
         self._set_revision(d, old_max + 1)
+        if replicas:
+            self.event(
+                d,
+                "ScalingReplicaSet",
+                f"Scaled up replica set {body['metadata']['name']} from 0 to {replicas}",
+            )
         return made, True
 
     def _set_revision(self, d: Obj, revision: int) -> None:
@@ -166,11 +177,18 @@ class DeploymentController(Controller):
                 DEPLOYMENTS, meta(d)["name"], patch, meta(d).get("namespace"), patch_type="merge"
             )
 
-    def _scale(self, rs: Obj, replicas: int) -> Obj:
-        if du.spec_replicas(rs) == replicas:
+    def _scale(self, rs: Obj, replicas: int, d: Obj | None = None) -> Obj:
+        before = du.spec_replicas(rs)
+        if before == replicas:
             return rs
         body = {**rs, "spec": {**(rs.get("spec") or {}), "replicas": replicas}}
-        return self.client.update(REPLICASETS, body)
+        scaled = self.client.update(REPLICASETS, body)
+        owner = d if d is not None else self.deployments.get(f"{meta(rs).get('namespace')}/{_owner_name(rs)}")
+        if owner is not None:
+            direction = "up" if replicas > before else "down"
+            message = f"Scaled {direction} replica set {meta(rs).get('name')} from {before} to {replicas}"
+            self.event(owner, "ScalingReplicaSet", message)
+        return scaled
 
     # ----- one Deployment ----------------------------------------------------------------------
 

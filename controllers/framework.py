@@ -22,6 +22,7 @@ from typing import Any
 
 from kubenode.kubeclient import KubeClient, KubeError
 from kubenode.kubeclient.client import Resource
+from kubenode.kubeclient.events import EventRecorder, reference_to
 from kubenode.kubeclient.informer import Backoff, Informer
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,8 @@ class Controller:
         self.client = client
         self.may_act = may_act
         self.clock = clock  # wall time: conditions, minReadySeconds, deadlines
+        # Events as kube's controllers write them, from `<name>-controller` (never blocks a sync).
+        self.recorder = EventRecorder(client, f"{self.name}-controller")
         self.queue = WorkQueue()
         self._threads: list[threading.Thread] = []
         self._backoffs: dict[str, Backoff] = {}
@@ -181,6 +184,9 @@ class Controller:
 
     def enqueue_key(self, key: str) -> None:
         self.queue.add(key)
+
+    def event(self, obj: Obj, reason: str, message: str, kind: str = "Normal") -> None:
+        self.recorder.event(reference_to(obj), kind, reason, message)
 
     def _work(self) -> None:
         while (key := self.queue.get()) is not None:
@@ -205,6 +211,7 @@ class Controller:
         self.queue.add_after(key, delay)
 
     def start(self) -> None:
+        self.recorder.start()
         for i in range(self.workers):
             thread = threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
             thread.start()
@@ -214,6 +221,7 @@ class Controller:
         self.queue.shutdown()
         for thread in self._threads:
             thread.join(10)
+        self.recorder.stop()
 
 
 def meta(obj: Obj) -> dict[str, Any]:

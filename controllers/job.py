@@ -107,6 +107,10 @@ class JobController(PodOwnerController):
             ]
             status["completionTime"] = stamp
         if outcome:
+            final = outcome[-1]
+            done = final["type"] == "Complete"
+            reason = "Completed" if done else str(final["reason"])
+            self.event(job, reason, str(final["message"]), "Normal" if done else "Warning")
             if active:
                 self.delete_pods(key, active)
             active = []

@@ -139,13 +139,14 @@ class PodOwnerController(Controller):
             size = min(batch, count - created)
             for _ in range(size):
                 try:
-                    self.client.create(PODS, body, namespace, decode=False)
+                    made = self.client.create(PODS, body, namespace)
                 except Exception:
                     # What was not created will not be observed: lower the expectations by it.
                     for _ in range(count - created):
                         self.expectations.created(key)
                     raise
                 created += 1
+                self.event(owner, "SuccessfulCreate", f"Created pod: {meta(made).get('name')}")
             batch *= 2
         return created
 
@@ -158,10 +159,14 @@ class PodOwnerController(Controller):
                 )
             except NotFound:
                 self.expectations.deleted(key)
+                continue
             except Exception:
                 for _ in pods[i:]:
                     self.expectations.deleted(key)
                 raise
+            owner = self.owners.get(key)
+            if owner is not None:
+                self.event(owner, "SuccessfulDelete", f"Deleted pod: {meta(pod)['name']}")
 
     def write_status(self, owner: Obj, status: dict[str, Any]) -> None:
         """A merge patch of the status fields that changed: one worker syncs a key at a time, so nothing

@@ -64,6 +64,10 @@ def test_deployment_create_scale_replace_delete(cluster: Cluster) -> None:
     cluster.out("create", "deployment", "web", "--image=busybox", "--replicas=2", "--", "sleep", "600")
     cluster.out("rollout", "status", "deploy/web", f"--timeout={ROLLOUT_TIMEOUT}")
     assert len(live_ready(cluster, "web")) == 2
+    scaled = cluster.out(
+        "get", "events", "--field-selector", "involvedObject.name=web,reason=ScalingReplicaSet"
+    )
+    assert "Scaled up replica set web-" in scaled and "from 0 to 2" in scaled
     cluster.out("scale", "deploy/web", "--replicas=4")
     cluster.out("rollout", "status", "deploy/web", f"--timeout={ROLLOUT_TIMEOUT}")
     pods = live_ready(cluster, "web")
