@@ -9,7 +9,8 @@ Flow of `sync(namespace/name)`:
    an untolerated NoExecute taint removes it (kube's NodeShouldRunDaemonPod).
 3. Eligible nodes without a pod get one, bound directly (spec.nodeName, plus the node-name affinity
    kube's controller writes), its template hash in `controller-revision-hash`; extra pods, pods on
-   nodes that are no longer eligible, and Failed pods (which are then made again) are deleted.
+   nodes that are no longer eligible, and Failed pods are deleted; a node's pod that failed is made again
+   after kube's backoff (1 s doubling to 15 min), not in a loop.
 4. RollingUpdate: pods of an old template hash are deleted while fewer than maxUnavailable nodes are
    without an available pod; the next sync makes the new ones. OnDelete: nothing is replaced.
 5. Status: desiredNumberScheduled, currentNumberScheduled, numberMisscheduled, numberReady,
@@ -33,6 +34,7 @@ from kubenode.model.matching import matches_node_selector_and_affinity, untolera
 from kubenode.model.parse import parse_node, parse_pod
 
 REVISION_LABEL = "controller-revision-hash"
+FAILED_BACKOFF_S = (1.0, 900.0)  # kube's failedPodsBackoff: first delay and cap
 # AddOrUpdateDaemonPodTolerations: every daemon pod tolerates these.
 DAEMON_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -101,6 +103,10 @@ class DaemonSetController(PodOwnerController):
         self, client: KubeClient, informers: SharedInformers, may_act: Callable[[], bool], **kw: Any
     ) -> None:
         super().__init__(client, informers, may_act, **kw)
+        # kube's failedPodsBackoff: a pod that keeps failing on a node is made again after 1 s, doubling to
+        # 15 min, not in a hot loop. (DaemonSet key, node) -> (next delay, not before).
+        self._failed_backoff: dict[tuple[str, str], tuple[float, float]] = {}
+        self._failed_seen: set[str] = set()  # uids of failed pods already counted (bounded by failures)
         self.nodes = informers.on(NODES, add=self._node_changed, update=lambda _o, n: self._node_changed(n),
                                   delete=self._node_changed)  # fmt: skip
 
@@ -127,11 +133,16 @@ class DaemonSetController(PodOwnerController):
             name = str(meta(node).get("name"))
             schedule, keep = node_fit(template, node)
             here = [p for p in by_node.pop(name, []) if is_active(p) or _failed(p)]
-            delete += [p for p in here if _failed(p)]
+            failed = [p for p in here if _failed(p)]
+            if failed:
+                delete += failed
+                if any(meta(p).get("uid") not in self._failed_seen for p in failed):
+                    self._failed_seen.update(str(meta(p).get("uid")) for p in failed)
+                    self._back_off(key, name)
             running = [p for p in here if not _failed(p)]
             if schedule or (keep and running):
                 wanted.append(name)
-                if not running:
+                if not running and self._may_create(key, name):
                     create.append(name)
                 delete += sorted(running, key=lambda p: str(meta(p).get("creationTimestamp")))[1:]
             else:
@@ -145,6 +156,16 @@ class DaemonSetController(PodOwnerController):
             if create:
                 self._create_on(key, ds, template, revision, create)
         self._sync_status(ds, revision, pods, wanted)
+
+    def _back_off(self, key: str, node: str) -> None:
+        delay, _ = self._failed_backoff.get((key, node), (FAILED_BACKOFF_S[0] / 2, 0.0))
+        delay = min(delay * 2, FAILED_BACKOFF_S[1])
+        self._failed_backoff[(key, node)] = (delay, self.clock() + delay)
+        self.queue.add_after(key, delay)
+
+    def _may_create(self, key: str, node: str) -> bool:
+        _, not_before = self._failed_backoff.get((key, node), (0.0, 0.0))
+        return self.clock() >= not_before
 
     def _rolling_deletes(
         self, ds: Obj, revision: str, pods: list[Obj], wanted: list[str], doomed: list[Obj]
