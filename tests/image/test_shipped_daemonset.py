@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from harness.ociimage import ctr_import_args
 from kubenode.kubeclient import NODES, PODS
 from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import wait_until
+from tests.cri import conftest as cri_fixtures
 from tests.image.conftest import Image
 from tests.up.support import UpProcess
 
@@ -46,13 +46,7 @@ resources:
 pytestmark = pytest.mark.timeout(900)
 
 
-@pytest.fixture(scope="module")
-def containerd() -> Iterator[ContainerdProcess]:
-    process = ContainerdProcess()
-    try:
-        yield process.start()
-    finally:
-        process.close()
+containerd = cri_fixtures.containerd  # the CRI tests' private containerd, one per module
 
 
 def import_into(containerd: ContainerdProcess, image: Image, scratch: Path) -> None:
