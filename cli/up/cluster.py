@@ -5,7 +5,8 @@
     deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
                -> ready when its resources are in the Node's capacity and allocatable;
     scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler);
-    controller-manager (the node lifecycle controller: conditions -> NoSchedule taints)
+    controller-manager (node lifecycle: conditions -> NoSchedule taints; and the workload controllers:
+               garbage collector, ReplicaSet, Deployment, DaemonSet, Job, ServiceAccount)
                -> ready when it holds its Lease (kube-system/kube-controller-manager);
     node       -> "Ready" only now, read back from the API: Ready=True and every kubenode.io/* resource
                   a plugin was started for, non-zero in capacity and allocatable (what `kubectl describe
