@@ -5,7 +5,7 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
 - RBAC with the bootstrap ClusterRoleBindings: system:kube-scheduler -> the `system:kube-scheduler` rules,
   system:kube-controller-manager -> its rules and the node controller's,
   every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
-  non-resource URLs: discovery, /version, /openapi, health).
+  non-resource URLs: discovery, /version, /openapi, health); service accounts -> the OIDC documents.
 - RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
   `NodeRules()`), leases only for `kube-node-lease/<n>`, and get/list/watch of the ConfigMaps and Secrets
@@ -95,6 +95,10 @@ DISCOVERY_RULES = (
     rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
 
+# system:service-account-issuer-discovery, bound to the group system:serviceaccounts: the OIDC documents.
+ISSUER_DISCOVERY_RULES = (rule("get", urls=("/.well-known/openid-configuration", "/openid/v1/jwks")),)
+SERVICEACCOUNTS_GROUP = "system:serviceaccounts"
+
 # system:monitoring (bound to the group of the same name): the metrics and health endpoints.
 MONITORING_GROUP = "system:monitoring"
 MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/readyz", "/healthz")),)
@@ -156,6 +160,8 @@ NODE_RULES = (
     # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
     rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
     rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
+    # tokens for the pods bound to it: NodeRestriction (noderestriction.token_refusal) checks the pod
+    rule("create", resources=("serviceaccounts/token",)),
 )
 GRAPH_RESOURCES = (
     "secrets",
@@ -199,6 +205,8 @@ class NodeRBACAuthorizer:
         if any(r.matches(info) for r in DISCOVERY_RULES):
             return ALLOW
         if MONITORING_GROUP in user.groups and any(r.matches(info) for r in MONITORING_RULES):
+            return ALLOW
+        if SERVICEACCOUNTS_GROUP in user.groups and any(r.matches(info) for r in ISSUER_DISCOVERY_RULES):
             return ALLOW
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
             return ALLOW
@@ -278,6 +286,8 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
     rules: list[Rule] = [*DISCOVERY_RULES]
     if MONITORING_GROUP in user.groups:
         rules += MONITORING_RULES
+    if SERVICEACCOUNTS_GROUP in user.groups:
+        rules += ISSUER_DISCOVERY_RULES
     if user.name == SCHEDULER_USER:
         rules += SCHEDULER_RULES
     if user.name == CONTROLLER_MANAGER_USER:
