@@ -1,9 +1,11 @@
 """The ServiceAccount admission plugin (kube's plugin/pkg/admission/serviceaccount), on pod creation.
 
 Flow of `mutate`: a pod with no `serviceAccountName` gets `default`; the ServiceAccount it names must
-exist (403 otherwise, in kube's words); unless `automountServiceAccountToken: false` on the pod (or, the
-pod silent, on the ServiceAccount), every init and app container without a mount at
-/var/run/secrets/kubernetes.io/serviceaccount gets one of a `kube-api-access-<5 chars>` projected volume:
+exist (403 otherwise, in kube's words; one difference: while `default` is missing, a pod that named no
+account is admitted without a token, so a server without the controller manager still runs pods);
+unless `automountServiceAccountToken: false` on the pod (or, the pod silent, on the ServiceAccount),
+every init and app container without a mount at /var/run/secrets/kubernetes.io/serviceaccount gets one
+of a `kube-api-access-<5 chars>` projected volume:
 a bound token (`serviceAccountToken`, 3607 s, path `token`), the `kube-root-ca.crt` ConfigMap's `ca.crt`
 and the namespace from the downward API, mode 0644. Mirror pods (static pods a node publishes) are left
 alone. It runs before validation, as kube's mutating admission does.
@@ -69,10 +71,15 @@ class ServiceAccountAdmission:
         if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
             return
         spec = pod.setdefault("spec", {})
+        named = bool(spec.get("serviceAccountName") or spec.get("serviceAccount"))
         name = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
         spec["serviceAccountName"] = spec["serviceAccount"] = name
         namespace = info.namespace
         account = self._account(namespace, name)
+        if account is None and not named:
+            # kubenode: the default account not made yet (no controller manager, or not yet): admitted
+            # without the token volume, where kube refuses the pod until its controller has made it.
+            return
         if account is None:
             raise forbidden(
                 f'pods "{meta.get("name", "")}" is forbidden: error looking up service account '

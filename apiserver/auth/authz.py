@@ -132,6 +132,8 @@ CONTROLLER_MANAGER_RULES = (
     # daemon-set-controller, job-controller, serviceaccount-controller, generic-garbage-collector).
     rule("create patch update", resources=("pods", "serviceaccounts")),
     rule("get list watch", resources=("serviceaccounts",)),
+    # system:controller:root-ca-cert-publisher: kube-root-ca.crt in every namespace
+    rule("get list watch create update", resources=("configmaps",)),
     rule(
         "get list watch create update patch delete",
         groups=("apps", "batch"),
