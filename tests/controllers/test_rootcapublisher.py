@@ -34,7 +34,7 @@ def root_ca(cluster: Cluster, namespace: str) -> Any:
 def test_every_namespace_gets_the_ca_and_keeps_it(cluster: Cluster) -> None:
     ca = cluster.api.ca_file.read_text()
     for namespace in ("default", "kube-system", "kube-public", "kube-node-lease"):
-        published = wait_for(lambda ns=namespace: root_ca(cluster, ns), 30, f"{NAME} in {namespace}")
+        published = wait_for(lambda: root_ca(cluster, namespace), 30, f"{NAME} in {namespace}")  # noqa: B023
         assert published["data"] == {"ca.crt": ca}
         assert published["metadata"]["annotations"]["kubernetes.io/description"].startswith(
             "Contains a CA bundle that can be used to verify the kube-apiserver"
