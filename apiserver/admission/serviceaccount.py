@@ -73,13 +73,13 @@ class ServiceAccountAdmission:
         spec = pod.setdefault("spec", {})
         named = bool(spec.get("serviceAccountName") or spec.get("serviceAccount"))
         name = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
-        spec["serviceAccountName"] = spec["serviceAccount"] = name
         namespace = info.namespace
         account = self._account(namespace, name)
         if account is None and not named:
             # kubenode: the default account not made yet (no controller manager, or not yet): admitted
-            # without the token volume, where kube refuses the pod until its controller has made it.
+            # as sent, without the token volume, where kube refuses the pod until its controller made it.
             return
+        spec["serviceAccountName"] = spec["serviceAccount"] = name
         if account is None:
             raise forbidden(
                 f'pods "{meta.get("name", "")}" is forbidden: error looking up service account '
