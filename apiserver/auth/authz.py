@@ -25,7 +25,7 @@ from typing import Protocol
 
 from apiserver.auth import CONTROLLER_MANAGER_USER, MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
 from apiserver.auth.nodegraph import NodeGraph
-from apiserver.auth.policyfile import Policy, PolicyError, load_policy
+from apiserver.auth.policyfile import Policy, PolicyError, ReloadingPolicy
 from apiserver.request import RequestInfo
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -315,7 +315,7 @@ def new_authorizer(mode: str, policy_file: Path | None = None) -> Authorizer:
             f"--authorization-mode: unknown mode(s) {sorted(unknown) or [mode]}; use Node,RBAC or AlwaysAllow"
         )
     try:
-        policy = load_policy(policy_file) if policy_file is not None else None
+        policy = ReloadingPolicy(policy_file) if policy_file is not None else None
     except PolicyError as exc:
         raise ValueError(f"--authorization-policy-file: {exc}") from None
     return NodeRBACAuthorizer(policy)

@@ -13,6 +13,8 @@ names); `Policy.decide` answers a request with the grant that allows it, with ku
   with resourceNames it matches only requests that name one of them (so never create, list or watch);
   nonResourceURLs (ClusterRoles only) match the path, a trailing "*" being a prefix.
 A role a binding names but the file lacks grants nothing (as in kube: the binding dangles).
+The server reads the file again when it changes (`ReloadingPolicy`): editing it is how RBAC objects are
+"created" here.
 Every decision about a subject the file names is logged, allowed or denied, with the binding that
 allowed it: the audit that tests/test_deploy_rbac.py reads to check a manifest grants exactly the
 verbs a component uses.
@@ -21,6 +23,9 @@ verbs a component uses.
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,3 +211,49 @@ def load_policy(path: Path) -> Policy:
         source = f"{kind} {meta.get('name')} -> {ref_kind} {ref_name}"
         grants.append(Grant(source, namespace, _subjects(doc, obj, namespace), rules))
     return Policy(grants)
+
+
+class ReloadingPolicy(Policy):
+    """The file's policy, read again when the file changes (mtime, size or inode; looked at most every
+    `recheck_seconds`), so a RoleBinding added to it applies without a restart, as one created in kube
+    would; a file that stops parsing keeps the last good policy (logged)."""
+
+    def __init__(self, path: Path, recheck_seconds: float = 0.25) -> None:
+        self._path = path
+        self._recheck = recheck_seconds
+        self._lock = threading.Lock()
+        self._checked_at = time.monotonic()
+        self._stamp = self._stat()
+        super().__init__(load_policy(path).grants)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self._path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at < self._recheck:
+            return
+        with self._lock:
+            self._checked_at = now
+            stamp = self._stat()
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            try:
+                self.grants = load_policy(self._path).grants
+            except PolicyError as exc:
+                log.warning("keeping the previous RBAC policy: %s", exc)
+                return
+            log.info("RBAC policy reloaded from %s: %d binding(s)", self._path, len(self.grants))
+
+    def names(self, user: UserInfo) -> bool:
+        self._maybe_reload()
+        return super().names(user)
+
+    def decide(self, user: UserInfo, info: RequestInfo) -> Grant | None:
+        self._maybe_reload()
+        return super().decide(user, info)
