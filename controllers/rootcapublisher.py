@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from controllers.framework import Controller, Obj, SharedInformers, meta
+from controllers.framework import Controller, Obj, SharedInformers, is_active_namespace, meta
 from controllers.resources import CONFIGMAPS, NAMESPACES
 from kubenode.kubeclient import AlreadyExists, KubeClient, NotFound
 
@@ -49,10 +49,7 @@ class RootCAPublisher(Controller):
             self.enqueue_key(str(meta(configmap).get("namespace")))
 
     def sync(self, key: str) -> None:
-        namespace = self.namespaces.get(key)
-        if namespace is None or meta(namespace).get("deletionTimestamp"):
-            return
-        if (namespace.get("status") or {}).get("phase", "Active") != "Active":
+        if not is_active_namespace(self.namespaces.get(key)):
             return
         current = self.configmaps.get(f"{key}/{NAME}")
         if current is None:

@@ -23,9 +23,6 @@ verbs a component uses.
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +31,7 @@ from typing import Any
 import yaml
 
 from apiserver.auth import UserInfo
+from apiserver.auth.files import FileWatch
 from apiserver.request import RequestInfo
 from kubenode import yamlload
 
@@ -214,41 +212,23 @@ def load_policy(path: Path) -> Policy:
 
 
 class ReloadingPolicy(Policy):
-    """The file's policy, read again when the file changes (mtime, size or inode; looked at most every
-    `recheck_seconds`), so a RoleBinding added to it applies without a restart, as one created in kube
-    would; a file that stops parsing keeps the last good policy (logged)."""
+    """The file's policy, read again when the file changes (files.FileWatch), so a RoleBinding added to it
+    applies without a restart, as one created in kube would; a file that stops parsing keeps the last good
+    policy (logged)."""
 
     def __init__(self, path: Path, recheck_seconds: float = 0.25) -> None:
-        self._path = path
-        self._recheck = recheck_seconds
-        self._lock = threading.Lock()
-        self._checked_at = time.monotonic()
-        self._stamp = self._stat()
+        self._watch = FileWatch(path, recheck_seconds)
         super().__init__(load_policy(path).grants)
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self._path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def _maybe_reload(self) -> None:
-        now = time.monotonic()
-        if now - self._checked_at < self._recheck:
+        if not self._watch.changed():
             return
-        with self._lock:
-            self._checked_at = now
-            stamp = self._stat()
-            if stamp == self._stamp:
-                return
-            self._stamp = stamp
-            try:
-                self.grants = load_policy(self._path).grants
-            except PolicyError as exc:
-                log.warning("keeping the previous RBAC policy: %s", exc)
-                return
-            log.info("RBAC policy reloaded from %s: %d binding(s)", self._path, len(self.grants))
+        try:
+            self.grants = load_policy(self._watch.path).grants
+        except PolicyError as exc:
+            log.warning("keeping the previous RBAC policy: %s", exc)
+            return
+        log.info("RBAC policy reloaded from %s: %d binding(s)", self._watch.path, len(self.grants))
 
     def names(self, user: UserInfo) -> bool:
         self._maybe_reload()
