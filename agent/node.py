@@ -34,7 +34,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,18 +42,20 @@ from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
+from agent.container.downwardapi import HostInfo
+from agent.container.execresult import ExecRunner
+from agent.container.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
+from agent.container.podview import PodView
+from agent.container.security import SecurityPolicy
 from agent.eviction.manager import EvictionManager, PodUsage
 from agent.eviction.podusage import pod_usage, reclaim_dead_logs
 from agent.eviction.signals import Observation, observe
 from agent.eviction.thresholds import parse_thresholds
-from agent.kuberuntime.envvars import HostInfo
 from agent.kuberuntime.pleg import CONTAINER_STOPPED, EVENTED_RELIST_PERIOD_S, ContainerEvent, EventedPLEG
 from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
-from agent.kuberuntime.securitycontext import SecurityPolicy
 from agent.lifecycle.admission import Rejection, host_allocatable
 from agent.logs.manager import ContainerLogManager, LiveLog
-from agent.pod.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.podworkers.podsync import (
     CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
 )
@@ -63,7 +64,6 @@ from agent.podworkers.podsync import device_plugin_limits as device_plugin_limit
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
 from agent.prober.containers import container_view, exec_runner
-from agent.prober.handlers import ExecRunner
 from agent.prober.manager import ProbeManager
 from agent.prober.worker import ContainerView
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects, pod_references
@@ -85,15 +85,6 @@ LOOP_STALL_S = 60.0
 
 # The log manager asks every 10 s for every running container's log: a Path made once per log, not per ask.
 _log_path = functools.lru_cache(maxsize=4096)(Path)
-
-
-@dataclass(frozen=True)
-class PodView:
-    """One pod as the status endpoint shows it."""
-
-    pod: Pod | None
-    record: PodRecord
-    worker: str
 
 
 class NodeAgent(PodSyncer):

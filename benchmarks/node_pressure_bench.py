@@ -35,8 +35,9 @@ from benchstats import percentile, report
 from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.sweep import V1_MOUNT
 from agent.config.sources import ManifestSource
+from agent.container.podview import PodView
 from agent.eviction.podusage import disk_usage
-from agent.node import NodeAgent, PodView
+from agent.node import NodeAgent
 
 REPO = Path(__file__).resolve().parents[1]
 WRITERS = 10

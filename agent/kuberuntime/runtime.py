@@ -4,7 +4,7 @@
 run one at a time to completion, in order (a restartable init container, a sidecar, only
 has to be running); then every app container is started. A container that exited is
 restarted according to the pod's restartPolicy (Always; OnFailure when the exit code is
-not 0; Never) with the kubelet's crash-loop backoff (see `agent.kuberuntime.backoff`), during which it
+not 0; Never) with the kubelet's crash-loop backoff (see `agent.util.backoff`), during which it
 waits with reason CrashLoopBackOff. A process that cannot be started counts as a
 container that exited with 128 and reason StartError (as containerd reports it). A
 container with an image but no command is not run: kubenode pulls no images; its status
@@ -34,12 +34,25 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from agent.cm.cgroups.api import CgroupError
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.podrecord import (
+    RUNNING,
+    WAITING,
+    ContainerRecord,
+    PodRecord,
+    RecordStore,
+    RecordWriteError,
+    rfc3339,
+)
+from agent.container.runtime import PodKillTarget
+from agent.container.security import SecurityPolicy
+from agent.container.streaming import StreamFlags
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
+from agent.kuberuntime.envvars import container_argv, container_env
 from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
@@ -49,21 +62,11 @@ from agent.kuberuntime.processes import (
     kill_session,
     signal_session,
 )
-from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
+from agent.kuberuntime.securitycontext import process_security
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.kuberuntime.streaming import StreamFlags
-from agent.pod.podrecord import (
-    RUNNING,
-    WAITING,
-    ContainerRecord,
-    PodRecord,
-    RecordStore,
-    RecordWriteError,
-    rfc3339,
-)
-from agent.stats.usage import CgroupReading, PodUsage, process_pod_usage
+from agent.stats.usage import process_pod_usage
+from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
 from kubenode.model import Container, Pod
 
@@ -81,14 +84,6 @@ class _Where:
 
     procs_files: Sequence[str]
     volumes: Mapping[str, MountedVolume]
-
-
-class PodKillTarget(Protocol):
-    """What kill_pod needs from the cgroup layer (PodCgroups satisfies it)."""
-
-    def pids(self, uid: str) -> set[int]: ...
-
-    def signal_all(self, uid: str, sig: int) -> int: ...
 
 
 class ProcessRuntime(ContainerSequence):

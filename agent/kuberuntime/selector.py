@@ -17,16 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.container.execresult import ExecResult, ExecRunner
+from agent.container.podrecord import PodRecord
+from agent.container.runtime import PodKillTarget
+from agent.container.security import SecurityPolicy
+from agent.container.streaming import StreamFlags
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.cri.runtime import CRIRuntime
-from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES, ExecResult
-from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
-from agent.kuberuntime.securitycontext import SecurityPolicy
-from agent.kuberuntime.streaming import StreamFlags
-from agent.pod.podrecord import PodRecord
-from agent.prober.handlers import ExecRunner, ProbeError
-from agent.stats.usage import CgroupReading, PodUsage
-from agent.volumemanager.manager import MountedVolume
+from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES
+from agent.kuberuntime.runtime import ProcessRuntime
+from agent.prober.handlers import ProbeError
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Pod
 
 log = logging.getLogger(__name__)

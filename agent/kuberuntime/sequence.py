@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.pod.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
+from agent.container.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Container, Pod
 
 

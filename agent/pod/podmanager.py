@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from agent.apis.config import AgentConfig
 from agent.cm.topologymanager import TopologyManager
 from agent.config.sources import ManifestError, SourceSnapshot
+from agent.container.podrecord import PodRecord, RecordStore
 from agent.lifecycle.admission import Rejection, admit
-from agent.pod.podrecord import PodRecord, RecordStore
 from agent.podworkers.types import UpdatePodOptions, UpdateType, WorkType
 from agent.podworkers.workers import TERMINAL_PHASES, PodWorkers
 from agent.prober.spec import gate_conditions

@@ -28,10 +28,10 @@ from collections.abc import Callable
 from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManagerError, PodRef
-from agent.kuberuntime.envvars import ContainerConfigError
-from agent.kuberuntime.interface import PodRuntime
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.podrecord import PodRecord
+from agent.container.runtime import PodRuntime
 from agent.pod.podmanager import PodManager
-from agent.pod.podrecord import PodRecord
 from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
 from agent.podworkers.workers import TERMINAL_PHASES
 from agent.prober.containers import unhealthy_containers

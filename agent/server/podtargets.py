@@ -20,13 +20,14 @@ from typing import Any, TypeVar, cast
 
 import psutil
 
-from agent.kuberuntime.envvars import ContainerConfigError
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.podrecord import RUNNING, ContainerRecord
+from agent.container.podview import PodView
+from agent.container.streaming import StreamFlags
 from agent.kuberuntime.execstream import ExecSpec, exec_spec
 from agent.kuberuntime.runtime import ProcessRuntime, wants_stdin
 from agent.kuberuntime.securitycontext import raw_container
-from agent.kuberuntime.streaming import StreamFlags
-from agent.node import NodeAgent, PodView
-from agent.pod.podrecord import RUNNING, ContainerRecord
+from agent.node import NodeAgent
 from agent.server.attach import AttachTarget, ResolveAttach
 from agent.server.portforward import PortCheck, ResolvePod
 from agent.server.remotecommand import Resolve

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import agent.status.statusmanager as statusmanager
-from agent.node import PodView
-from agent.pod.podrecord import PodRecord
+from agent.container.podrecord import PodRecord
+from agent.container.podview import PodView
 from agent.status import podstatus
 from agent.status.statusmanager import StatusManager
 from kubenode.model.parse import parse_pod

@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 
 from agent.cm.cgroups.formulas import QUOTA_PERIOD, milli_cpu_to_quota, milli_cpu_to_shares
+from agent.container.downwardapi import expand
 from agent.kuberuntime.cri import labels
-from agent.kuberuntime.envvars import expand
 from agent.kuberuntime.securitycontext import raw_container
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod

@@ -26,7 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -34,14 +37,12 @@ from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, Im
 from agent.kuberuntime.cri.relist import CRIRelist
 from agent.kuberuntime.cri.security import verify_run_as_non_root
 from agent.kuberuntime.cri.streaming import CRIStreaming
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
+from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.stats.cri import CRIStats
-from agent.stats.usage import CgroupReading, PodUsage
+from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, container_mounts
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
@@ -105,7 +106,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
     ) -> float | None:
         """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts.
         `fresh_cgroup` changes nothing here: the runtime, not the agent, puts containers in cgroups."""
-        from agent.pod.podrecord import ContainerRecord
+        from agent.container.podrecord import ContainerRecord
 
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))

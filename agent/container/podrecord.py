@@ -7,7 +7,7 @@ every sync (see `agent.kuberuntime.runtime`), so a lost or stale record never le
 
 Writes are atomic: a temporary file in the same directory renamed over the record, so an agent
 started after a SIGKILL at any point reads the newest record. They are made durable in rounds: the file
-and its directory are fsynced by the process's group committer (agent/pod/groupcommit.py) together
+and its directory are fsynced by the process's group committer (agent/container/groupcommit.py) together
 with every other record saved meanwhile, not in the pod's sync; `RecordStore.flush` waits for that
 (the agent's stop does). A failed write (ENOSPC, EIO) removes its temporary file,
 leaves the previous record as it was and raises `RecordWriteError`, which the sync reports
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent.pod.groupcommit import COMMITTER
+from agent.container.groupcommit import COMMITTER
 from kubenode.atomicfile import TEMP_PREFIX, write_atomically
 from kubenode.model.parse import is_valid_uid
 
