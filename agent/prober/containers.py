@@ -2,7 +2,8 @@
 
 `container_view` reads a container record (agent/container/podrecord.py) into the worker's
 `ContainerView`; the container ID is the restart count and pid, so a restart or an adoption by a restarted
-agent starts the probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a pod, with its
+agent starts the probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a
+pod, with its
 securityContext.
 `unhealthy_containers` is what SyncPod asks before starting containers: each running container whose
 liveness or startup probe has failed, with the kubelet's Killing message and the grace period to use
