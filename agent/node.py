@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError, PodCgroups
-from agent.cm.cpupool import CPUPool
+from agent.cm.containermanager import ContainerManager
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
 from agent.container.downwardapi import HostInfo
@@ -56,11 +56,7 @@ from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.lifecycle.admission import Rejection, host_allocatable
 from agent.logs.manager import ContainerLogManager, LiveLog
-from agent.podworkers.podsync import (
-    CPUSET_ENV as CPUSET_ENV,  # re-exported: NodeAgent's public names stay here
-)
 from agent.podworkers.podsync import PodSyncer
-from agent.podworkers.podsync import device_plugin_limits as device_plugin_limits
 from agent.podworkers.types import UpdatePodOptions, UpdateType
 from agent.podworkers.workers import PodWorkers
 from agent.prober.containers import container_view, exec_runner
@@ -113,6 +109,7 @@ class NodeAgent(PodSyncer):
             str(config.sysfs_root),
             devices,
         )
+        self.cm = ContainerManager(cgroups, devices, self.topology)
         self.sources = list(sources)
         self._clock = clock
         self._base_allocatable = dict(allocatable or host_allocatable(config.max_pods))
@@ -123,7 +120,7 @@ class NodeAgent(PodSyncer):
             self.store,
             self.host,
             clock=clock,
-            pre_start=self._pre_start_devices,
+            pre_start=self.cm.pre_start,
             cgroup_pids=cgroups.pids,
             cgroup_oom_kills=cgroups.oom_kills,
             security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
@@ -158,7 +155,6 @@ class NodeAgent(PodSyncer):
         self.prober = ProbeManager(self._probe_view, self._probe_exec, host_ip=self.host.pod_ip, clock=clock)
         self.prober.on_change = functools.partial(self._observe, operation="probe")
         self.prober.on_unhealthy = self._probe_unhealthy
-        self.cpu_pool = CPUPool()
         self._lock = threading.RLock()
         self._qos_lock = threading.Lock()
         self._desired: dict[str, Pod] = {}  # by UID, every source merged
@@ -625,6 +621,7 @@ def pod_json(
     # The pod's worker adds to these dicts while a sync runs: iterate (and serialise) copies, each
     # taken in one step, or this raises "dictionary changed size during iteration".
     containers = list(r.containers.values())
+    resources = dict(r.resources)
     status: dict[str, Any] = {
         "phase": r.phase,
         "qosClass": r.qos,
@@ -652,8 +649,16 @@ def pod_json(
             "cpuset": r.cpuset,
             "limits": dict(limits),
             "devices": dict(r.devices),
-            "deviceSpecs": dict(r.device_specs),
-            "mounts": dict(r.mounts),
+            "deviceSpecs": {
+                name: [f"{d.host_path}:{d.container_path}:{d.permissions}" for d in given.devices]
+                for name, given in resources.items()
+            },
+            "mounts": {
+                name: [
+                    f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in given.mounts
+                ]
+                for name, given in resources.items()
+            },
             "restarts": r.restarts(),
             "seen": rfc3339(),
         },

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.container.podrecord import PodRecord
+from agent.container.resources import ContainerResources
 from agent.container.security import SecurityPolicy
 from agent.container.streaming import StreamFlags
 from agent.container.usage import CgroupReading, PodUsage
@@ -37,7 +38,7 @@ class PodRuntime(Protocol):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,

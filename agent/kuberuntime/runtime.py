@@ -46,6 +46,7 @@ from agent.container.podrecord import (
     RecordWriteError,
     rfc3339,
 )
+from agent.container.resources import ContainerResources
 from agent.container.runtime import PodKillTarget
 from agent.container.security import SecurityPolicy
 from agent.container.streaming import StreamFlags
@@ -193,7 +194,7 @@ class ProcessRuntime(ContainerSequence):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
@@ -213,7 +214,7 @@ class ProcessRuntime(ContainerSequence):
         hints: list[float] = []
         try:
             where = _Where(procs_files, volumes or {})
-            self._start_due(pod, record, where, device_env, hints, cancelled)
+            self._start_due(pod, record, where, resources, hints, cancelled)
         finally:
             # One write for all of this sync's starts; the stamped processes are found again without it.
             record.phase = pod_phase(pod, record)
@@ -228,7 +229,7 @@ class ProcessRuntime(ContainerSequence):
         c: Container,
         record: PodRecord,
         where: _Where,
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         rec = record.containers[c.name]
@@ -241,7 +242,7 @@ class ProcessRuntime(ContainerSequence):
             )
             return
         try:
-            env = container_env(pod, c, self.host, device_env, self.objects)
+            env = container_env(pod, c, self.host, resources.envs, self.objects)
             argv = container_argv(c, env)
             security = process_security(pod, c, self.security)
             namespace = self._namespace(pod, c, where.volumes)

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.container.execresult import ExecResult, ExecRunner
 from agent.container.podrecord import PodRecord
+from agent.container.resources import ContainerResources
 from agent.container.runtime import PodKillTarget
 from agent.container.security import SecurityPolicy
 from agent.container.streaming import StreamFlags
@@ -85,14 +86,14 @@ class RuntimeSelector:
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
         fresh_cgroup: bool = False,
     ) -> float | None:
         return self.choose(pod).sync_containers(
-            pod, record, procs_files, device_env, cancelled, volumes, fresh_cgroup=fresh_cgroup
+            pod, record, procs_files, resources, cancelled, volumes, fresh_cgroup=fresh_cgroup
         )
 
     def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.container.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
+from agent.container.resources import NO_RESOURCES, ContainerResources
 from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Container, Pod
 
@@ -29,7 +30,7 @@ class ContainerSequence:
         c: Container,
         record: PodRecord,
         where: Any,
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         """Start container `c` now (its restart count is already advanced); record the outcome."""
@@ -40,23 +41,23 @@ class ContainerSequence:
         pod: Pod,
         record: PodRecord,
         where: Any,
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         hints: list[float],
         cancelled: threading.Event | None,
     ) -> None:
         for c in pod.init_containers:
             rec = record.containers[c.name]
-            env = device_env.get(c.name, {})
+            given = resources.get(c.name, NO_RESOURCES)
             if c.is_sidecar:
                 if rec.state != RUNNING:
-                    self._start_or_wait(pod, c, record, where, env, hints, init=True)
+                    self._start_or_wait(pod, c, record, where, given, hints, init=True)
                 if rec.state != RUNNING:
                     break  # later init containers wait for the sidecar to run
                 continue
             if rec.state == TERMINATED and rec.exit_code == 0:
                 continue
             if rec.state != RUNNING:
-                self._start_or_wait(pod, c, record, where, env, hints, init=True)
+                self._start_or_wait(pod, c, record, where, given, hints, init=True)
             break  # wait for this init container to complete
         else:
             for c in pod.containers:
@@ -64,8 +65,8 @@ class ContainerSequence:
                     return  # termination preempts the remaining starts
                 rec = record.containers[c.name]
                 if rec.state != RUNNING:
-                    env = device_env.get(c.name, {})
-                    self._start_or_wait(pod, c, record, where, env, hints, init=False)
+                    given = resources.get(c.name, NO_RESOURCES)
+                    self._start_or_wait(pod, c, record, where, given, hints, init=False)
 
     def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
         code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
@@ -79,7 +80,7 @@ class ContainerSequence:
         c: Container,
         record: PodRecord,
         where: Any,
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
         *,
         init: bool,
@@ -103,7 +104,7 @@ class ContainerSequence:
             if rec.state == TERMINATED:
                 rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
             rec.restart_count += 1
-        self._launch(pod, c, record, where, device_env, hints)
+        self._launch(pod, c, record, where, resources, hints)
 
 
 def pod_phase(pod: Pod, record: PodRecord) -> str:

@@ -26,9 +26,8 @@ import time
 from collections.abc import Callable
 
 from agent.cm.cgroups import CgroupError, PodCgroups
-from agent.cm.cpupool import CPUPool
-from agent.cm.devicemanager import DeviceManagerError, PodRef
-from agent.container.downwardapi import ContainerConfigError
+from agent.cm.containermanager import ContainerManager, PodAllocation
+from agent.cm.devicemanager import DeviceManagerError
 from agent.container.podrecord import PodRecord
 from agent.container.runtime import PodRuntime
 from agent.pod.podmanager import PodManager
@@ -37,25 +36,15 @@ from agent.podworkers.workers import TERMINAL_PHASES
 from agent.prober.containers import unhealthy_containers
 from agent.prober.manager import ProbeManager
 from agent.volumemanager.manager import VolumeManager, VolumeSetupError
-from kubenode.cpuset import format_cpuset, parse_cpuset
-from kubenode.model import Container, Pod, QOSClass
-from kubenode.model.resources import is_extended_resource_name
+from kubenode.model import Pod, QOSClass
 
 log = logging.getLogger("agent.node")
-
-CPUSET_ENV = "KUBENODE_CPUSET"
-
-
-def device_plugin_limits(container: Container) -> dict[str, int]:
-    """The container's limits that the device manager allocates: positive extended
-    resources only (cpu, memory, hugepages-* and kubernetes.io/ names stay the kubelet's)."""
-    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
 
 
 class PodSyncer(PodManager):
     cgroups: PodCgroups
     runtime: PodRuntime  # the process runtime, or with a CRI endpoint the selector over both
-    cpu_pool: CPUPool
+    cm: ContainerManager  # the CPU pool, devices and the Topology Manager's part in a pod's resources
     prober: ProbeManager
     volumes: VolumeManager
     # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount), when the
@@ -98,7 +87,7 @@ class PodSyncer(PodManager):
                     self.pod_event(pod, "Warning", "FailedMount", message)
             return SyncResult(requeue_after=exc.retry_after)
         try:
-            device_env, exclusive = self._allocate_devices(pod, record)
+            allocation = self.cm.allocate(pod)
         except DeviceManagerError as exc:
             if record.containers:
                 raise  # it ran before: retry (with backoff) rather than fail a running pod
@@ -107,9 +96,10 @@ class PodSyncer(PodManager):
             record.message = f"Allocate failed due to {exc}, which is unexpected"
             log.warning("pod %s: %s", pod.key, record.message)
             return SyncResult(terminal=True)
-        if exclusive and self.cpu_pool.assign(pod.uid, exclusive):
+        self._record_devices(pod, record, allocation)
+        if allocation.pool_changed:
             self._resync_others(pod.uid)
-        cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()
+        cpuset = allocation.cpuset
         if ctx.cancelled.is_set():
             return SyncResult()
         if not self.cgroups.exists(pod):
@@ -132,7 +122,7 @@ class PodSyncer(PodManager):
             pod,
             record,
             self.cgroups.procs_files(pod),
-            device_env,
+            allocation.resources,
             ctx.cancelled,
             volumes,
             fresh_cgroup=info.created,
@@ -150,51 +140,22 @@ class PodSyncer(PodManager):
             self.prober.event(pod, unhealthy.container, "Normal", "Killing", unhealthy.message)
             self.runtime.kill_container(record, unhealthy.container, unhealthy.grace)
 
-    def _pre_start_devices(self, pod_uid: str, container: str) -> None:
-        """PreStartContainer for the container's devices where their plugin asks for it."""
-        if self.devices is None:
-            return
-        try:
-            self.devices.pre_start(pod_uid, container)
-        except DeviceManagerError as exc:
-            raise ContainerConfigError(str(exc)) from None
-
     def _resync_others(self, uid: str) -> None:
         """The shared CPU pool changed: every other running pod gets its cpuset rewritten now."""
         for other in self.active_pods():
             if other.uid != uid:
                 self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, other))
 
-    def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], set[int]]:
-        """Devices for every container; returns their run envs and the pod's exclusive CPUs (may be empty)."""
-        envs: dict[str, dict[str, str]] = {}
-        cpus: set[int] = set()
-        ref = PodRef(pod.uid, pod.namespace, pod.name)
-        for c in pod.all_containers:
-            wanted = device_plugin_limits(c)
-            if not wanted:
-                continue
-            if self.devices is None:
-                raise RuntimeError(
-                    f"container {c.name} asks for {', '.join(wanted)} but no device manager runs"
-                )
-            options = self.devices.allocate(ref, c.name, wanted)
-            envs[c.name] = dict(options.envs)
-            record.device_specs[c.name] = [
-                f"{d.host_path}:{d.container_path}:{d.permissions}" for d in options.devices
-            ]
-            record.mounts[c.name] = [
-                f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in options.mounts
-            ]
-            if CPUSET_ENV in options.envs:
-                cpus |= parse_cpuset(options.envs[CPUSET_ENV])
-        if self.devices is not None and envs:
+    def _record_devices(self, pod: Pod, record: PodRecord, allocation: PodAllocation) -> None:
+        """What the containers that hold devices got, in the record (the status endpoint shows it)."""
+        for name in allocation.with_devices:
+            record.resources[name] = allocation.resources[name]
+        if self.devices is not None and allocation.with_devices:
             record.devices = {
                 a.container: {r: list(ids) for r, ids in a.devices.items()}
                 for a in self.devices.allocations()
                 if a.pod.uid == pod.uid
             }
-        return envs, cpus
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
         record = self._record(pod)
@@ -210,11 +171,7 @@ class PodSyncer(PodManager):
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
         self.cgroups.destroy(pod.uid)
         self.volumes.unmount_pod(pod.uid)
-        if self.devices is not None:
-            self.devices.free_pod(pod.uid)
-        if self.topology is not None:
-            self.topology.remove_pod(pod.uid)
-        if self.cpu_pool.release(pod.uid):
+        if self.cm.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
         self.prober.remove_pod(pod.uid)

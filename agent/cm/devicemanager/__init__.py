@@ -21,11 +21,11 @@ API (all methods are thread-safe):
     capacity() / allocatable() / available() -> dict[str, int]
     resources() -> list[ResourceStatus]          # devices (ID, health, NUMA), connected, options, allocated
     describe_resources(dm.resources()) -> str    # a printable table of the same (devicemanager.listing)
-    allocate(pod, container, requests, numa_hint=None) -> RunOptions
+    allocate(pod, container, requests, numa_hint=None) -> ContainerResources
         # every device-plugin (extended) resource of the container at once; other names (cpu, memory) are
         # ignored; idempotent for a container that already holds devices; AllocationError rolls back
     pre_start(pod_uid, container)                # PreStartContainer (30 s) where the plugin requires it
-    run_options(pod_uid, container) -> RunOptions | None
+    run_options(pod_uid, container) -> ContainerResources | None
     free_pod(pod_uid) / retain_pods(live_pod_uids)
     allocations() -> list[ContainerAllocation]   # pod, container, resource -> IDs, NUMA per ID, cpu_ids
     wait_for_resource(name, timeout) -> bool     # registered and first device list received
@@ -55,7 +55,6 @@ from agent.cm.devicemanager.records import (
 if TYPE_CHECKING:
     from agent.cm.devicemanager.listing import describe_resources
     from agent.cm.devicemanager.manager import DeviceEvent, DeviceManager
-    from agent.cm.devicemanager.runoptions import DeviceSpec, Mount, RunOptions
 
 # The names whose modules load grpc and protobuf (~28 MiB): imported on first use, so an agent without
 # device plugins (--device-plugin-dir none) never loads them; the records above are plain dataclasses.
@@ -63,9 +62,6 @@ _LAZY = {
     "describe_resources": "agent.cm.devicemanager.listing",
     "DeviceEvent": "agent.cm.devicemanager.manager",
     "DeviceManager": "agent.cm.devicemanager.manager",
-    "DeviceSpec": "agent.cm.devicemanager.runoptions",
-    "Mount": "agent.cm.devicemanager.runoptions",
-    "RunOptions": "agent.cm.devicemanager.runoptions",
 }
 
 
@@ -87,13 +83,10 @@ __all__ = [
     "DeviceEvent",
     "DeviceManager",
     "DeviceManagerError",
-    "DeviceSpec",
-    "Mount",
     "PodInfo",
     "PodRef",
     "PreStartError",
     "RegistrationEvent",
     "ResourceStatus",
-    "RunOptions",
     "describe_resources",
 ]

@@ -6,7 +6,7 @@ cached answer (a changed count is an error: it needs a new container) -> per res
 with the plugin's endpoint and its healthy free devices (unregistered, all unhealthy or
 disconnected: AllocationError) -> devices chosen by agent/cm/devicemanager/selection.py (NUMA hint,
 the plugin's GetPreferredAllocation when it offers one), reserved while the plugin is asked ->
-Allocate per resource -> the answers merged into RunOptions (envs, device nodes, mounts, CDI),
+Allocate per resource -> the answers merged into ContainerResources (envs, device nodes, mounts, CDI),
 held per (pod, container) and checkpointed. `pre_start` calls PreStartContainer where a plugin
 asked for it; `free_pod`/`retain_pods` drop holdings. `_save_locked` writes the checkpoint
 (holdings and registered resources); `_restore` reads it at start.
@@ -29,15 +29,14 @@ from agent.cm.devicemanager import checkpoint
 from agent.cm.devicemanager.endpoint import PluginEndpoint, rpc_error_text
 from agent.cm.devicemanager.plugins import PluginEndpoints, ResourceState
 from agent.cm.devicemanager.records import AllocationError, Device, PodRef, PreStartError
-from agent.cm.devicemanager.runoptions import RunOptions, merge_responses
+from agent.cm.devicemanager.runoptions import merge_responses
 from agent.cm.devicemanager.selection import AskPreferred, select_devices
+from agent.container.resources import ContainerResources
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.cpuset import parse_cpuset
-from kubenode.model.resources import is_extended_resource_name
+from kubenode.devicecontract import CPUSET_ENV, device_plugin_limits
 
 log = logging.getLogger("agent.cm.devicemanager.manager")
-
-CPUSET_ENV = "KUBENODE_CPUSET"
 
 
 @dataclass
@@ -49,7 +48,7 @@ class Holding:
     devices: dict[str, tuple[str, ...]]
     numa: dict[str, dict[str, tuple[int, ...]]]
     responses: dict[str, api_pb2.ContainerAllocateResponse]
-    options: RunOptions
+    options: ContainerResources
 
 
 @dataclass
@@ -76,9 +75,9 @@ class Allocator(PluginEndpoints):
         container: str,
         requests: Mapping[str, int],
         numa_hint: frozenset[int] | None = None,
-    ) -> RunOptions:
+    ) -> ContainerResources:
         """Allocate every device-plugin resource of one container; see the package docstring."""
-        wanted = {r: int(n) for r, n in requests.items() if n > 0 and is_extended_resource_name(r)}
+        wanted = device_plugin_limits(requests)
         key = (pod.uid, container)
         started = time.monotonic()
         with self._alloc_lock:
@@ -119,7 +118,7 @@ class Allocator(PluginEndpoints):
                 self._notify("allocated", resource, time.monotonic() - started)
             return held.options
 
-    def _cached_locked(self, held: Holding, wanted: Mapping[str, int]) -> RunOptions:
+    def _cached_locked(self, held: Holding, wanted: Mapping[str, int]) -> ContainerResources:
         counts = {r: len(ids) for r, ids in held.devices.items()}
         if counts != dict(wanted):
             raise AllocationError(
@@ -171,7 +170,7 @@ class Allocator(PluginEndpoints):
                     f"in pod {pod_uid} failed: {rpc_error_text(err)}"
                 ) from None
 
-    def run_options(self, pod_uid: str, container: str) -> RunOptions | None:
+    def run_options(self, pod_uid: str, container: str) -> ContainerResources | None:
         with self._lock:
             held = self._held.get((pod_uid, container))
             return held.options if held else None
@@ -280,7 +279,7 @@ def _asker(target: _Target) -> AskPreferred | None:
     return ask
 
 
-def cpu_ids(options: RunOptions) -> tuple[int, ...]:
+def cpu_ids(options: ContainerResources) -> tuple[int, ...]:
     text = options.envs.get(CPUSET_ENV)
     if not text:
         return ()

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import grpc
 
-from agent.cm.devicemanager.allocation import CPUSET_ENV as CPUSET_ENV  # re-exported
 from agent.cm.devicemanager.allocation import Allocator, Holding, cpu_ids
 from agent.cm.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S
 from agent.cm.devicemanager.plugins import DeviceEvent as DeviceEvent  # re-exported (package API)

@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.container.downwardapi import ContainerConfigError, HostInfo
 from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
+from agent.container.resources import ContainerResources
 from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
 from agent.kuberuntime.cri.client import CRIClient, CRIError
@@ -98,7 +99,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
@@ -114,7 +115,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         try:
             self.relist(record)
             self._ensure_sandbox(pod, record)
-            self._start_due(pod, record, volumes or {}, device_env, hints, cancelled)
+            self._start_due(pod, record, volumes or {}, resources, hints, cancelled)
         except CRIError as exc:
             raise self._failed(exc) from None
         finally:
@@ -159,7 +160,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         c: Container,
         record: PodRecord,
         where: Mapping[str, MountedVolume],
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         rec = record.containers[c.name]
@@ -177,7 +178,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
-            env = container_env(pod, c, self.host, device_env, self._objects())
+            env = container_env(pod, c, self.host, resources.envs, self._objects())
             security = self._security(pod, c) if self._security is not None else None
             verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
             try:
@@ -204,9 +205,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             env=env,
             restart_count=attempt,
             node=self.node,
-            cpuset=record.cpuset,
-            device_specs=record.device_specs.get(c.name, ()),
-            mount_specs=record.mounts.get(c.name, ()),
+            resources=resources,
             security=security,
             volume_mounts=volume_mounts,
         )

@@ -36,7 +36,7 @@ def with_cri_runtime(agent: NodeAgent, config: AgentConfig) -> RuntimeSelector:
         node=config.node_name,
         log_root=config.pod_logs_dir,
         backoff=process.backoff,
-        pre_start=agent._pre_start_devices,
+        pre_start=agent.cm.pre_start,
         security=functools.partial(container_security, policy=process.security),
         objects=lambda: process.objects,
     )
