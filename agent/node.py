@@ -38,23 +38,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig
-from agent.cm.cgroups import CgroupError, PodCgroups
+from agent.cm.cgroups import CgroupError
 from agent.cm.containermanager import ContainerManager
-from agent.cm.topologymanager.deviceprovider import topology_manager_for
 from agent.config.sources import ManifestError, PodSource
 from agent.container.downwardapi import HostInfo
 from agent.container.execresult import ExecRunner
 from agent.container.podrecord import RUNNING, TERMINATED, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.container.podview import PodView
-from agent.container.security import SecurityPolicy
+from agent.container.runtime import PodRuntime
 from agent.eviction.manager import EvictionManager, PodUsage
 from agent.eviction.podusage import pod_usage, reclaim_dead_logs
 from agent.eviction.signals import Observation, observe
 from agent.eviction.thresholds import parse_thresholds
 from agent.kuberuntime.pleg import CONTAINER_STOPPED, EVENTED_RELIST_PERIOD_S, ContainerEvent, EventedPLEG
-from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
-from agent.kuberuntime.runtime import ProcessRuntime
-from agent.lifecycle.admission import Rejection, host_allocatable
+from agent.lifecycle.admission import Rejection
 from agent.logs.manager import ContainerLogManager, LiveLog
 from agent.podworkers.podsync import PodSyncer
 from agent.podworkers.types import UpdatePodOptions, UpdateType
@@ -68,7 +65,7 @@ from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
 
 if TYPE_CHECKING:
-    from agent.cm.devicemanager import DeviceManager
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -90,43 +87,27 @@ class NodeAgent(PodSyncer):
     def __init__(
         self,
         config: AgentConfig,
-        cgroups: PodCgroups,
+        cm: ContainerManager,
+        runtime: PodRuntime,
+        store: RecordStore,
+        host: HostInfo,
         sources: Sequence[PodSource],
         *,
-        devices: DeviceManager | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        allocatable: Mapping[str, int] | None = None,
         objects: ConfigObjects = NO_OBJECTS,
-        launcher: Launcher = HOST_LAUNCHER,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Assembled by agent/composition.py (`compose_node`), which builds the runtime first."""
         self.config = config
-        self.cgroups = cgroups
-        self.devices = devices
-        self.topology = topology_manager_for(
-            config.topology_manager_policy,
-            config.topology_manager_scope,
-            config.topology_manager_policy_options,
-            str(config.sysfs_root),
-            devices,
-        )
-        self.cm = ContainerManager(cgroups, devices, self.topology)
+        self.cm = cm
+        self.cgroups = cm.cgroups
+        self.devices = cm.devices
+        self.topology = cm.topology
         self.sources = list(sources)
         self._clock = clock
-        self._base_allocatable = dict(allocatable or host_allocatable(config.max_pods))
-        self.store = RecordStore(config.state_dir)
-        self.host = HostInfo(config.node_name, allocatable=self._base_allocatable)
-        self.runtime = ProcessRuntime(
-            config.state_dir,
-            self.store,
-            self.host,
-            clock=clock,
-            pre_start=self.cm.pre_start,
-            cgroup_pids=cgroups.pids,
-            cgroup_oom_kills=cgroups.oom_kills,
-            security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
-            objects=objects,
-            launcher=launcher,
-        )
+        self._base_allocatable = dict(host.allocatable or {})
+        self.store = store
+        self.host = host
+        self.runtime = runtime
         self.volumes = VolumeManager(config.state_dir, self.host, objects)
         self.pod_event: Callable[[Pod, str, str, str], None] | None = None
         self.workers = PodWorkers(self, clock=clock, resync_interval=config.resync_interval)

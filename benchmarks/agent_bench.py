@@ -35,8 +35,8 @@ from benchstats import percentile, report, rss_mib
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
-from agent.node import NodeAgent
 from agent.podworkers.types import SyncContext, UpdateType
 from kubenode.model import parse_pod
 
@@ -86,7 +86,7 @@ def bench_sync_pod(work: Path) -> tuple[list[float], float]:
     """Each syncPod's wall time, and the process CPU seconds per sync (records made durable included)."""
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(config(root, work / "sync"), cgroups, [])
+    agent = compose_node(config(root, work / "sync"), cgroups, [])
     cgroups.start(agent.allocatable())
     ctx = SyncContext(threading.Event(), lambda: 30)
     samples = []
@@ -119,7 +119,7 @@ def bench_cold(work: Path, *, run: bool) -> float:
     cfg = config(root, work / f"cold-{run}")
     write_manifests(cfg.manifests, run=run)
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
+    agent = compose_node(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
     # Told after each pod's sync: the clock is not read by a poll that takes the agent's lock every few
     # ms (110 pods' status views each time) while the pods are being made; the views are checked after.
     created: set[str] = set()

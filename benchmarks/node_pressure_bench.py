@@ -34,6 +34,7 @@ from benchstats import percentile, report
 
 from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.sweep import V1_MOUNT
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.container.podview import PodView
 from agent.eviction.podusage import disk_usage
@@ -146,7 +147,7 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
     cfg.eviction_monitoring_period = 0  # not in the background: each round below is timed on its own
     write_manifests(cfg.manifests, run=True)
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
+    agent = compose_node(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
     agent.start()
     try:
         deadline = time.monotonic() + DEADLINE_S

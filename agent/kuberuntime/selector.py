@@ -45,12 +45,19 @@ def runtime_class_name(pod: Pod) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _own_name(name: str) -> str:
+    """Standalone: a RuntimeClass names its own handler."""
+    return name
+
+
 class RuntimeSelector:
-    def __init__(self, process: ProcessRuntime, cri: CRIRuntime) -> None:
+    def __init__(
+        self, process: ProcessRuntime, cri: CRIRuntime, handler_of: Callable[[str], str] | None = None
+    ) -> None:
         self.process = process
         self.cri = cri
         # RuntimeClass name -> handler; raises LookupError for a class that does not exist.
-        self.handler_of: Callable[[str], str] = lambda name: name
+        self.handler_of: Callable[[str], str] = handler_of if handler_of is not None else _own_name
         self._owner: dict[str, Runtime] = {}
         self._lock = threading.Lock()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.hollow.standins import HollowCgroups, HollowLauncher, Ledger
 from agent.kuberuntime.pleg import (
@@ -25,7 +26,6 @@ from agent.kuberuntime.pleg import (
 )
 from agent.kuberuntime.pleg.evented import MAX_STREAM_RETRIES, ContainerEventStream
 from agent.lifecycle.admission import host_allocatable
-from agent.node import NodeAgent
 from harness.manifests import fast_agent_config
 from tests.agent.support import pod_manifest, wait_until
 
@@ -120,7 +120,7 @@ class HollowAgent:
     def __init__(self, manifests: Path, state_dir: Path) -> None:
         self.config = fast_agent_config("/unused", manifests, state_dir)  # relist_interval 0.1 s
         self.launcher = HollowLauncher("testnode", Ledger(None), lambda: 0.0)
-        self.agent = NodeAgent(
+        self.agent = compose_node(
             self.config,
             HollowCgroups(),
             [ManifestSource(manifests, "testnode", rescan_interval=1.0)],

@@ -17,7 +17,7 @@ API (all methods are thread-safe):
     DeviceManager(plugin_dir, state_dir, *, stop_grace_period=300.0, clock=time.monotonic,
                   podresources_socket=None, on_register=None, rpc_timeout=60.0,
                   dial_timeout=10.0, active_pods=None)
-    start() / stop()
+    start(active_pods=None) / stop()
     capacity() / allocatable() / available() -> dict[str, int]
     resources() -> list[ResourceStatus]          # devices (ID, health, NUMA), connected, options, allocated
     describe_resources(dm.resources()) -> str    # a printable table of the same (devicemanager.listing)
@@ -31,8 +31,9 @@ API (all methods are thread-safe):
     wait_for_resource(name, timeout) -> bool     # registered and first device list received
     wait_for(predicate, timeout) -> bool         # predicate re-checked on every state change
 
-`active_pods` (also a settable attribute) returns the agent's active pods as `PodInfo`s; with it PodResources
-List/Get cover every active pod, as the kubelet's do (a pod without devices is listed with its containers).
+`active_pods` (given to the constructor or to `start`) returns the agent's active pods as `PodInfo`s; with it
+PodResources List/Get cover every active pod, as the kubelet's do (a pod without devices is listed with its
+containers).
 `on_register` receives a `RegistrationEvent` for every Register call, accepted or not (used by
 `kubenode conformance`). Calls the kubelet makes without a deadline (options, Allocate, preferred allocation)
 get `rpc_timeout` here so one hung plugin cannot stall the agent forever.

@@ -56,8 +56,8 @@ class DeviceManager(Allocator):
         self._on_register = on_register
         self._rpc_timeout = rpc_timeout
         self._dial_timeout = dial_timeout
-        # The agent's active pods, for PodResources List/Get; it may be set after construction, as the agent
-        # that provides it is made after its device manager.
+        # The agent's active pods, for PodResources List/Get; given to start() by an agent, which is made
+        # after its device manager (the kubelet's ContainerManager.Start(activePods) likewise).
         self.active_pods = active_pods
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -75,8 +75,10 @@ class DeviceManager(Allocator):
 
     # ----- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, active_pods: Callable[[], Iterable[PodInfo]] | None = None) -> None:
         """Load the checkpoint, remove stale sockets, serve kubelet.sock (and the PodResources socket)."""
+        if active_pods is not None:
+            self.active_pods = active_pods
         self.plugin_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         self.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         self._restore()
