@@ -76,7 +76,7 @@ class RunningAgent:
         if "agent" in self._started:
             self.agent.stop(terminate_pods=terminate_pods)
             if terminate_pods:
-                self.agent.cgroups.stop_and_remove_root()
+                self.agent.cm.cgroups.stop_and_remove_root()
         if "cluster" in self._started:
             self.cluster.stop()
         if "devices" in self._started and self.devices is not None:
@@ -171,7 +171,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
     )
     from agent.server.metrics import AgentMetrics
 
-    metrics = AgentMetrics(config.node_name, agent.pods)
+    metrics = AgentMetrics(config.node_name, agent.views.pods)
     agent.observers.append(metrics.pod_synced)
     agent.prober.count = metrics.probe_counted
     if devices is not None:
@@ -181,7 +181,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         host, port = parse_listen(config.listen)
         from agent.server.stats import StatsProvider
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
+        stats = StatsProvider(agent.views.pods, agent.cm.cgroups, config.node_name, lambda: agent.runtime)
         server = StatusServer(
             host,
             port,
@@ -199,7 +199,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.server.secure import build_secure_server
         from agent.server.stats import StatsProvider
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
+        stats = StatsProvider(agent.views.pods, agent.cm.cgroups, config.node_name, lambda: agent.runtime)
         reads = {"/stats/summary": stats.summary_route, "/metrics/resource": stats.resource_metrics_route}
         secure = build_secure_server(config, agent, cluster.client, config.node_ip or host_ip(), reads)
         # The Node names the secure port (daemonEndpoints) and the status port (an annotation); both are

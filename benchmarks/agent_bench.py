@@ -95,7 +95,7 @@ def bench_sync_pod(work: Path) -> tuple[list[float], float]:
         for i in range(SYNC_SAMPLES):
             pod = parse_pod({**pod_doc(i, run=False), "metadata": {"name": f"s{i}", "uid": f"sync-{i}"}})
             started = time.perf_counter()
-            agent.sync_pod(UpdateType.CREATE, pod, ctx)
+            agent.syncer.sync_pod(UpdateType.CREATE, pod, ctx)
             samples.append(time.perf_counter() - started)
         agent.store.flush()
         cpu = (time.process_time() - cpu_started) / SYNC_SAMPLES
@@ -139,7 +139,7 @@ def bench_cold(work: Path, *, run: bool) -> float:
         if not run:
             all_created.wait(COLD_DEADLINE_S)
         while True:
-            views = agent.pods()
+            views = agent.views.pods()
             if run:
                 done = len(views) == PODS and all(v.record.phase == "Running" for v in views)
             else:

@@ -151,7 +151,9 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
     agent.start()
     try:
         deadline = time.monotonic() + DEADLINE_S
-        while not (len(views := agent.pods()) == PODS and all(v.record.phase == "Running" for v in views)):
+        while not (
+            len(views := agent.views.pods()) == PODS and all(v.record.phase == "Running" for v in views)
+        ):
             if time.monotonic() > deadline:
                 raise SystemExit(f"110 pods did not run within {DEADLINE_S:.0f} s")
             time.sleep(0.05)

@@ -97,7 +97,7 @@ def bench(work: Path) -> dict[str, list[float]]:
                 suffix = "+volumes" if volumes else ""
                 for update, key in ((UpdateType.CREATE, "new"), (UpdateType.SYNC, "resync")):
                     started = time.perf_counter()
-                    agent.sync_pod(update, pod, ctx)
+                    agent.syncer.sync_pod(update, pod, ctx)
                     samples[key + suffix].append(time.perf_counter() - started)
     finally:
         for uid in uids:

@@ -1,6 +1,7 @@
 """The container manager (the kubelet's cm.ContainerManager): what a pod's containers get from the node.
 
-It owns the CPU pool and holds the pod cgroups, the device manager and the Topology Manager. Flow:
+It owns the CPU pool and holds the pod cgroups (`update_qos` sets the QoS tiers), the device manager and the
+Topology Manager. Flow:
 syncPod calls `allocate(pod)`: every container's device-plugin resources (kubenode.devicecontract's rule)
 through the device manager's Allocate, the exclusive CPUs the CPU plugin answered in KUBENODE_CPUSET
 claimed in the CPU pool; the answer is the pod's cpuset (its exclusive CPUs, or the shared pool) and whether
@@ -12,10 +13,12 @@ PreStartContainer; `release` gives back what a terminated pod held.
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent.cm.cgroups import PodCgroups
+from agent.cm.cgroups import CgroupError, PodCgroups
 from agent.cm.cpupool import CPUPool
 from agent.cm.devicemanager import DeviceManagerError, PodRef
 from agent.cm.topologymanager import TopologyManager
@@ -27,6 +30,8 @@ from kubenode.model import Pod
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
+
+log = logging.getLogger("agent.node")
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class ContainerManager:
         self.devices = devices
         self.topology = topology
         self.cpu_pool = cpu_pool if cpu_pool is not None else CPUPool()
+        self._qos_lock = threading.Lock()
 
     def allocate(self, pod: Pod) -> PodAllocation:
         """Devices for every container and the pod's CPUs; DeviceManagerError when a plugin refuses."""
@@ -94,6 +100,15 @@ class ContainerManager:
             self.devices.pre_start(pod_uid, container)
         except DeviceManagerError as exc:
             raise ContainerConfigError(str(exc)) from None
+
+    def update_qos(self, active: list[Pod]) -> None:
+        """The QoS tiers' values for these active pods (a failure is logged: the next update retries)."""
+        # Serialized: workers of different pods would otherwise race on the tier files.
+        with self._qos_lock:
+            try:
+                self.cgroups.update_qos_cgroups(active)
+            except CgroupError as exc:
+                log.warning("updating QoS cgroups: %s", exc)
 
     def release(self, uid: str) -> bool:
         """Free the pod's devices, NUMA admission and CPUs; True when the shared pool changed."""

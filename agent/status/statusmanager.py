@@ -49,6 +49,12 @@ class _Finished(Protocol):
     def is_finished(self, uid: str) -> bool: ...
 
 
+class _Views(Protocol):
+    def record_uids(self) -> set[str]: ...
+
+    def pod_views(self, uids: Iterable[str]) -> dict[str, PodView]: ...
+
+
 class NodePods(Protocol):
     """What the status manager reads of the node (NodeAgent is one)."""
 
@@ -58,9 +64,8 @@ class NodePods(Protocol):
     @property
     def workers(self) -> _Finished: ...
 
-    def record_uids(self) -> set[str]: ...
-
-    def pod_views(self, uids: Iterable[str]) -> dict[str, PodView]: ...
+    @property
+    def views(self) -> _Views: ...
 
 
 class _Histogram(Protocol):
@@ -203,7 +208,7 @@ class StatusManager(BackgroundLoop):
         # Only the views of the pods handed out are built: a round runs after each pod's sync (and every
         # DELETE_POLL_S while a deletion is pending), and building all views then made each round cost
         # O(pods of the node), so a node's status work grew with the square of its pods.
-        records = self.agent.record_uids() if resync else set()
+        records = self.agent.views.record_uids() if resync else set()
         with self._lock:
             batch = self._dirty | self._awaiting_delete
             if self._failed and time.monotonic() >= self._retry_at:
@@ -224,7 +229,7 @@ class StatusManager(BackgroundLoop):
             ready = batch - self._in_flight
             self._dirty = batch & self._in_flight  # after their write in progress
             self._in_flight |= ready
-        views = self.agent.pod_views(ready)
+        views = self.agent.views.pod_views(ready)
         for uid in sorted(ready):
             future = self._pool.submit(self._sync_logged, uid, views.get(uid))
             future.add_done_callback(functools.partial(self._written, uid))

@@ -138,7 +138,7 @@ class HollowAgent:
 
     def running_pid(self, name: str) -> int:
         def pid() -> int | None:
-            for view in self.agent.pods():
+            for view in self.agent.views.pods():
                 if view.record.name == name and view.record.phase == "Running":
                     return view.record.containers["main"].pid
             return None
@@ -148,7 +148,7 @@ class HollowAgent:
 
     def wait_stopped(self, name: str) -> None:
         def stopped() -> bool:
-            views = [v for v in self.agent.pods() if v.record.name == name]
+            views = [v for v in self.agent.views.pods() if v.record.name == name]
             return bool(views) and views[0].record.containers["main"].exit_code == 128 + signal.SIGTERM
 
         wait_until(stopped, 10, f"{name}'s stop recorded")
@@ -170,7 +170,7 @@ def test_a_stopped_container_is_seen_without_a_relist(manifests: Path, hollow: H
     relists = hollow.relists
     hollow.launcher.signal(pid, signal.SIGTERM)  # the pretend container ends, as if it exited
     hollow.wait_stopped("a")
-    wait_until(lambda: any(v.record.phase == "Failed" for v in hollow.agent.pods()), 10, "a Failed")
+    wait_until(lambda: any(v.record.phase == "Failed" for v in hollow.agent.views.pods()), 10, "a Failed")
     assert hollow.relists == relists  # the event did it, not a relist
 
 

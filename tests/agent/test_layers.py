@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "agent.pod": SYNC,
     "agent.podworkers": SYNC,
     "agent.node": NODE,
+    "agent.housekeeping": NODE,
     # What serves the node or joins it to a cluster, and the composition roots.
     "agent.pod.mirrorpods": TOP,
     "agent.server": TOP,
