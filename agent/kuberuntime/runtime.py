@@ -87,7 +87,7 @@ class _Where:
     volumes: Mapping[str, MountedVolume]
 
 
-class ProcessRuntime(ContainerSequence):
+class ProcessRuntime:
     def __init__(
         self,
         state_dir: Path,
@@ -123,6 +123,7 @@ class ProcessRuntime(ContainerSequence):
         self.host = host
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.sequence = ContainerSequence(self.backoff, clock, self._launch)
         self.processes = ProcessTable()
 
     # ----- watching ----------------------------------------------------------------------------
@@ -214,7 +215,7 @@ class ProcessRuntime(ContainerSequence):
         hints: list[float] = []
         try:
             where = _Where(procs_files, volumes or {})
-            self._start_due(pod, record, where, resources, hints, cancelled)
+            self.sequence.start_due(pod, record, where, resources, hints, cancelled)
         finally:
             # One write for all of this sync's starts; the stamped processes are found again without it.
             record.phase = pod_phase(pod, record)

@@ -1,10 +1,11 @@
 """The order in which a pod's containers start, shared by both runtimes (the kubelet's computePodActions).
 
-`ContainerSequence._start_due`: init containers one at a time to completion, in order (a restartable init
+`ContainerSequence.start_due`: init containers one at a time to completion, in order (a restartable init
 container, a sidecar, only has to be running), then every app container. A container that exited is restarted
 according to the pod's restartPolicy (Always; OnFailure when the exit code is not 0; Never) with the kubelet's
 crash-loop backoff, during which it waits with reason CrashLoopBackOff. What starting one container means is
-the runtime's `_launch`: a host process (runtime.ProcessRuntime) or a CRI container (cri/runtime.CRIRuntime).
+the `launch` the runtime gives it: a host process (runtime.ProcessRuntime) or a CRI container
+(cri/runtime.CRIRuntime).
 `pod_phase` is the kubelet's getPhase over the recorded container states.
 """
 
@@ -19,24 +20,19 @@ from agent.container.resources import NO_RESOURCES, ContainerResources
 from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Container, Pod
 
+# Starts one container now (its restart count already advanced) and records the outcome: a host process
+# (runtime.ProcessRuntime) or a CRI container (cri/runtime.CRIRuntime). Its arguments: the pod, the container,
+# the pod's record, where the runtime starts it (its own type), the container's resources, the requeue hints.
+Launch = Callable[[Pod, Container, PodRecord, Any, ContainerResources, list[float]], None]
+
 
 class ContainerSequence:
-    backoff: CrashLoopBackoff
-    _clock: Callable[[], float]
+    def __init__(self, backoff: CrashLoopBackoff, clock: Callable[[], float], launch: Launch) -> None:
+        self.backoff = backoff
+        self._clock = clock
+        self._launch = launch
 
-    def _launch(
-        self,
-        pod: Pod,
-        c: Container,
-        record: PodRecord,
-        where: Any,
-        resources: ContainerResources,
-        hints: list[float],
-    ) -> None:
-        """Start container `c` now (its restart count is already advanced); record the outcome."""
-        raise NotImplementedError
-
-    def _start_due(
+    def start_due(
         self,
         pod: Pod,
         record: PodRecord,

@@ -56,7 +56,7 @@ CONFIG_ERROR_RETRY_S = 10.0
 PULL_FAILED_RESYNC_S = 1.0
 
 
-class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
+class CRIRuntime(CRIRelist, CRIStreaming):
     def __init__(
         self,
         endpoint: str,
@@ -79,6 +79,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         self.log_root = log_root
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.sequence = ContainerSequence(self.backoff, clock, self._launch)
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
@@ -115,7 +116,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         try:
             self.relist(record)
             self._ensure_sandbox(pod, record)
-            self._start_due(pod, record, volumes or {}, resources, hints, cancelled)
+            self.sequence.start_due(pod, record, volumes or {}, resources, hints, cancelled)
         except CRIError as exc:
             raise self._failed(exc) from None
         finally:
