@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import CgroupError
@@ -57,9 +57,6 @@ from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
 from kubenode.model.quantity import to_amount
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 

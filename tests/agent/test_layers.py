@@ -40,7 +40,6 @@ LAYERS: dict[str, int] = {
     "agent.node": NODE,
     "agent.housekeeping": NODE,
     # What serves the node or joins it to a cluster, and the composition roots.
-    "agent.pod.mirrorpods": TOP,
     "agent.server": TOP,
     "agent.nodestatus": TOP,
     "agent.daemon": TOP,
