@@ -1,13 +1,12 @@
 """The container manager (the kubelet's cm.ContainerManager): what a pod's containers get from the node.
 
 It owns the CPU pool and holds the pod cgroups (`update_qos` sets the QoS tiers), the device manager and the
-Topology Manager. Flow:
-syncPod calls `allocate(pod)`: every container's device-plugin resources (kubenode.devicecontract's rule)
-through the device manager's Allocate, the exclusive CPUs the CPU plugin answered in KUBENODE_CPUSET
-claimed in the CPU pool; the answer is the pod's cpuset (its exclusive CPUs, or the shared pool) and whether
-the shared pool changed (every other pod's cpuset is then rewritten). Then, for each container it starts,
-the runtime is handed `resources_for(pod, container)`: the container's merged Allocate answer with the pod's
-cpuset, one typed value (agent/container/resources.py) whichever runtime runs it. `pre_start` is
+Topology Manager. Flow: syncPod calls `allocate(pod)`: every container's device-plugin resources
+(kubenode.devicecontract's rule) through the device manager's Allocate, the exclusive CPUs the CPU plugin
+answered in KUBENODE_CPUSET claimed in the CPU pool; the answer is the pod's cpuset (its exclusive CPUs, or
+the shared pool), whether the shared pool changed (every other pod's cpuset is then rewritten), and each
+container's `resources_for(pod, container)`: its merged Allocate answer with the pod's cpuset, one typed value
+(agent/container/resources.py) that the runtime receives, whichever runtime runs it. `pre_start` is
 PreStartContainer; `release` gives back what a terminated pod held.
 """
 
@@ -77,19 +76,16 @@ class ContainerManager:
                 exclusive |= parse_cpuset(options.envs[CPUSET_ENV])
         changed = bool(exclusive) and self.cpu_pool.assign(pod.uid, exclusive)
         cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()
-        resources = {c.name: self._resources(pod.uid, c.name, cpuset or "") for c in pod.all_containers}
+        resources = {c.name: self.resources_for(pod, c.name, cpuset or "") for c in pod.all_containers}
         return PodAllocation(cpuset, changed, resources, tuple(with_devices))
 
-    def resources_for(self, pod: Pod, container: str) -> ContainerResources:
-        """The container's resources as allocated, with the pod's cpuset as the pool stands now."""
-        return self._resources(pod.uid, container, self.cpuset_of(pod.uid))
-
-    def cpuset_of(self, uid: str) -> str:
-        exclusive = self.cpu_pool.exclusive(uid)
-        return format_cpuset(exclusive) if exclusive else self.cpu_pool.shared() or ""
-
-    def _resources(self, uid: str, container: str, cpuset: str) -> ContainerResources:
-        options = self.devices.run_options(uid, container) if self.devices is not None else None
+    def resources_for(self, pod: Pod, container: str, cpuset: str | None = None) -> ContainerResources:
+        """The container's resources as allocated (the kubelet's GetResources), with the pod's cpuset: the one
+        `allocate` just chose, or as the CPU pool stands now."""
+        if cpuset is None:
+            exclusive = self.cpu_pool.exclusive(pod.uid)
+            cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared() or ""
+        options = self.devices.run_options(pod.uid, container) if self.devices is not None else None
         return (options or NO_RESOURCES).with_cpuset(cpuset)
 
     def pre_start(self, pod_uid: str, container: str) -> None:
