@@ -1,8 +1,8 @@
 """The pod manager and admission: what the sources want, diffed into adds, updates and removals.
 
 The kubelet's podManager with HandlePodAdditions, HandlePodUpdates and HandlePodRemoves. Flow: a
-source's snapshot -> `_on_snapshot` -> a UID gone from it is `_remove`d (a kill for the pod
-workers; a rejected pod's record is dropped) -> a new pod is `_add`ed: held while an earlier pod
+source's snapshot -> `on_snapshot` -> a UID gone from it is `_remove`d (a kill for the pod
+workers; a rejected pod's record is dropped) -> a new pod is `add`ed: held while an earlier pod
 of the same namespace/name still terminates; otherwise admitted by `agent.lifecycle.admission.admit`
 against the active pods and the node's allocatable, then by the Topology Manager when a policy other
 than none is set (agent/cm/topologymanager: it allocates the devices of an admitted pod with the merged
