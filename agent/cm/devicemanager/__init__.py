@@ -55,13 +55,14 @@ from agent.cm.devicemanager.records import (
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager.listing import describe_resources
-    from agent.cm.devicemanager.manager import DeviceEvent, DeviceManager
+    from agent.cm.devicemanager.manager import DeviceManager
+    from agent.cm.devicemanager.state import DeviceEvent
 
 # The names whose modules load grpc and protobuf (~28 MiB): imported on first use, so an agent without
 # device plugins (--device-plugin-dir none) never loads them; the records above are plain dataclasses.
 _LAZY = {
     "describe_resources": "agent.cm.devicemanager.listing",
-    "DeviceEvent": "agent.cm.devicemanager.manager",
+    "DeviceEvent": "agent.cm.devicemanager.state",
     "DeviceManager": "agent.cm.devicemanager.manager",
 }
 
