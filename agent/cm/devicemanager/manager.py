@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 import grpc
@@ -20,9 +20,16 @@ import grpc
 from agent.cm.devicemanager.allocation import Allocator, cpu_ids
 from agent.cm.devicemanager.endpoint import DEFAULT_RPC_TIMEOUT_S
 from agent.cm.devicemanager.plugins import PluginEndpoints
-from agent.cm.devicemanager.records import ContainerAllocation, PodInfo, RegistrationEvent, ResourceStatus
+from agent.cm.devicemanager.records import (
+    ContainerAllocation,
+    PodInfo,
+    PodRef,
+    RegistrationEvent,
+    ResourceStatus,
+)
 from agent.cm.devicemanager.registration import remove_stale_sockets, serve_registration
-from agent.cm.devicemanager.state import DeviceTable
+from agent.cm.devicemanager.state import DeviceEvent, DeviceTable
+from agent.container.resources import ContainerResources
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import DIAL_TIMEOUT_S, KUBELET_SOCKET
 from kubenode.grpcaio import AioServer
@@ -65,13 +72,6 @@ class DeviceManager:
         )
         self.allocator = Allocator(self.table, self.plugins.expire_locked)
         self._servers: list[grpc.Server | AioServer] = []
-        # The parts' calls, as the package API names them.
-        self.add_listener = self.table.add_listener
-        self.allocate = self.allocator.allocate
-        self.pre_start = self.allocator.pre_start
-        self.run_options = self.allocator.run_options
-        self.free_pod = self.allocator.free_pod
-        self.retain_pods = self.allocator.retain_pods
 
     @property
     def checkpoint_path(self) -> Path:
@@ -112,6 +112,32 @@ class DeviceManager:
         for path in (self.kubelet_socket, self.podresources_socket):
             if path is not None:
                 path.unlink(missing_ok=True)
+
+    # ----- the parts' calls, as the package API names them ---------------------------------------------
+
+    def add_listener(self, listener: Callable[[DeviceEvent], None]) -> None:
+        self.table.add_listener(listener)
+
+    def allocate(
+        self,
+        pod: PodRef,
+        container: str,
+        requests: Mapping[str, int],
+        numa_hint: frozenset[int] | None = None,
+    ) -> ContainerResources:
+        return self.allocator.allocate(pod, container, requests, numa_hint)
+
+    def pre_start(self, pod_uid: str, container: str) -> None:
+        self.allocator.pre_start(pod_uid, container)
+
+    def run_options(self, pod_uid: str, container: str) -> ContainerResources | None:
+        return self.allocator.run_options(pod_uid, container)
+
+    def free_pod(self, pod_uid: str) -> None:
+        self.allocator.free_pod(pod_uid)
+
+    def retain_pods(self, live_pod_uids: Collection[str]) -> None:
+        self.allocator.retain_pods(live_pod_uids)
 
     # ----- counts and listings ---------------------------------------------------------------------
 
