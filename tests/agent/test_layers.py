@@ -5,6 +5,8 @@ A module may import its own floor and the floors below it, never one above. Ever
 lazy ones inside functions and those under TYPE_CHECKING too: a type-only import still makes the lower
 package know the higher one. The count is read from the source with `ast`, so it can be taken on any tree:
 `python tests/agent/test_layers.py [ROOT]` prints each import that runs back up and their number.
+Counted this way on main before the agent's restructuring (issue 36, at b6164e0): 17 (13 into
+agent/pod/podrecord.py, 3 into agent/node.py, 1 into agent/server/); after it: 0.
 """
 
 from __future__ import annotations
