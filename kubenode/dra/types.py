@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kubenode.dra.semver import is_semver
 from kubenode.model.errors import ValidationError, echo
@@ -44,8 +44,10 @@ class DeviceClass:
     extended_resource_name: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Device:
+    """Compared and hashed by identity: caches of selector verdicts key on the object itself."""
+
     name: str
     attributes: Attributes = field(default_factory=dict)  # domain -> id -> (kind, value)
     capacity: Capacity = field(default_factory=dict)
@@ -216,13 +218,13 @@ def _attribute(value: Any, source: str, path: str) -> tuple[str, AttributeValue]
     if len(present) != 1:
         raise _fail(source, path, f"exactly one of {', '.join(ATTRIBUTE_KINDS)} must be set")
     kind = present[0]
-    got = value[kind]
+    got: Any = value[kind]
     expected: type | tuple[type, ...] = {"int": int, "bool": bool, "string": str, "version": str}[kind]
     if not isinstance(got, expected) or (kind == "int" and isinstance(got, bool)):
         raise _fail(source, f"{path}.{kind}", f"must be a {kind}, got {echo(got)}")
-    if kind == "version" and not is_semver(got):
+    typed = cast(AttributeValue, got)
+    if kind == "version" and not is_semver(str(typed)):
         raise _fail(source, f"{path}.version", f"must be a semantic version, got {echo(got)}")
-    typed: AttributeValue = got
     return kind, typed
 
 
