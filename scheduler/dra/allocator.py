@@ -85,7 +85,7 @@ class _Search:
         self.node = node
         self.pools = pools
         self.claims = claims
-        self.taking: dict[DeviceID, int] = {}  # device -> how many results of this search hold it
+        self.taking: dict[DeviceID, set[int]] = {}  # device -> the claims (indices) this search gives it to
         self.results: list[list[tuple[DeviceResult, Pool, int]]] = [[] for _ in claims]
         self.constraints = [
             [_Constraint(c.requests, c.match_attribute) for c in claim.constraints] for claim in claims
@@ -97,6 +97,13 @@ class _Search:
             for request_index in range(len(claim.requests))
         ]
         self.chosen: dict[int, _Option] = {}
+        for index, claim in enumerate(claims):
+            least = sum(min(o.count for o in options) for c, options in self.requests if c == index)
+            if least > MAX_RESULTS:
+                raise AllocationError(
+                    f"claim {claim.key}: number of requested devices {least} "
+                    f"exceeds the claim limit of {MAX_RESULTS}"
+                )
 
     def _options(self, claim: ResourceClaim, request_index: int) -> list[_Option]:
         request = claim.requests[request_index]
@@ -141,6 +148,8 @@ class _Search:
 
     def run(self) -> list[ClaimAllocation] | None:
         if not self._request(0):
+            if any(pool.invalid for pool in self.pools):
+                raise AllocationError("invalid resource pools were encountered")
             return None
         allocations = []
         for index, claim in enumerate(self.claims):
@@ -187,7 +196,7 @@ class _Search:
                 continue
             for index, (_, device) in enumerate(pool.entries):
                 device_id = (pool.driver, pool.name, device.name)
-                if not self._free(device_id, option):
+                if not self._free(device_id, option, claim_index):
                     continue
                 if not self._selectable(pool, index, option):
                     continue
@@ -198,10 +207,12 @@ class _Search:
                 self._give_back(claim_index, option, device_id)
         return False
 
-    def _free(self, device_id: DeviceID, option: _Option) -> bool:
+    def _free(self, device_id: DeviceID, option: _Option, claim_index: int) -> bool:
+        """Admin access may share a device with other claims, never within its own claim."""
+        holders = self.taking.get(device_id)
         if option.selection.admin_access:
-            return True
-        return device_id not in self.owner.in_use and not self.taking.get(device_id)
+            return not holders or claim_index not in holders
+        return device_id not in self.owner.in_use and not holders
 
     def _take(
         self,
@@ -212,7 +223,7 @@ class _Search:
         device_id: DeviceID,
         must: bool = False,
     ) -> bool:
-        if not self._free(device_id, option):
+        if not self._free(device_id, option, claim_index):
             return False
         _, device = pool.entries[index]
         added: list[_Constraint] = []
@@ -234,14 +245,14 @@ class _Search:
                 constraint.value = value
             constraint.members += 1
             added.append(constraint)
-        self.taking[device_id] = self.taking.get(device_id, 0) + 1
+        self.taking.setdefault(device_id, set()).add(claim_index)
         result = DeviceResult(option.full_name, *device_id, admin_access=option.selection.admin_access)
         self.results[claim_index].append((result, pool, index))
         return True
 
     def _give_back(self, claim_index: int, option: _Option, device_id: DeviceID) -> None:
         self.results[claim_index].pop()
-        self.taking[device_id] -= 1
+        self.taking[device_id].discard(claim_index)
         for constraint in self.constraints[claim_index]:
             if constraint.applies(option):
                 constraint.members -= 1

@@ -2,10 +2,12 @@
 
 Config, as kube's allocator carries it: each class's config once (source FromClass) listing the
 requests that used the class, then the claim's own config (source FromClaim) for the requests it
-names (a subrequest's "request/sub" name counts); a config that covers every request of the claim
-lists none ("empty means all"). The node selector says where the devices can be reached: a
-node-local slice pins the node (`metadata.name` field), a slice with a nodeSelector brings its one
-term, an allNodes slice adds nothing (no selector at all when every device is network-wide).
+names (a subrequest's "request/sub" name counts, an unchosen subrequest's config is left out); a
+claim config that names no request applies to all and lists none.
+
+The node selector says where the devices can be reached: a node-local slice pins the node
+(`metadata.name` field), a slice with a nodeSelector brings its one term, an allNodes slice adds
+nothing (no selector at all when every device is network-wide).
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def allocation_config(
         if not config.requests or set(config.requests) & (chosen_names | request_names):
             entries.append(_entry(FROM_CLAIM, list(config.requests), config))
     for entry in entries:
-        if len(entry["requests"]) == len(claim.requests) or not entry["requests"]:
-            del entry["requests"]
+        if not entry["requests"]:
+            del entry["requests"]  # empty: every request
     return tuple(entries)
 
 
