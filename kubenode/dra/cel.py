@@ -15,13 +15,14 @@ isLessThan/major/minor/patch; `cel.bind` and the strings extension come with the
 cel-expr-python cannot carry an opaque Python object through an expression, so a Quantity is a
 one-entry map {QUANTITY_KEY: text} and a Semver a one-item list [text]: distinct CEL kinds, so
 overloads dispatch on them; the functions parse the text exactly (cached). An attributes or
-capacity domain the device lacks is an empty map, as in kube: the domains an expression names
-as string literals are filled in empty on each device it sees, so `device.attributes["x"].y`
+capacity domain the device lacks is an empty map, as in kube: the domains an expression looks up
+by name (`attributes["x"]`) are filled in empty for that expression, so `device.attributes["x"].y`
 fails as "no such key" and `has(...)` is false, instead of the domain lookup failing.
 
-Cost: the runtime has no cost tracker. Device attributes are scalars, so an expression's cost is
-bounded by its own size; the 10 Ki length limit (resourceapi.CELSelectorExpressionMaxLength) is
-enforced, and kube's 1,000,000 runtime cost limit is not measured.
+Limits: the 10 Ki length limit (resourceapi.CELSelectorExpressionMaxLength), and kube's cost
+limit (1,000,000) against a static worst-case estimate (kubenode/dra/celcost.py), as the runtime
+has no cost tracker. Not available: kube's regex `find`/`findAll`, IP/CIDR/URL libraries, ext.Lists
+and `includes()` (gated in kube).
 """
 
 from __future__ import annotations
@@ -36,15 +37,20 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_strings
 
 from kubenode.dra import semver
+from kubenode.dra.celcost import estimate
 from kubenode.dra.types import MAX_SELECTOR_LENGTH, Device
 from kubenode.model.quantity import QuantityError, to_fraction
 
 QUANTITY_KEY = "kubenode.io/quantity"
-MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost (not measured by this runtime)
+MAX_COST = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost, checked against the static estimate
 
 _QUANTITY = cel.Type.Map(cel.Type.STRING, cel.Type.STRING)
 _SEMVER = cel.Type.List(cel.Type.STRING)
-_STRING_LITERAL = re.compile(r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)\"""")
+# `attributes["domain"]` / `capacity['domain']`: the domains an expression looks up by name
+_DOMAIN_LOOKUP = re.compile(r"""(?:attributes|capacity)\s*\[\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*\]""")
+# cel-cpp's checker refuses a `dyn` comprehension range (`device.attributes["d"].exists(...)`), which
+# CEL allows; such an expression is compiled unchecked and its overloads resolve at runtime.
+_DYN_RANGE = "cannot be the range of a comprehension"
 
 
 class SelectorError(ValueError):
@@ -84,7 +90,8 @@ def _as_integer(a: Mapping[str, str]) -> int:
     return int(value)
 
 
-def _semver(text: str) -> list[str]:
+def _semver(text: str, relaxed: bool = False) -> list[str]:
+    text = semver.normalize(text) if relaxed else text
     semver.parse(text)
     return [text]
 
@@ -104,8 +111,20 @@ def _functions() -> list[Any]:
     return [
         decl("quantity", [_overload("string_to_quantity", q, [string], _quantity, False)]),
         decl("isQuantity", [_overload("is_quantity_string", b, [string], _is_quantity, False)]),
-        decl("semver", [_overload("string_to_semver", s, [string], _semver, False)]),
-        decl("isSemver", [_overload("is_semver_string", b, [string], semver.is_semver, False)]),
+        decl(
+            "semver",
+            [
+                _overload("string_to_semver", s, [string], _semver, False),
+                _overload("string_bool_to_semver", s, [string, b], _semver, False),
+            ],
+        ),
+        decl(
+            "isSemver",
+            [
+                _overload("is_semver_string", b, [string], semver.is_semver, False),
+                _overload("is_semver_string_bool", b, [string, b], semver.is_semver, False),
+            ],
+        ),
         decl(
             "compareTo",
             [
@@ -164,9 +183,12 @@ def _env() -> Any:
 
 
 class DeviceData:
-    """One device as the `device` variable, built once and reused by every selector evaluated on it."""
+    """One device as the `device` variable, built once and reused by every selector evaluated on it.
 
-    __slots__ = ("_activation", "_domains", "data")
+    Each set of looked-up domains gets its own activation, with just those domains filled in
+    empty where the device lacks them: `"x" in device.attributes` stays false elsewhere."""
+
+    __slots__ = ("_activations", "data")
 
     def __init__(self, driver: str, device: Device) -> None:
         attributes: dict[str, dict[str, Any]] = {}
@@ -179,24 +201,30 @@ class DeviceData:
             for domain, values in device.capacity.items()
         }
         self.data: dict[str, Any] = {"driver": driver, "attributes": attributes, "capacity": capacity}
-        self._domains: frozenset[str] = frozenset()
-        self._activation: Any = None
+        self._activations: dict[frozenset[str], Any] = {}
 
     def activation(self, domains: frozenset[str]) -> Any:
-        if self._activation is None or not domains <= self._domains:
-            self._domains = self._domains | domains
-            for key in ("attributes", "capacity"):
-                for domain in self._domains:
-                    self.data[key].setdefault(domain, {})
-            self._activation = _env().Activation({"device": self.data})
-        return self._activation
+        found = self._activations.get(domains)
+        if found is None:
+            data = self.data
+            missing = [d for d in domains if d not in data["attributes"] or d not in data["capacity"]]
+            if missing:
+                empty: dict[str, Any] = {d: {} for d in missing}
+                data = {
+                    "driver": data["driver"],
+                    "attributes": {**empty, **data["attributes"]},
+                    "capacity": {**empty, **data["capacity"]},
+                }
+            found = self._activations[domains] = _env().Activation({"device": data})
+        return found
 
 
 class Selector:
     """One compiled selector expression."""
 
-    def __init__(self, text: str, program: Any, domains: frozenset[str]) -> None:
+    def __init__(self, text: str, program: Any, domains: frozenset[str], cost: int) -> None:
         self.text = text
+        self.cost = cost  # the estimated worst case (kubenode/dra/celcost.py)
         self._program = program
         self._domains = domains
 
@@ -206,7 +234,7 @@ class Selector:
             raise SelectorError(f"CEL runtime error: {value.value()}")
         result = value.value()
         if not isinstance(result, bool):
-            raise SelectorError(f"must evaluate to bool, got {type(result).__name__}")
+            raise SelectorError(f"CEL result of type {type(result).__name__} could not be converted to bool")
         return result
 
 
@@ -218,9 +246,15 @@ def compile_selector(text: str) -> Selector:
     try:
         program = _env().compile(text)
     except RuntimeError as exc:
-        raise SelectorError(f"compilation failed: {exc}") from None
-    kind = program.return_type()
-    if kind not in (cel.Type.BOOL, cel.Type.DYN):
-        raise SelectorError(f"must evaluate to bool, not {kind.name()}")
-    domains = frozenset(a or b for a, b in _STRING_LITERAL.findall(text))
-    return Selector(text, program, domains)
+        if _DYN_RANGE not in str(exc):
+            raise SelectorError(f"compilation failed: {exc}") from None
+        program = _env().compile(text, disable_check=True)
+    else:
+        kind = program.return_type()
+        if kind not in (cel.Type.BOOL, cel.Type.DYN):
+            raise SelectorError(f"must evaluate to bool or the unknown type, not {kind.name()}")
+    cost = estimate(program.serialize())
+    if cost > MAX_COST:
+        raise SelectorError(f"estimated cost {cost} exceeds the limit of {MAX_COST}")
+    domains = frozenset(a or b for a, b in _DOMAIN_LOOKUP.findall(text))
+    return Selector(text, program, domains, cost)

@@ -36,9 +36,22 @@ def parse(text: str) -> Key:
     return int(m[1]), int(m[2]), int(m[3]), not pre, pre
 
 
-def is_semver(text: str) -> bool:
+def normalize(text: str) -> str:
+    """Kube's relaxed form (`semver(s, true)`): a leading "v" dropped, missing minor and patch added as 0,
+    leading zeros dropped from the three numbers."""
+    text = text[1:] if text.startswith("v") else text
+    cut = re.search(r"[-+]", text)
+    core, rest = (text[: cut.start()], text[cut.start() :]) if cut else (text, "")
+    parts = core.split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise SemverError(f"invalid semver {text!r}")
+    parts = [str(int(p)) for p in parts] + ["0"] * (3 - len(parts))
+    return ".".join(parts) + rest
+
+
+def is_semver(text: str, relaxed: bool = False) -> bool:
     try:
-        parse(text)
+        parse(normalize(text) if relaxed else text)
     except SemverError:
         return False
     return True

@@ -1,0 +1,85 @@
+"""Kube's CEL device selector cases (cel_cases.yaml) against kubenode/dra/cel.py, and the parsers' errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubenode.dra.cel import DeviceData, SelectorError, compile_selector
+from kubenode.dra.types import parse_resource_slice
+from kubenode.model.errors import ValidationError
+
+CASES = yaml.safe_load((Path(__file__).parent / "cel_cases.yaml").read_text())
+
+
+def _device(case: dict[str, Any]) -> DeviceData:
+    driver = case.get("driver", "dra.example.com")
+    device: dict[str, Any] = {"name": "d", "attributes": case.get("attributes", {})}
+    device["capacity"] = {name: {"value": value} for name, value in case.get("capacity", {}).items()}
+    obj = {
+        "metadata": {"name": "s"},
+        "spec": {"driver": driver or "x", "nodeName": "n", "pool": {"name": "p"}},
+    }
+    obj["spec"]["devices"] = [device]
+    parsed = parse_resource_slice(obj)
+    return DeviceData(driver, parsed.devices[0])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_kube_cel_case(case: dict[str, Any]) -> None:
+    if "compile_error" in case:
+        with pytest.raises(SelectorError, match=case["compile_error"]):
+            compile_selector(case["expression"])
+        return
+    selector = compile_selector(case["expression"])
+    device = _device(case)
+    if "match_error" in case:
+        with pytest.raises(SelectorError, match=case["match_error"]):
+            selector.matches(device)
+        return
+    assert selector.matches(device) is case["match"]
+    assert selector.matches(device) is case["match"]  # the device's cached activation gives the same
+
+
+def test_a_domain_looked_up_by_one_selector_does_not_appear_to_others() -> None:
+    device = _device({"attributes": {"name": {"bool": True}}})
+    assert compile_selector('!has(device.attributes["other.example.com"].name)').matches(device)
+    assert not compile_selector('"other.example.com" in device.attributes').matches(device)
+
+
+def test_the_selector_length_limit_is_kubes() -> None:
+    with pytest.raises(SelectorError, match="longer than 10240"):
+        compile_selector("true && " * 1300 + "true")
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"driver": "d", "pool": {"name": "p"}}, "spec: exactly one of nodeName, nodeSelector, allNodes"),
+        (
+            {
+                "driver": "d",
+                "nodeName": "n",
+                "pool": {"name": "p"},
+                "devices": [{"name": "x", "capacity": {"m": {"value": "1 GB"}}}],
+            },
+            r"spec.devices\[0\].capacity\[m\].value",
+        ),
+        (
+            {
+                "driver": "d",
+                "nodeName": "n",
+                "pool": {"name": "p"},
+                "devices": [{"name": "x", "attributes": {"v": {"version": "1.0"}}}],
+            },
+            r"spec.devices\[0\].attributes\[v\].version: must be a semantic version",
+        ),
+        ({"driver": "d", "nodeName": "n", "pool": {"name": "p", "generation": -1}}, "spec.pool.generation"),
+    ],
+)
+def test_a_bad_slice_is_refused_naming_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError, match=f"ResourceSlice s: {field}"):
+        parse_resource_slice({"metadata": {"name": "s"}, "spec": spec})
