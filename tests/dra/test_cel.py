@@ -19,11 +19,8 @@ def _device(case: dict[str, Any]) -> DeviceData:
     driver = case.get("driver", "dra.example.com")
     device: dict[str, Any] = {"name": "d", "attributes": case.get("attributes", {})}
     device["capacity"] = {name: {"value": value} for name, value in case.get("capacity", {}).items()}
-    obj = {
-        "metadata": {"name": "s"},
-        "spec": {"driver": driver or "x", "nodeName": "n", "pool": {"name": "p"}},
-    }
-    obj["spec"]["devices"] = [device]
+    spec = {"driver": driver or "x", "nodeName": "n", "pool": {"name": "p"}, "devices": [device]}
+    obj = {"metadata": {"name": "s"}, "spec": spec}
     parsed = parse_resource_slice(obj)
     return DeviceData(driver, parsed.devices[0])
 
