@@ -32,6 +32,8 @@ import numpy as np
 from kubenode.model.objects import Node, Pod
 from scheduler.cache import SchedulerCache
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.dra.plugin import PLUGIN as DRA_PLUGIN
+from scheduler.dra.plugin import DynamicResources
 from scheduler.extenders import ExtenderChain
 from scheduler.filters import (
     FIT_PLUGIN,
@@ -138,6 +140,8 @@ class Scheduler:
         self.topologies = TopologyStore()
         # Verdicts and local scores of pods of an equal shape (scheduler/shapecache.py); None: off.
         self.shapes = ShapeCache() if shape_cache else None
+        # Pods' ResourceClaims (scheduler/dra/plugin.py); its events requeue the pods it turned down.
+        self.dra = DynamicResources(self._dra_changed)
 
     def profile_for(self, pod: Pod) -> Profile | None:
         return self.config.profiles.get(pod.scheduler_name)
@@ -219,6 +223,12 @@ class Scheduler:
         """An assigned pod left: pods NodeResourcesFit or the NUMA filter rejected may fit now."""
         self.queue.move_all(lambda qp: not qp.rejected_by or bool({FIT_PLUGIN, NUMA_PLUGIN} & qp.rejected_by))
         self.wakeup.notify_all()
+
+    def _dra_changed(self) -> None:
+        """A ResourceSlice, DeviceClass or ResourceClaim changed, or devices were given back."""
+        with self.lock:
+            self.queue.move_all(lambda qp: DRA_PLUGIN in qp.rejected_by)
+            self.wakeup.notify_all()
 
     # --- helpers ----------------------------------------------------------------------
     def _passes(self, pod: Pod, slot: int) -> bool:
@@ -339,9 +349,14 @@ class Scheduler:
         if table.node_count == 0:
             self.queue.add_unschedulable(qp, frozenset())
             return Outcome(pod, None, NO_NODES)
+        claims = self.dra.applies_to(pod)
+        if claims and (waiting := self.dra.waiting(pod)):  # PreEnqueue: a claim is missing
+            self.queue.add_unschedulable(qp, frozenset({DRA_PLUGIN}))
+            return Outcome(pod, None, waiting)
         reserved = self.reserved_for(pod)
         if (
             self.shapes is not None
+            and not claims
             and not reserved
             and self.extenders is None
             and not self.topologies.applies_to(pod)
@@ -352,6 +367,8 @@ class Scheduler:
             if slot is not None:
                 return self._assume(qp, demand, slot)
         result = run_filters(table, pod, demand, reserved)
+        if claims:
+            self.dra.filter(pod, table, result)
         placements = filter_numa(self.topologies, table, pod, result, self._pods_on)
         if self.extenders is not None and (failure := self.extenders.filter(pod, table, result)):
             self.queue.add_error(qp)  # an extender error fails the cycle: back off and retry
@@ -371,9 +388,13 @@ class Scheduler:
         self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)
-        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds).
+        claims = self.dra.applies_to(pod)
+        if claims:
+            self.dra.reserve(pod, node)
+        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds); a pod
+        # with claims binds on them, as its claims' status is written first (PreBind).
         bind_async = getattr(self.binder, "bind_async", None)
-        if bind_async is not None and self._run_binding == self._submit_to_pool:
+        if bind_async is not None and self._run_binding == self._submit_to_pool and not claims:
             self._binds_in_flight += 1
             try:
                 bind_async(bound, node, lambda error: self._bound(qp, bound, node, error, True))
@@ -426,6 +447,8 @@ class Scheduler:
 
     def _bind(self, qp: QueuedPod, bound: Pod, node: str) -> None:
         try:
+            if self.dra.applies_to(bound):
+                self.dra.pre_bind(bound, node)
             self.binder.bind(bound, node)
         except Exception as exc:  # any binder failure: undo the assumption and retry later
             self._bound(qp, bound, node, exc)
@@ -442,6 +465,7 @@ class Scheduler:
                 if exc is None:
                     self.cache.finish_binding(bound.key)
                 elif self.cache.is_assumed(bound.key):  # undo the assumption and retry later
+                    self.dra.unreserve(bound)
                     self.cache.forget(bound.key, node)
                     self.queue.add_error(qp)
                     self._assigned_pod_gone()

@@ -1,0 +1,212 @@
+"""The DynamicResources plugin: kube-scheduler's extension points for a pod's ResourceClaims.
+
+- PreEnqueue (`waiting`): every claim of the pod exists and is not being deleted; else the pod
+  waits, rejected by this plugin, until a claim event.
+- Filter (`filter`): on each node the other filters passed, a claim already allocated must be
+  reachable there (its allocation's node selector: "resourceclaim not available on the node"),
+  and the unallocated ones must be allocatable from the node's pools given the devices taken or
+  in flight ("cannot allocate all claims"; an allocator error is reported as such).
+- Reserve/Unreserve (`reserve`/`unreserve`): the chosen node's allocation becomes in flight, so
+  the next pods see its devices taken; undone if binding fails.
+- PreBind (`pre_bind`, on the binding thread, before the Binding): each claim's
+  `status.allocation` and `status.reservedFor` (the pod) are written through the ClaimWriter; a
+  claim already allocated (shared by several pods) only gains the pod in `reservedFor`. A write
+  conflict fails the bind and the pod retries, so two scheduler replicas never give one device to
+  two claims: the API server's optimistic concurrency decides.
+- Events (`put_*`/`remove_*`): a ResourceSlice, DeviceClass or ResourceClaim change requeues the
+  pods this plugin rejected (`on_change`).
+
+Only the public resource.k8s.io/v1 objects are read and written.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from kubenode.dra.types import DeviceClass, ResourceClaim, ResourceSlice, parse_resource_claim
+from kubenode.model.objects import Node, Pod
+from scheduler.dra.allocator import AllocationError, Allocator
+from scheduler.dra.pools import Pool, gather_pools, selector_matches
+from scheduler.dra.results import ClaimAllocation
+from scheduler.dra.state import DraState
+from scheduler.filters import FilterResult
+from scheduler.nodetable import NodeTable
+
+PLUGIN = "DynamicResources"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_ON_NODE = "resourceclaim not available on the node"
+
+
+class ClaimWriter(Protocol):
+    """Writes a claim's status (`allocation`, `reservedFor`); returns the claim as written. Raises on
+    a conflict or any API error: the pod's bind then fails and it is retried."""
+
+    def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim: ...
+
+
+class InMemoryClaims:
+    """The simulator's writer: the claim's new status becomes its object at once."""
+
+    def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
+        raw = dict(claim.raw)
+        meta = dict(raw.get("metadata") or {})
+        meta["resourceVersion"] = str(int(str(meta.get("resourceVersion") or "0") or 0) + 1)
+        raw["metadata"] = meta
+        raw["status"] = status
+        return parse_resource_claim(raw)
+
+
+def pod_reference(pod: Pod) -> dict[str, Any]:
+    return {"resource": "pods", "name": pod.name, "uid": pod.uid}
+
+
+class DynamicResources:
+    def __init__(
+        self, on_change: Callable[[], None] = lambda: None, writer: ClaimWriter | None = None
+    ) -> None:
+        self.state = DraState()
+        self.writer: ClaimWriter = writer or InMemoryClaims()
+        self._on_change = on_change
+        self._lock = threading.RLock()
+        self._pools: dict[str, tuple[Node, list[Pool]]] = {}  # node name -> pools, until a slice changes
+        self._cycle: tuple[str, dict[str, list[ClaimAllocation]]] = ("", {})  # pod key, node -> allocations
+        self.reasons: dict[str, str] = {}  # node -> why it did not fit, for the last pod filtered
+
+    # --- events --------------------------------------------------------------------------
+    def put_slice(self, resource_slice: ResourceSlice) -> None:
+        with self._lock:
+            self.state.slices[resource_slice.name] = resource_slice
+            self._pools.clear()
+        self._on_change()
+
+    def remove_slice(self, name: str) -> None:
+        with self._lock:
+            self.state.slices.pop(name, None)
+            self._pools.clear()
+        self._on_change()
+
+    def put_class(self, device_class: DeviceClass) -> None:
+        with self._lock:
+            self.state.classes[device_class.name] = device_class
+        self._on_change()
+
+    def remove_class(self, name: str) -> None:
+        with self._lock:
+            self.state.classes.pop(name, None)
+        self._on_change()
+
+    def put_claim(self, claim: ResourceClaim) -> None:
+        with self._lock:
+            self.state.put_claim(claim)
+        self._on_change()
+
+    def remove_claim(self, key: str) -> None:
+        with self._lock:
+            self.state.remove_claim(key)
+        self._on_change()
+
+    # --- extension points ----------------------------------------------------------------
+    @staticmethod
+    def applies_to(pod: Pod) -> bool:
+        return bool((pod.raw.get("spec") or {}).get("resourceClaims"))
+
+    def waiting(self, pod: Pod) -> str:
+        """PreEnqueue: "" when every claim of the pod can be used, else why the pod waits."""
+        with self._lock:
+            return self.state.pod_claims(pod).waiting
+
+    def pools(self, node: Node) -> list[Pool]:
+        cached = self._pools.get(node.name)
+        if cached is None or cached[0] is not node:
+            cached = self._pools[node.name] = (node, gather_pools(self.state.slices.values(), node))
+        return cached[1]
+
+    def filter(self, pod: Pod, table: NodeTable, result: FilterResult) -> None:
+        """Filter on every node still feasible; rejections go into `result` under this plugin."""
+        with self._lock:
+            claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+            # a claim another pod's allocation holds in flight counts as allocated (kube's assume cache)
+            allocated = [self.state.as_allocated(c) for c in claims if self.state.is_allocated(c)]
+            pending = [c for c in claims if not self.state.is_allocated(c)]
+            allocator = Allocator(self.state.classes, self.state.in_use(), self.state.matcher)
+            found: dict[str, list[ClaimAllocation]] = {}
+            bad: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
+            self.reasons = {}
+            for slot in np.flatnonzero(result.feasible):
+                node = table.node(int(slot))
+                reason = self._node_reason(node, allocated, pending, allocator, found)
+                if reason:
+                    self.reasons[node.name] = reason
+                    mask = bad.setdefault(reason, np.zeros(len(result.feasible), bool))
+                    mask[slot] = True
+            self._cycle = (pod.key, found)
+            for reason, mask in bad.items():
+                result.reject(PLUGIN, reason, mask)
+
+    def _node_reason(
+        self,
+        node: Node,
+        allocated: list[ResourceClaim],
+        pending: list[ResourceClaim],
+        allocator: Allocator,
+        found: dict[str, list[ClaimAllocation]],
+    ) -> str:
+        for claim in allocated:
+            selector = _allocation_selector(claim)
+            if selector is not None and not selector_matches(selector, node):
+                return NOT_ON_NODE
+        if not pending:
+            found[node.name] = []
+            return ""
+        try:
+            allocations = allocator.allocate(node, self.pools(node), pending)
+        except AllocationError as exc:
+            return str(exc)
+        if allocations is None:
+            return CANNOT_ALLOCATE
+        found[node.name] = allocations
+        return ""
+
+    def reserve(self, pod: Pod, node: str) -> None:
+        with self._lock:
+            key, found = self._cycle
+            allocations = found.get(node, []) if key == pod.key else []
+            self._cycle = ("", {})
+            self.state.reserve(pod.key, allocations)
+
+    def unreserve(self, pod: Pod) -> None:
+        with self._lock:
+            self.state.unreserve(pod.key)
+        self._on_change()  # its devices are free again
+
+    def pre_bind(self, pod: Pod, node: str) -> None:
+        """Write each claim's status before the pod is bound. Raises on any failure (then Unreserve)."""
+        with self._lock:
+            allocations = {a.claim.key: a for a in self.state.in_flight(pod.key)}
+            claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+        for claim in claims:
+            reserved = [dict(r) for r in claim.reserved_for]
+            if any(r.get("uid") == pod.uid and r.get("name") == pod.name for r in reserved):
+                continue
+            status = dict(claim.raw.get("status") or {})
+            allocation = allocations.get(claim.key)
+            if claim.allocation is None:
+                if allocation is None:
+                    raise RuntimeError(f"claim {claim.key} has no allocation for {pod.key} on {node}")
+                status["allocation"] = allocation.to_json()
+            status["reservedFor"] = [*reserved, pod_reference(pod)]
+            written = self.writer.write_status(claim, status)
+            with self._lock:
+                self.state.put_claim(written, assumed=True)
+        with self._lock:
+            self.state.unreserve(pod.key)
+
+
+def _allocation_selector(claim: ResourceClaim) -> dict[str, Any] | None:
+    allocation = (claim.raw.get("status") or {}).get("allocation") or {}
+    selector = allocation.get("nodeSelector")
+    return selector if isinstance(selector, dict) else None

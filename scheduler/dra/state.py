@@ -1,0 +1,147 @@
+"""What the DynamicResources plugin knows: classes, slices, claims, and which devices are taken.
+
+Taken devices are rebuilt from the claims themselves (`status.allocation`), never remembered
+apart from them, so a restarted scheduler, or a new leader among several replicas, starts from
+what the API says: a device is taken while some claim's allocation names it (results with
+adminAccess do not take it, as in kube). On top come the allocations in flight: reserved for a
+pod whose claim status is not written yet. A claim this scheduler wrote is kept as written (an
+assumed object, as kube's assume cache) until the informer brings a newer one, so the next pod
+never sees its devices free in between.
+
+A pod's claims are `spec.resourceClaims[]`: `resourceClaimName` directly, or the claim made
+from `resourceClaimTemplateName`, named in `status.resourceClaimStatuses[]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kubenode.dra.types import DeviceClass, DeviceResult, ResourceClaim, ResourceSlice
+from kubenode.model.objects import Pod
+from scheduler.dra.allocator import DeviceID
+from scheduler.dra.matcher import Matcher
+from scheduler.dra.results import ClaimAllocation
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """The claims of one pod, or why they cannot be used yet (kube's PreEnqueue message)."""
+
+    keys: tuple[str, ...]
+    waiting: str = ""
+
+
+def _taken_by(results: Iterable[DeviceResult]) -> Iterable[DeviceID]:
+    return (result.device_id for result in results if not result.admin_access)
+
+
+def _resource_version(claim: ResourceClaim) -> int:
+    text = str(claim.raw.get("metadata", {}).get("resourceVersion") or "0")
+    return int(text) if text.isdigit() else 0
+
+
+class DraState:
+    def __init__(self) -> None:
+        self.classes: dict[str, DeviceClass] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self.claims: dict[str, ResourceClaim] = {}
+        self.matcher = Matcher()
+        self._taken: dict[DeviceID, str] = {}  # device -> the claim (key) it is allocated to
+        self._in_flight: dict[str, list[ClaimAllocation]] = {}  # pod key -> allocations reserved for it
+        self._in_flight_devices: dict[DeviceID, str] = {}  # device -> pod key
+
+    # --- objects -------------------------------------------------------------------------
+    def put_claim(self, claim: ResourceClaim, assumed: bool = False) -> None:
+        old = self.claims.get(claim.key)
+        if not assumed and old is not None and _resource_version(old) > _resource_version(claim) > 0:
+            return  # older than the object this scheduler wrote: keep the assumed one
+        self._forget_devices(claim.key)
+        self.claims[claim.key] = claim
+        for device in _taken_by(claim.allocation or ()):
+            self._taken[device] = claim.key
+
+    def remove_claim(self, key: str) -> None:
+        self._forget_devices(key)
+        self.claims.pop(key, None)
+
+    def _forget_devices(self, key: str) -> None:
+        old = self.claims.get(key)
+        for device in _taken_by(old.allocation or ()) if old is not None else ():
+            if self._taken.get(device) == key:
+                del self._taken[device]
+
+    # --- devices -------------------------------------------------------------------------
+    def in_use(self) -> set[DeviceID]:
+        return set(self._taken) | set(self._in_flight_devices)
+
+    def holder(self, device: DeviceID) -> str:
+        return self._taken.get(device) or self._in_flight_devices.get(device, "")
+
+    def reserve(self, pod_key: str, allocations: list[ClaimAllocation]) -> None:
+        self.unreserve(pod_key)
+        self._in_flight[pod_key] = allocations
+        for allocation in allocations:
+            for device in _taken_by(allocation.results):
+                self._in_flight_devices[device] = pod_key
+
+    def unreserve(self, pod_key: str) -> list[ClaimAllocation]:
+        allocations = self._in_flight.pop(pod_key, [])
+        for allocation in allocations:
+            for device in _taken_by(allocation.results):
+                if self._in_flight_devices.get(device) == pod_key:
+                    del self._in_flight_devices[device]
+        return allocations
+
+    def in_flight(self, pod_key: str) -> list[ClaimAllocation]:
+        return self._in_flight.get(pod_key, [])
+
+    def _in_flight_for(self, claim_key: str) -> ClaimAllocation | None:
+        for allocations in self._in_flight.values():
+            for allocation in allocations:
+                if allocation.claim.key == claim_key:
+                    return allocation
+        return None
+
+    def is_allocated(self, claim: ResourceClaim) -> bool:
+        return claim.allocation is not None or self._in_flight_for(claim.key) is not None
+
+    def as_allocated(self, claim: ResourceClaim) -> ResourceClaim:
+        """The claim, with the allocation another pod holds in flight for it written in (if any)."""
+        if claim.allocation is not None:
+            return claim
+        allocation = self._in_flight_for(claim.key)
+        if allocation is None:
+            return claim
+        raw = {**claim.raw, "status": {**(claim.raw.get("status") or {}), "allocation": allocation.to_json()}}
+        return replace(claim, allocation=allocation.results, raw=raw)
+
+    # --- pods ----------------------------------------------------------------------------
+    def pod_claims(self, pod: Pod) -> PodClaims:
+        spec = pod.raw.get("spec") or {}
+        entries = spec.get("resourceClaims") or []
+        if not entries:
+            return PodClaims(())
+        statuses: Mapping[str, Any] = {
+            str(s.get("name")): s.get("resourceClaimName")
+            for s in (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
+            if isinstance(s, Mapping)
+        }
+        keys = []
+        for entry in entries:
+            name = entry.get("resourceClaimName")
+            if not name and entry.get("resourceClaimTemplateName"):
+                name = statuses.get(entry.get("name"))
+                if not name:
+                    return PodClaims((), f'pod "{pod.key}": ResourceClaim not created yet')
+            if not name:
+                continue
+            key = f"{pod.namespace}/{name}"
+            claim = self.claims.get(key)
+            if claim is None:
+                return PodClaims((), f'resourceclaim.resource.k8s.io "{name}" not found')
+            if claim.deleting:
+                return PodClaims((), f'resourceclaim "{name}" is being deleted')
+            keys.append(key)
+        return PodClaims(tuple(keys))
