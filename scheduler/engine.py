@@ -292,10 +292,15 @@ class Scheduler:
             totals += self.extenders.scores(pod, self.cache.table, result.feasible)
         return totals
 
-    def _pick_by_shape(self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand) -> int | None:
-        """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py)."""
+    def _pick_by_shape(
+        self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand, excluded: BoolArray | None
+    ) -> int | None:
+        """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py); `excluded`:
+        nodes DynamicResources turned down (a copy of the scores is masked, the cache's stay)."""
         table = self.cache.table
         scores, vary = shapes.evaluate(table, profile, pod, demand)
+        if excluded is not None:
+            scores = np.where(excluded[: len(scores)], INFEASIBLE, scores)
         if vary:
             feasible = scores > INFEASIBLE
             return self._pick(
@@ -354,16 +359,18 @@ class Scheduler:
             self.queue.add_unschedulable(qp, frozenset({DRA_PLUGIN}))
             return Outcome(pod, None, waiting)
         reserved = self.reserved_for(pod)
+        # A pod with claims takes the shape path when DynamicResources can say at once which nodes it rejects.
+        excluded = self.dra.rejected(pod, table) if claims and self.shapes is not None else None
         if (
             self.shapes is not None
-            and not claims
+            and (not claims or excluded is not None)
             and not reserved
             and self.extenders is None
             and not self.topologies.applies_to(pod)
         ):
             # Only each node's own column matters here: the shape cache gives the same verdicts
             # and scores; with no feasible node the full path below says why.
-            slot = self._pick_by_shape(self.shapes, pod, profile, demand)
+            slot = self._pick_by_shape(self.shapes, pod, profile, demand, excluded)
             if slot is not None:
                 return self._assume(qp, demand, slot)
         result = run_filters(table, pod, demand, reserved)

@@ -30,11 +30,13 @@ import numpy as np
 from kubenode.dra.types import DeviceClass, ResourceClaim, ResourceSlice, parse_resource_claim
 from kubenode.model.objects import Node, Pod
 from scheduler.dra.allocator import AllocationError, Allocator
+from scheduler.dra.counts import FreeCounts
 from scheduler.dra.pools import Pool, gather_pools, selector_matches
 from scheduler.dra.results import ClaimAllocation
 from scheduler.dra.state import DraState
 from scheduler.filters import FilterResult
 from scheduler.nodetable import NodeTable
+from scheduler.shapecache import BoolArray
 
 PLUGIN = "DynamicResources"
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -75,18 +77,22 @@ class DynamicResources:
         self._pools: dict[str, tuple[Node, list[Pool]]] = {}  # node name -> pools, until a slice changes
         self._cycle: tuple[str, dict[str, list[ClaimAllocation]]] = ("", {})  # pod key, node -> allocations
         self.reasons: dict[str, str] = {}  # node -> why it did not fit, for the last pod filtered
+        self.counts = FreeCounts(self.state, self.pools)
+        self._table: NodeTable | None = None
 
     # --- events --------------------------------------------------------------------------
     def put_slice(self, resource_slice: ResourceSlice) -> None:
         with self._lock:
             self.state.slices[resource_slice.name] = resource_slice
             self._pools.clear()
+            self.counts.invalidate()
         self._on_change()
 
     def remove_slice(self, name: str) -> None:
         with self._lock:
             self.state.slices.pop(name, None)
             self._pools.clear()
+            self.counts.invalidate()
         self._on_change()
 
     def put_class(self, device_class: DeviceClass) -> None:
@@ -125,8 +131,27 @@ class DynamicResources:
             cached = self._pools[node.name] = (node, gather_pools(self.state.slices.values(), node))
         return cached[1]
 
+    def rejected(self, pod: Pod, table: NodeTable) -> BoolArray | None:
+        """The nodes this plugin turns down for a simple pod (scheduler/dra/counts.py), in one vectorised
+        step; None when the pod is not simple and only `filter` can say."""
+        with self._lock:
+            self._table = table
+            claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+            simple = self.counts.simple(claims)
+            if simple is None:
+                return None
+            self._cycle = (pod.key, {})  # the allocation itself is made at Reserve, on the node chosen
+            free = self.counts.free(table, simple[0])
+            rejected: BoolArray = free < simple[1]
+            return rejected
+
     def filter(self, pod: Pod, table: NodeTable, result: FilterResult) -> None:
         """Filter on every node still feasible; rejections go into `result` under this plugin."""
+        rejected = self.rejected(pod, table)
+        if rejected is not None:
+            self.reasons = {}
+            result.reject(PLUGIN, CANNOT_ALLOCATE, rejected[: len(result.feasible)])
+            return
         with self._lock:
             claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
             # a claim another pod's allocation holds in flight counts as allocated (kube's assume cache)
@@ -174,9 +199,26 @@ class DynamicResources:
     def reserve(self, pod: Pod, node: str) -> None:
         with self._lock:
             key, found = self._cycle
-            allocations = found.get(node, []) if key == pod.key else []
             self._cycle = ("", {})
+            allocations = found.get(node) if key == pod.key else None
+            if allocations is None:  # a simple pod's: allocate on the chosen node now
+                allocations = self._allocate_on(pod, node)
             self.state.reserve(pod.key, allocations)
+
+    def _allocate_on(self, pod: Pod, node_name: str) -> list[ClaimAllocation]:
+        slot = self._table.slot.get(node_name) if self._table is not None else None
+        if self._table is None or slot is None:
+            return []
+        node = self._table.node(slot)
+        claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+        pending = [c for c in claims if not self.state.is_allocated(c)]
+        if not pending:
+            return []
+        allocator = Allocator(self.state.classes, self.state.in_use(), self.state.matcher)
+        try:
+            return allocator.allocate(node, self.pools(node), pending) or []
+        except AllocationError:
+            return []  # PreBind finds no allocation and fails the bind: the pod is retried
 
     def unreserve(self, pod: Pod) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from `resourceClaimTemplateName`, named in `status.resourceClaimStatuses[]`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,20 +51,43 @@ class DraState:
         self._taken: dict[DeviceID, str] = {}  # device -> the claim (key) it is allocated to
         self._in_flight: dict[str, list[ClaimAllocation]] = {}  # pod key -> allocations reserved for it
         self._in_flight_devices: dict[DeviceID, str] = {}  # device -> pod key
+        # Told of each device that becomes taken (True) or free (False): the free-device counts.
+        self.listeners: list[Callable[[DeviceID, bool], None]] = []
+
+    def is_used(self, device: DeviceID) -> bool:
+        return self._used(device)
+
+    def _used(self, device: DeviceID) -> bool:
+        return device in self._taken or device in self._in_flight_devices
+
+    def _tell(self, before: dict[DeviceID, bool]) -> None:
+        for device, was in before.items():
+            now = self._used(device)
+            if now != was:
+                for listener in self.listeners:
+                    listener(device, now)
+
+    def _devices_of(self, *allocations: Iterable[DeviceResult]) -> dict[DeviceID, bool]:
+        return {device: self._used(device) for results in allocations for device in _taken_by(results)}
 
     # --- objects -------------------------------------------------------------------------
     def put_claim(self, claim: ResourceClaim, assumed: bool = False) -> None:
         old = self.claims.get(claim.key)
         if not assumed and old is not None and _resource_version(old) > _resource_version(claim) > 0:
             return  # older than the object this scheduler wrote: keep the assumed one
+        before = self._devices_of(old.allocation or () if old else (), claim.allocation or ())
         self._forget_devices(claim.key)
         self.claims[claim.key] = claim
         for device in _taken_by(claim.allocation or ()):
             self._taken[device] = claim.key
+        self._tell(before)
 
     def remove_claim(self, key: str) -> None:
+        old = self.claims.get(key)
+        before = self._devices_of(old.allocation or () if old else ())
         self._forget_devices(key)
         self.claims.pop(key, None)
+        self._tell(before)
 
     def _forget_devices(self, key: str) -> None:
         old = self.claims.get(key)
@@ -81,17 +104,21 @@ class DraState:
 
     def reserve(self, pod_key: str, allocations: list[ClaimAllocation]) -> None:
         self.unreserve(pod_key)
+        before = self._devices_of(*(a.results for a in allocations))
         self._in_flight[pod_key] = allocations
         for allocation in allocations:
             for device in _taken_by(allocation.results):
                 self._in_flight_devices[device] = pod_key
+        self._tell(before)
 
     def unreserve(self, pod_key: str) -> list[ClaimAllocation]:
         allocations = self._in_flight.pop(pod_key, [])
+        before = self._devices_of(*(a.results for a in allocations))
         for allocation in allocations:
             for device in _taken_by(allocation.results):
                 if self._in_flight_devices.get(device) == pod_key:
                     del self._in_flight_devices[device]
+        self._tell(before)
         return allocations
 
     def in_flight(self, pod_key: str) -> list[ClaimAllocation]:
