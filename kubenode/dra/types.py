@@ -10,7 +10,7 @@ are kube's v1 names. Attribute and capacity names are qualified names: "domain/i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from kubenode.dra.semver import is_semver
@@ -376,4 +376,20 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
         ),
         bool(meta.get("deletionTimestamp")),
         obj,
+    )
+
+
+def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
+    """The claim with the status and metadata of `raw`, its spec as parsed before (a status write)."""
+    source = f"ResourceClaim {claim.key}"
+    status = _map(raw.get("status"), source, "status")
+    allocation = status.get("allocation")
+    reserved = _list(status.get("reservedFor"), source, "status.reservedFor")
+    return replace(
+        claim,
+        allocation=None
+        if allocation is None
+        else _results(_map(allocation, source, "status.allocation"), source),
+        reserved_for=tuple(_map(r, source, "status.reservedFor") for r in reserved),
+        raw=raw,
     )

@@ -47,7 +47,7 @@ class FreeCounts:
 
     def simple(self, claims: list[ResourceClaim]) -> tuple[Selection, int] | None:
         """The pod's one selection and how many devices it needs, when the arithmetic is exact."""
-        if any(s.node_selector is not None or s.all_nodes for s in self.state.slices.values()):
+        if self.state.network_slices:
             return None
         selection: Selection | None = None
         need = 0

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kubenode.dra.types import DeviceClass, ResourceClaim, ResourceSlice, parse_resource_claim
+from kubenode.dra.types import DeviceClass, ResourceClaim, ResourceSlice, with_status
 from kubenode.model.objects import Node, Pod
 from scheduler.dra.allocator import AllocationError, Allocator
 from scheduler.dra.counts import FreeCounts
@@ -54,12 +54,9 @@ class InMemoryClaims:
     """The simulator's writer: the claim's new status becomes its object at once."""
 
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
-        raw = dict(claim.raw)
-        meta = dict(raw.get("metadata") or {})
+        meta = dict(claim.raw.get("metadata") or {})
         meta["resourceVersion"] = str(int(str(meta.get("resourceVersion") or "0") or 0) + 1)
-        raw["metadata"] = meta
-        raw["status"] = status
-        return parse_resource_claim(raw)
+        return with_status(claim, {**claim.raw, "metadata": meta, "status": status})
 
 
 def pod_reference(pod: Pod) -> dict[str, Any]:
@@ -83,14 +80,14 @@ class DynamicResources:
     # --- events --------------------------------------------------------------------------
     def put_slice(self, resource_slice: ResourceSlice) -> None:
         with self._lock:
-            self.state.slices[resource_slice.name] = resource_slice
+            self.state.put_slice(resource_slice)
             self._pools.clear()
             self.counts.invalidate()
         self._on_change()
 
     def remove_slice(self, name: str) -> None:
         with self._lock:
-            self.state.slices.pop(name, None)
+            self.state.remove_slice(name)
             self._pools.clear()
             self.counts.invalidate()
         self._on_change()

@@ -14,7 +14,7 @@ from `resourceClaimTemplateName`, named in `status.resourceClaimStatuses[]`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,10 +42,25 @@ def _resource_version(claim: ResourceClaim) -> int:
     return int(text) if text.isdigit() else 0
 
 
+class InUse(Set[DeviceID]):
+    def __init__(self, state: DraState) -> None:
+        self._state = state
+
+    def __contains__(self, device: object) -> bool:
+        return isinstance(device, tuple) and self._state.is_used(device)
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        yield from self._state.used_devices()
+
+    def __len__(self) -> int:
+        return len(self._state.used_devices())
+
+
 class DraState:
     def __init__(self) -> None:
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
+        self.network_slices = 0  # slices with a nodeSelector or allNodes (see put_slice)
         self.claims: dict[str, ResourceClaim] = {}
         self.matcher = Matcher()
         self._taken: dict[DeviceID, str] = {}  # device -> the claim (key) it is allocated to
@@ -53,6 +68,9 @@ class DraState:
         self._in_flight_devices: dict[DeviceID, str] = {}  # device -> pod key
         # Told of each device that becomes taken (True) or free (False): the free-device counts.
         self.listeners: list[Callable[[DeviceID, bool], None]] = []
+
+    def used_devices(self) -> set[DeviceID]:
+        return set(self._taken) | set(self._in_flight_devices)
 
     def is_used(self, device: DeviceID) -> bool:
         return self._used(device)
@@ -71,6 +89,16 @@ class DraState:
         return {device: self._used(device) for results in allocations for device in _taken_by(results)}
 
     # --- objects -------------------------------------------------------------------------
+    def put_slice(self, resource_slice: ResourceSlice) -> None:
+        self.remove_slice(resource_slice.name)
+        self.slices[resource_slice.name] = resource_slice
+        self.network_slices += not resource_slice.node_name
+
+    def remove_slice(self, name: str) -> None:
+        old = self.slices.pop(name, None)
+        if old is not None:
+            self.network_slices -= not old.node_name
+
     def put_claim(self, claim: ResourceClaim, assumed: bool = False) -> None:
         old = self.claims.get(claim.key)
         if not assumed and old is not None and _resource_version(old) > _resource_version(claim) > 0:
@@ -96,8 +124,9 @@ class DraState:
                 del self._taken[device]
 
     # --- devices -------------------------------------------------------------------------
-    def in_use(self) -> set[DeviceID]:
-        return set(self._taken) | set(self._in_flight_devices)
+    def in_use(self) -> InUse:
+        """The devices taken or in flight, as a live view (no copy per scheduling cycle)."""
+        return InUse(self)
 
     def holder(self, device: DeviceID) -> str:
         return self._taken.get(device) or self._in_flight_devices.get(device, "")
