@@ -154,6 +154,8 @@ class Scheduler:
         with self.lock:
             old = self.cache.put_node(node)
             slot = self.cache.table.slot[node.name]
+            if old is None:
+                self.dra.counts.invalidate()  # its per-node arrays follow the table's slots
 
             def helped(qp: QueuedPod) -> bool:
                 # NodeResourcesFit/TaintToleration/NodeAffinity hints: the pod now fits this node,
@@ -184,6 +186,7 @@ class Scheduler:
     def remove_node(self, name: str) -> None:
         with self.lock:
             self.cache.remove_node(name)
+            self.dra.counts.invalidate()
             for key, nomination in list(self.nominations.items()):
                 if nomination.node == name:
                     del self.nominations[key]

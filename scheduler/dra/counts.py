@@ -7,8 +7,9 @@ its free devices matching that selection number at least the sum of the counts. 
 selection (class selectors + request selectors) seen, an array over node slots holds that
 number, built once from the node-local slices' devices (complete, valid pools only, as the
 allocator takes them) and kept current as devices are taken and freed (DraState's listeners);
-any slice change, or a change of the node table, rebuilds it on next use. The Filter is then
-one comparison over all nodes and the allocator runs only on the node chosen (at Reserve).
+any slice change, or a node added or removed (the engine calls `invalidate`), rebuilds it on
+next use. The Filter is then one comparison over all nodes and the allocator runs only on the
+node chosen (at Reserve).
 
 Where this does not hold (several different selections, constraints, firstAvailable, All,
 adminAccess, an allocated claim, or a network-attached slice anywhere), `simple` says no and the
@@ -68,7 +69,7 @@ class FreeCounts:
         return (selection, need) if selection is not None else None
 
     def free(self, table: NodeTable, selection: Selection) -> IntArray:
-        if self._slots != table.slot:
+        if self._slots is None or len(self._slots) != len(table.slot):
             self._rebuild(table)
         array = self._arrays.get(selection)
         if array is None:

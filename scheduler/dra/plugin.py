@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from kubenode.dra.types import DeviceClass, ResourceClaim, ResourceSlice, with_status
+from kubenode.dra.types import DeviceClass, DeviceResult, ResourceClaim, ResourceSlice, with_status
 from kubenode.model.objects import Node, Pod
 from scheduler.dra.allocator import AllocationError, Allocator
 from scheduler.dra.counts import FreeCounts
@@ -56,7 +57,16 @@ class InMemoryClaims:
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
         meta = dict(claim.raw.get("metadata") or {})
         meta["resourceVersion"] = str(int(str(meta.get("resourceVersion") or "0") or 0) + 1)
-        return with_status(claim, {**claim.raw, "metadata": meta, "status": status})
+        raw = {**claim.raw, "metadata": meta, "status": status}
+        results = (status.get("allocation") or {}).get("devices", {}).get("results")
+        if results is None:
+            return with_status(claim, raw)
+        # What PreBind itself made: no need to check it again (the live writer parses the API's answer).
+        allocation = tuple(
+            DeviceResult(r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
+            for r in results
+        )
+        return replace(claim, allocation=allocation, reserved_for=tuple(status["reservedFor"]), raw=raw)
 
 
 def pod_reference(pod: Pod) -> dict[str, Any]:
@@ -125,7 +135,7 @@ class DynamicResources:
     def pools(self, node: Node) -> list[Pool]:
         cached = self._pools.get(node.name)
         if cached is None or cached[0] is not node:
-            cached = self._pools[node.name] = (node, gather_pools(self.state.slices.values(), node))
+            cached = self._pools[node.name] = (node, gather_pools(self.state.slices_for(node.name), node))
         return cached[1]
 
     def rejected(self, pod: Pod, table: NodeTable) -> BoolArray | None:

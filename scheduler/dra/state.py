@@ -61,6 +61,10 @@ class DraState:
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.network_slices = 0  # slices with a nodeSelector or allNodes (see put_slice)
+        self._by_node: dict[str, dict[str, ResourceSlice]] = {}  # node-local slices by node, then name
+        self._network: dict[str, ResourceSlice] = {}
+        self._claims_version = 0  # bumped by every claim change: pod_claims' answers are cached until then
+        self._pod_claims: dict[str, tuple[int, Pod, PodClaims]] = {}
         self.claims: dict[str, ResourceClaim] = {}
         self.matcher = Matcher()
         self._taken: dict[DeviceID, str] = {}  # device -> the claim (key) it is allocated to
@@ -92,17 +96,28 @@ class DraState:
     def put_slice(self, resource_slice: ResourceSlice) -> None:
         self.remove_slice(resource_slice.name)
         self.slices[resource_slice.name] = resource_slice
-        self.network_slices += not resource_slice.node_name
+        if resource_slice.node_name:
+            self._by_node.setdefault(resource_slice.node_name, {})[resource_slice.name] = resource_slice
+        else:
+            self._network[resource_slice.name] = resource_slice
+        self.network_slices = len(self._network)
 
     def remove_slice(self, name: str) -> None:
         old = self.slices.pop(name, None)
-        if old is not None:
-            self.network_slices -= not old.node_name
+        if old is not None and old.node_name:
+            self._by_node.get(old.node_name, {}).pop(name, None)
+        self._network.pop(name, None)
+        self.network_slices = len(self._network)
+
+    def slices_for(self, node: str) -> list[ResourceSlice]:
+        """The slices that may be on this node: its own and the network-attached ones, in arrival order."""
+        return [*self._by_node.get(node, {}).values(), *self._network.values()]
 
     def put_claim(self, claim: ResourceClaim, assumed: bool = False) -> None:
         old = self.claims.get(claim.key)
         if not assumed and old is not None and _resource_version(old) > _resource_version(claim) > 0:
             return  # older than the object this scheduler wrote: keep the assumed one
+        self._claims_version += 1
         before = self._devices_of(old.allocation or () if old else (), claim.allocation or ())
         self._forget_devices(claim.key)
         self.claims[claim.key] = claim
@@ -111,6 +126,7 @@ class DraState:
         self._tell(before)
 
     def remove_claim(self, key: str) -> None:
+        self._claims_version += 1
         old = self.claims.get(key)
         before = self._devices_of(old.allocation or () if old else ())
         self._forget_devices(key)
@@ -175,6 +191,16 @@ class DraState:
 
     # --- pods ----------------------------------------------------------------------------
     def pod_claims(self, pod: Pod) -> PodClaims:
+        cached = self._pod_claims.get(pod.key)
+        if cached is not None and cached[0] == self._claims_version and cached[1] is pod:
+            return cached[2]
+        found = self._find_claims(pod)
+        if len(self._pod_claims) > 4096:
+            self._pod_claims.clear()
+        self._pod_claims[pod.key] = (self._claims_version, pod, found)
+        return found
+
+    def _find_claims(self, pod: Pod) -> PodClaims:
         spec = pod.raw.get("spec") or {}
         entries = spec.get("resourceClaims") or []
         if not entries:
