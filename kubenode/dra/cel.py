@@ -204,10 +204,11 @@ class DeviceData:
         self._activations: dict[frozenset[str], Any] = {}
 
     def activation(self, domains: frozenset[str]) -> Any:
-        found = self._activations.get(domains)
+        # Keyed by the domains the device lacks: most selectors look up domains it has, and share one.
+        data = self.data
+        missing = frozenset(d for d in domains if d not in data["attributes"] or d not in data["capacity"])
+        found = self._activations.get(missing)
         if found is None:
-            data = self.data
-            missing = [d for d in domains if d not in data["attributes"] or d not in data["capacity"]]
             if missing:
                 empty: dict[str, Any] = {d: {} for d in missing}
                 data = {
@@ -215,7 +216,7 @@ class DeviceData:
                     "attributes": {**empty, **data["attributes"]},
                     "capacity": {**empty, **data["capacity"]},
                 }
-            found = self._activations[domains] = _env().Activation({"device": data})
+            found = self._activations[missing] = _env().Activation({"device": data})
         return found
 
 
