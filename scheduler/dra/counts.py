@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubenode.dra.types import EXACT_COUNT, Device, ResourceClaim
+from kubenode.dra.types import EXACT_COUNT, Device, DeviceResult, ResourceClaim
+from kubenode.model.objects import Node
 from scheduler.dra.allocator import DeviceID
 from scheduler.dra.pools import Pool
+from scheduler.dra.results import ClaimAllocation, allocation_config, node_selector
 from scheduler.dra.state import DraState
 from scheduler.nodetable import NodeTable
 
@@ -79,6 +81,39 @@ class FreeCounts:
                     array[slot] += 1
             self._arrays[selection] = array
         return array
+
+    def allocate(
+        self, node: Node, pools: list[Pool], claims: list[ResourceClaim], selection: Selection
+    ) -> list[ClaimAllocation] | None:
+        """A simple pod's allocation on one node: the first free matching devices in the allocator's
+        order (pools, slices, devices), given to the requests in order; the allocator's own answer for
+        such a pod, without its search. None if the node has too few."""
+        expressions = tuple(e for e in selection if e)
+        used, matches = self.state.is_used, self.state.matcher.all_match
+        free = (
+            (pool, resource_slice, device)
+            for pool in pools
+            if not (pool.incomplete or pool.invalid)
+            for resource_slice, device in pool.entries
+            if not used((pool.driver, pool.name, device.name)) and matches(pool.driver, device, expressions)
+        )
+        allocations = []
+        for claim in claims:
+            results, slices, chosen = [], [], []
+            for request in claim.requests:
+                exact = request.exactly
+                assert exact is not None  # simple() took only such requests
+                for _ in range(exact.count):
+                    taken = next(free, None)
+                    if taken is None:
+                        return None
+                    pool, resource_slice, device = taken
+                    results.append(DeviceResult(request.name, pool.driver, pool.name, device.name))
+                    slices.append(resource_slice)
+                chosen.append((request.name, self.state.classes[exact.device_class]))
+            config = allocation_config(claim, chosen)
+            allocations.append(ClaimAllocation(claim, tuple(results), config, node_selector(node, slices)))
+        return allocations
 
     def _matches(self, driver: str, device: Device, selection: Selection) -> bool:
         return self.state.matcher.all_match(driver, device, tuple(e for e in selection if e))

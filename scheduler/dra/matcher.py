@@ -4,14 +4,20 @@ Whether a device matches a selector depends on nothing but the two, so a verdict
 once per (device object, expression) and kept while the device object lives (a ResourceSlice
 update brings new device objects, and their old verdicts go with the old objects). A CEL runtime
 error makes the device not match; the error is kept for `kubenode trace pod`.
+
+The commonest selector of all, a class's `device.driver == "<name>"`, is answered without CEL
+(the same string equality; the expression is still compiled, so a bad one fails as before).
 """
 
 from __future__ import annotations
 
+import re
 import weakref
 
 from kubenode.dra.cel import DeviceData, SelectorError, compile_selector
 from kubenode.dra.types import Device
+
+_DRIVER_IS = re.compile(r"""\s*device\.driver\s*==\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*""")
 
 
 class Matcher:
@@ -33,6 +39,10 @@ class Matcher:
         return all(self.matches(driver, device, expression) for expression in expressions)
 
     def _evaluate(self, driver: str, device: Device, expression: str) -> bool:
+        plain = _DRIVER_IS.fullmatch(expression)
+        if plain is not None:
+            compile_selector(expression)
+            return driver == (plain[1] if plain[1] is not None else plain[2])
         data = self._data.get(device)
         if data is None:
             data = self._data[device] = DeviceData(driver, device)
