@@ -183,7 +183,7 @@ def test_a_stale_claim_write_fails_the_bind_and_frees_the_in_flight_devices() ->
     outcome = scheduler.schedule_one()
     assert outcome is not None and outcome.node == "node-0"
     assert binder.bound == []
-    assert scheduler.dra.state.in_use() == set()
+    assert scheduler.dra.state.used_devices() == set()
     scheduler.dra.put_claim(parse_resource_claim(api.objects["default/a"]))  # the informer catches up
     scheduler.clock.advance(60)  # type: ignore[attr-defined]
     scheduler.flush()
