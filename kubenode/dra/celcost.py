@@ -1,18 +1,23 @@
 """A worst-case cost estimate of a compiled selector, in the spirit of CEL's cost estimator.
 
-cel-expr-python has no cost tracker, so the checked expression (the `cel.expr.CheckedExpr` proto
-that `Expression.serialize()` gives, wrapped in an Any) is read straight from its wire format and
-walked: an identifier or a field selection costs 1, a call 1 plus its arguments, and a
-comprehension (all/exists/map/filter...) its range plus, per element, its condition and step. A
-range is a list literal of known length or else an attribute/capacity map or list of at most
-MAX_ELEMENTS entries. A selector whose estimate exceeds kube's limit (1,000,000) is refused
-when compiled, as kube-apiserver refuses it; so no selector can keep the scheduler busy.
-(String functions are costed at 1, not by length: device strings are short, at most 64 bytes.)
+cel-expr-python has no cost tracker, so the checked expression (the `cel.expr.CheckedExpr`
+proto that `Expression.serialize()` gives, wrapped in an Any) is read field by field without
+the cel.expr schema (protobuf's unknown-field parser) and walked: an identifier or a field
+selection costs 1, a call 1 plus its arguments, and a comprehension (all/exists/map/filter...)
+its range plus, per element, its condition and step. A range is a list literal of known length,
+or else an attribute/capacity map or list of at most MAX_ELEMENTS entries.
+
+A selector whose estimate exceeds kube's limit (1,000,000) is refused when compiled, as
+kube-apiserver refuses it; so no selector can keep the scheduler busy. String functions are
+costed at 1, not by length: device strings are short (at most 64 bytes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+
+from google.protobuf import empty_pb2  # type: ignore[import-untyped]
+from google.protobuf.unknown_fields import UnknownFieldSet  # type: ignore[import-untyped]
 
 MAX_ELEMENTS = 64  # the most entries a device's attribute map or list attribute may have (kube's estimate)
 
@@ -20,35 +25,12 @@ MAX_ELEMENTS = 64  # the most entries a device's attribute map or list attribute
 _CONST, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 3, 4, 5, 6, 7, 8, 9
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _fields(data: bytes) -> Iterator[tuple[int, bytes | int]]:
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            yield number, value
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            yield number, data[pos : pos + length]
-            pos += length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"unexpected wire type {wire}")
+    """(field number, value) of a message read without its schema (protobuf's own wire parser)."""
+    holder = empty_pb2.Empty()
+    holder.ParseFromString(data)
+    for field in UnknownFieldSet(holder):
+        yield field.field_number, field.data
 
 
 def _message(data: bytes, number: int) -> list[bytes]:
