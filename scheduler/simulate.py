@@ -15,19 +15,13 @@ or backing off; pods still parked as unschedulable keep their last failure messa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubenode.dra.types import (
-    DeviceClass,
-    ResourceClaim,
-    ResourceSlice,
-    parse_device_class,
-    parse_resource_claim,
-    parse_resource_slice,
-)
+from kubenode.dra.types import PARSERS as DRA_PARSERS
+from kubenode.dra.types import DeviceClass, DraObject, ResourceSlice
 from kubenode.model.documents import load_objects
 from kubenode.model.errors import ValidationError
 from kubenode.model.objects import Node, Pod
@@ -38,12 +32,6 @@ from scheduler.clock import ManualClock
 from scheduler.engine import Outcome, Scheduler
 from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
 from scheduler.profile import Configuration
-
-DRA_PARSERS: dict[str, Callable[[Mapping[str, Any], str], DeviceClass | ResourceSlice | ResourceClaim]] = {
-    "DeviceClass": parse_device_class,
-    "ResourceSlice": parse_resource_slice,
-    "ResourceClaim": parse_resource_claim,
-}
 
 
 @dataclass
@@ -115,7 +103,7 @@ class ClusterObjects:
     invalid_pods: list[PodResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     topologies: list[NodeTopology] = field(default_factory=list)
-    dra: list[DeviceClass | ResourceSlice | ResourceClaim] = field(default_factory=list)
+    dra: list[DraObject] = field(default_factory=list)
 
 
 def _pod_key(obj: Mapping[str, Any], where: str) -> str:
@@ -175,7 +163,7 @@ def read_cluster(path: Path) -> ClusterObjects:
                     cluster.pods.append(pod)
             elif kind == "NodeResourceTopology":
                 cluster.topologies.append(parse_node_topology(obj, source))
-            elif kind in DRA_PARSERS:
+            elif isinstance(kind, str) and kind in DRA_PARSERS:
                 cluster.dra.append(DRA_PARSERS[kind](obj, source))
             elif kind != "PriorityClass":
                 known = "Node, Pod, PriorityClass, NodeResourceTopology and resource.k8s.io/v1 DRA objects"

@@ -9,7 +9,7 @@ are kube's v1 names. Attribute and capacity names are qualified names: "domain/i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -393,3 +393,12 @@ def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
         reserved_for=tuple(_map(r, source, "status.reservedFor") for r in reserved),
         raw=raw,
     )
+
+
+DraObject = DeviceClass | ResourceSlice | ResourceClaim
+# kind -> parser, for whatever reads mixed objects (the simulator's file, the scheduler's informers)
+PARSERS: Mapping[str, Callable[[Mapping[str, Any], str], DraObject]] = {
+    "DeviceClass": parse_device_class,
+    "ResourceSlice": parse_resource_slice,
+    "ResourceClaim": parse_resource_claim,
+}

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kubenode.dra.types import (
+    PARSERS,
     DeviceClass,
     ResourceClaim,
     ResourceSlice,
-    parse_device_class,
     parse_resource_claim,
-    parse_resource_slice,
 )
 from kubenode.kubeclient import Forbidden, KubeClient, KubeError, NotFound, Resource
 from kubenode.kubeclient.informer import Informer
@@ -46,10 +45,12 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
-def _decoder(parse: Callable[[dict[str, Any]], Decoded], kind: str) -> Callable[[dict[str, Any]], Decoded]:
+def _decoder(kind: str) -> Callable[[dict[str, Any]], Decoded]:
+    parse = PARSERS[kind]
+
     def decode(obj: dict[str, Any]) -> Decoded:
         try:
-            return parse(obj)
+            return parse(obj, "")
         except ValidationError as exc:
             log.warning("%s %s ignored: %s", kind, _key(obj), exc)
         except Exception as exc:  # a decoder must not raise: the informer goes on
@@ -66,17 +67,13 @@ class DraInformers:
             Informer(
                 client,
                 resource,
-                decode=_decoder(parse, resource.kind),
+                decode=_decoder(resource.kind),
                 on_add=self._put,
                 on_update=lambda old, new: self._put(new),
                 on_delete=self._remove,
                 name=resource.plural,
             )
-            for resource, parse in (
-                (RESOURCE_SLICES, parse_resource_slice),
-                (DEVICE_CLASSES, parse_device_class),
-                (RESOURCE_CLAIMS, parse_resource_claim),
-            )
+            for resource in (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)
         ]
 
     def _put(self, obj: Decoded) -> None:

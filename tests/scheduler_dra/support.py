@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from kubenode.dra.types import (
-    DeviceClass,
-    ResourceClaim,
-    ResourceSlice,
-    parse_device_class,
-    parse_resource_claim,
-    parse_resource_slice,
-)
+from kubenode.dra.types import PARSERS, DeviceClass, ResourceClaim, ResourceSlice
+
+T = TypeVar("T")
 
 
 def class_object(name: str, spec: Any) -> dict[str, Any]:
@@ -108,12 +103,18 @@ def claim_object(item: dict[str, Any], namespace: str = "default") -> dict[str, 
 
 
 def classes(table: dict[str, Any]) -> dict[str, DeviceClass]:
-    return {name: parse_device_class(class_object(name, spec)) for name, spec in table.items()}
+    return {name: _parse(class_object(name, spec), DeviceClass) for name, spec in table.items()}
 
 
 def slices(items: list[dict[str, Any]]) -> list[ResourceSlice]:
-    return [parse_resource_slice(slice_object(item)) for item in items]
+    return [_parse(slice_object(item), ResourceSlice) for item in items]
 
 
 def claims(items: list[dict[str, Any]]) -> list[ResourceClaim]:
-    return [parse_resource_claim(claim_object(item)) for item in items]
+    return [_parse(claim_object(item), ResourceClaim) for item in items]
+
+
+def _parse(obj: dict[str, Any], kind: type[T]) -> T:
+    parsed = PARSERS[kind.__name__](obj, "")
+    assert isinstance(parsed, kind)
+    return parsed
