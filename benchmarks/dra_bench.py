@@ -6,7 +6,8 @@ selecting the driver by CEL); 2,000 pods, each with its own claim for one device
 selector on the device's memory capacity), go through the engine (PreEnqueue, filters,
 DynamicResources on every feasible node, Reserve, PreBind writing the claim status in memory).
 The peer, in the same run: 2,000 pods asking for `example.com/gpu: 1` on the same 500 nodes with
-allocatable 8. Runs alternate (A/B/A/B); the ratio is of the medians of CPU time (wall time
+allocatable 8. Both settle the heap after setup as the live scheduler does (gc.freeze and its
+thresholds, scheduler/runner.py). Runs alternate (A/B/A/B); the ratio is of the medians of CPU time (wall time
 depends on the neighbours on a shared machine). The live path (informers, claim status over
 HTTP) is not measured: the API server does not serve resource.k8s.io/v1 yet.
 
@@ -20,6 +21,7 @@ Selector: the p50 of single evaluations of a class-plus-request style selector o
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from kubenode.dra.types import parse_device_class, parse_resource_claim, parse_r
 from kubenode.model.objects import Container, Node, Pod
 from scheduler.clock import ManualClock
 from scheduler.engine import Scheduler
+from scheduler.runner import settle_heap
 from scheduler.simulate import InMemoryBinder
 
 DRIVER = "gpu.example.com"
@@ -105,6 +108,7 @@ class Run:
 
 
 WARMUP = 100
+DEFAULT_GC_THRESHOLDS = gc.get_threshold()
 
 
 def run(nodes: int, devices: int, pods: int, dra: bool) -> Run:
@@ -126,6 +130,7 @@ def run(nodes: int, devices: int, pods: int, dra: bool) -> Run:
             engine.dra.put_claim(parse_resource_claim(claim_object(f"claim-{i:05d}")))
     for i in range(pods):
         engine.add_pod(claim_pod(i) if dra else extended_pod(i))
+    settle_heap()  # as the live scheduler does once its informers have synced (both runs alike)
     placed = 0
     start, cpu_start = time.perf_counter(), time.process_time()
     warm_start = cpu_start
@@ -134,6 +139,8 @@ def run(nodes: int, devices: int, pods: int, dra: bool) -> Run:
         if placed == WARMUP:
             warm_start = time.process_time()
     end = time.process_time()
+    gc.unfreeze()
+    gc.set_threshold(*DEFAULT_GC_THRESHOLDS)
     return Run(placed, time.perf_counter() - start, end - cpu_start, end - warm_start)
 
 
