@@ -46,11 +46,13 @@ class DeviceClass:
 
 @dataclass(frozen=True, eq=False)
 class Device:
-    """Compared and hashed by identity: caches of selector verdicts key on the object itself."""
+    """Compared and hashed by identity. `memo` holds what is derived from the device and lives as long
+    as it does (the scheduler's selector verdicts and CEL activation): a slice update brings new objects."""
 
     name: str
     attributes: Attributes = field(default_factory=dict)  # domain -> id -> (kind, value)
     capacity: Capacity = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

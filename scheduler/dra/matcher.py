@@ -1,8 +1,8 @@
 """Selector verdicts per device, cached across scheduling cycles.
 
 Whether a device matches a selector depends on nothing but the two, so a verdict is computed
-once per (device object, expression) and kept while the device object lives (a ResourceSlice
-update brings new device objects, and their old verdicts go with the old objects). A CEL runtime
+once per (device object, expression) and kept in the device's `memo` while the object lives (a
+ResourceSlice update brings new device objects, and their old verdicts go with the old objects). A CEL runtime
 error makes the device not match; the error is kept for `kubenode trace pod`.
 
 The commonest selector of all, a class's `device.driver == "<name>"`, is answered without CEL
@@ -12,7 +12,6 @@ The commonest selector of all, a class's `device.driver == "<name>"`, is answere
 from __future__ import annotations
 
 import re
-import weakref
 
 from kubenode.dra.cel import DeviceData, SelectorError, compile_selector
 from kubenode.dra.types import Device
@@ -21,33 +20,37 @@ _DRIVER_IS = re.compile(r"""\s*device\.driver\s*==\s*(?:'([^'\\]*)'|"([^"\\]*)")
 
 
 class Matcher:
-    def __init__(self) -> None:
-        self._verdicts: weakref.WeakKeyDictionary[Device, dict[str, bool]] = weakref.WeakKeyDictionary()
-        self._data: weakref.WeakKeyDictionary[Device, DeviceData] = weakref.WeakKeyDictionary()
-        self.errors: weakref.WeakKeyDictionary[Device, dict[str, str]] = weakref.WeakKeyDictionary()
+    """Verdicts live in each device's `memo` ("verdicts": expression -> bool, "data": its DeviceData,
+    "errors": expression -> the runtime error), so they go with the device object."""
 
     def matches(self, driver: str, device: Device, expression: str) -> bool:
-        verdicts = self._verdicts.get(device)
+        verdicts = device.memo.get("verdicts")
         if verdicts is None:
-            verdicts = self._verdicts[device] = {}
-        verdict = verdicts.get(expression)
+            verdicts = device.memo["verdicts"] = {}
+        verdict: bool | None = verdicts.get(expression)
         if verdict is None:
             verdict = verdicts[expression] = self._evaluate(driver, device, expression)
         return verdict
 
     def all_match(self, driver: str, device: Device, expressions: tuple[str, ...]) -> bool:
-        return all(self.matches(driver, device, expression) for expression in expressions)
+        for expression in expressions:  # noqa: SIM110 (a loop: no generator per call on the hot path)
+            if not self.matches(driver, device, expression):
+                return False
+        return True
+
+    def errors(self, device: Device) -> dict[str, str]:
+        return dict(device.memo.get("errors") or {})
 
     def _evaluate(self, driver: str, device: Device, expression: str) -> bool:
         plain = _DRIVER_IS.fullmatch(expression)
         if plain is not None:
             compile_selector(expression)
             return driver == (plain[1] if plain[1] is not None else plain[2])
-        data = self._data.get(device)
+        data = device.memo.get("data")
         if data is None:
-            data = self._data[device] = DeviceData(driver, device)
+            data = device.memo["data"] = DeviceData(driver, device)
         try:
             return compile_selector(expression).matches(data)
         except SelectorError as exc:
-            self.errors.setdefault(device, {})[expression] = str(exc)
+            device.memo.setdefault("errors", {})[expression] = str(exc)
             return False
