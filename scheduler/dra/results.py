@@ -51,6 +51,8 @@ def allocation_config(
     claim: ResourceClaim, chosen: Sequence[tuple[str, DeviceClass]]
 ) -> tuple[dict[str, Any], ...]:
     """`chosen`: per request of the claim, the full name of what was allocated and its class."""
+    if not claim.config and not any(device_class.config for _, device_class in chosen):
+        return ()
     entries: list[dict[str, Any]] = []
     by_class: dict[str, list[dict[str, Any]]] = {}
     for name, device_class in chosen:
