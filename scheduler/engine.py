@@ -209,7 +209,11 @@ class Scheduler:
                 self.nominations[pod.key] = Nomination(
                     pod.nominated_node_name, pod.priority, Demand.of(pod, profile)
                 )
+            queued = self.queue.get(pod.key)
+            claims_made = queued is not None and self.dra.claims_made(queued.pod, pod)
             self.queue.add(pod)
+            if claims_made:  # kube's hint: its generated ResourceClaims are now named in its status
+                self.queue.activate(pod.key)
             self.wakeup.notify_all()
             return True
 

@@ -127,6 +127,15 @@ class DynamicResources:
     def applies_to(pod: Pod) -> bool:
         return bool((pod.raw.get("spec") or {}).get("resourceClaims"))
 
+    @staticmethod
+    def claims_made(old: Pod, new: Pod) -> bool:
+        """Whether a pod update named claims made from its templates (`status.resourceClaimStatuses`)."""
+
+        def statuses(pod: Pod) -> Any:
+            return (pod.raw.get("status") or {}).get("resourceClaimStatuses")
+
+        return DynamicResources.applies_to(new) and statuses(old) != statuses(new)
+
     def waiting(self, pod: Pod) -> str:
         """PreEnqueue: "" when every claim of the pod can be used, else why the pod waits."""
         with self._lock:

@@ -208,3 +208,41 @@ def test_a_claim_allocated_on_another_node_keeps_the_pod_off_the_others() -> Non
         scheduler.dra.reasons == {}
         or scheduler.dra.reasons.get(other) == "resourceclaim not available on the node"
     )
+
+
+def test_a_claim_from_a_template_is_read_from_the_pods_status() -> None:
+    api = ClaimApi()
+    api.add("p-gpu-x7k2")
+    scheduler, _ = cluster(api, nodes=1)
+    raw = {
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]},
+    }
+    pod = Pod("p", uid="uid-p", containers=(Container("main"),), raw=raw)
+    scheduler.add_pod(pod)
+    outcome = scheduler.schedule_one()
+    assert outcome is not None and outcome.message == 'pod "default/p": ResourceClaim not created yet'
+    made = {**raw, "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2"}]}}
+    scheduler.add_pod(Pod("p", uid="uid-p", containers=(Container("main"),), raw=made))
+    outcome = scheduler.schedule_one()
+    assert outcome is not None and outcome.node == "node-0"
+    assert allocated(api, "p-gpu-x7k2") == ["node-0/gpu-0"]
+
+
+def test_a_network_attached_device_goes_to_one_claim_only() -> None:
+    api = ClaimApi()
+    api.add("a")
+    api.add("b")
+    scheduler, _ = cluster(api, nodes=2, gpus=0)
+    everywhere = support.slice_object(
+        {"name": "fabric", "pool": "fabric", "driver": "gpu.example.com", "devices": ["shared-gpu"]}
+    )
+    scheduler.dra.put_slice(parse_resource_slice(everywhere))
+    scheduler.add_pod(claim_pod("pa", "a"))
+    scheduler.add_pod(claim_pod("pb", "b"))
+    first, second = scheduler.schedule_one(), scheduler.schedule_one()
+    assert first is not None and first.node is not None
+    assert allocated(api, "a") == ["fabric/shared-gpu"]
+    assert "nodeSelector" not in api.objects["default/a"]["status"]["allocation"]  # reachable from every node
+    assert second is not None and second.node is None
+    assert second.message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
