@@ -80,3 +80,40 @@ def test_the_selector_length_limit_is_kubes() -> None:
 def test_a_bad_slice_is_refused_naming_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError, match=f"ResourceSlice s: {field}"):
         parse_resource_slice({"metadata": {"name": "s"}, "spec": spec})
+
+
+def test_validation_names_the_bad_selectors_field() -> None:
+    from kubenode.dra.validate import validate
+
+    claim = {
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "k",
+                            "selectors": [
+                                {"cel": {"expression": "true"}},
+                                {"cel": {"expression": "device.nope("}},
+                            ],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    with pytest.raises(
+        ValidationError, match=r"spec.devices.requests\[0\].exactly.selectors\[1\].cel.expression: "
+    ):
+        validate("ResourceClaim", claim, "ResourceClaim default/c")
+    template = {"metadata": {"name": "t"}, "spec": {"spec": claim["spec"]}}
+    with pytest.raises(ValidationError, match=r": spec.spec.devices.requests\[0\].exactly.selectors\[1\]"):
+        validate("ResourceClaimTemplate", template, "ResourceClaimTemplate default/t")
+    device_class = {"metadata": {"name": "k"}, "spec": {"selectors": [{"cel": {"expression": "1"}}]}}
+    with pytest.raises(ValidationError, match=r"spec.selectors\[0\].cel.expression: must evaluate to bool"):
+        validate("DeviceClass", device_class, "DeviceClass k")
+    validate(
+        "DeviceClass", {"metadata": {"name": "k"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}}
+    )
