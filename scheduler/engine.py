@@ -24,10 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Protocol
-
-import numpy as np
+from dataclasses import replace
 
 from kubenode.model.objects import Node, Pod
 from scheduler.cache import SchedulerCache
@@ -50,49 +47,16 @@ from scheduler.nodetable import Int64Array
 from scheduler.numa import PLUGIN as NUMA_PLUGIN
 from scheduler.numa import NodeTopology, Placement
 from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
+from scheduler.outcome import Binder, Nomination, Outcome
+from scheduler.picking import pick, pick_by_shape
 from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import NUMA, Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.scoring import normalised_scores, total_scores
-from scheduler.shapecache import INFEASIBLE, BoolArray, ShapeCache
+from scheduler.shapecache import BoolArray, ShapeCache
 
 NO_NODES = "no nodes available to schedule pods"
 LEFTOVER_FLUSH_SECONDS = 30.0
-
-
-class Binder(Protocol):
-    """How the engine acts on the cluster. Both may raise: the pod concerned backs off and is retried."""
-
-    def bind(self, pod: Pod, node: str) -> None: ...
-
-    def evict(self, victim: Pod, preemptor: Pod, node: str) -> None: ...
-
-
-class AsyncBinder(Binder, Protocol):
-    """A binder that binds without a thread per bind in flight: `done(None)` or `done(error)` is
-    called later, from any thread (or at once: `bind_async` may also raise)."""
-
-    def bind_async(self, pod: Pod, node: str, done: Callable[[Exception | None], None]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one scheduling attempt (or a failed bind) decided for a pod."""
-
-    pod: Pod
-    node: str | None
-    message: str
-    nominated_node: str = ""
-    victims: tuple[Pod, ...] = ()
-    bind_failed: bool = False
-    error: bool = False  # the attempt failed with an error (not a plain "does not fit")
-
-
-@dataclass(frozen=True)
-class Nomination:
-    node: str
-    priority: int
-    demand: Demand
 
 
 class Scheduler:
@@ -272,17 +236,7 @@ class Scheduler:
         return self.cache.table.slot.get(name) if name else None
 
     def _pick(self, pod: Pod, feasible: BoolArray, totals: Callable[[], Int64Array]) -> int | None:
-        """The nominated node if it passes; else the only feasible node; else the best by totals()
-        (ties broken at random)."""
-        nominated = self._nominated_slot(pod)
-        if nominated is not None and feasible[nominated]:
-            return nominated
-        slots = np.flatnonzero(feasible)
-        if len(slots) <= 1:
-            return int(slots[0]) if len(slots) else None
-        scores = totals()[slots]
-        best = slots[scores == scores.max()]
-        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+        return pick(feasible, totals, self._nominated_slot(pod), self._rng)
 
     def _totals(
         self,
@@ -303,25 +257,17 @@ class Scheduler:
         self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand, excluded: BoolArray | None
     ) -> int | None:
         """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py); `excluded`:
-        nodes DynamicResources turned down (a copy of the scores is masked, the cache's stay)."""
+        nodes DynamicResources turned down."""
         table = self.cache.table
         scores, vary = shapes.evaluate(table, profile, pod, demand)
-        if excluded is not None:
-            scores = np.where(excluded[: len(scores)], INFEASIBLE, scores)
-        if vary:
-            feasible = scores > INFEASIBLE
-            return self._pick(
-                pod, feasible, lambda: scores + normalised_scores(table, profile, pod, feasible)
-            )
-        # The normalised scores are the same on every node: the best local score decides, as in _pick.
-        nominated = self._nominated_slot(pod)
-        if nominated is not None and scores[nominated] > INFEASIBLE:
-            return nominated
-        top = scores.max() if len(scores) else INFEASIBLE
-        if top == INFEASIBLE:
-            return None
-        best = np.flatnonzero(scores == top)
-        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+        return pick_by_shape(
+            scores,
+            vary,
+            excluded,
+            lambda feasible: normalised_scores(table, profile, pod, feasible),
+            self._nominated_slot(pod),
+            self._rng,
+        )
 
     # --- the cycle --------------------------------------------------------------------
     def flush(self) -> None:

@@ -38,10 +38,11 @@ from kubenode.model.objects import Pod
 from scheduler.apibinder import ApiBinder, pod_reference
 from scheduler.clock import MonotonicClock
 from scheduler.dra.live import ApiClaimWriter, DraInformers, serves_dra
-from scheduler.engine import Outcome, Scheduler
+from scheduler.engine import Scheduler
 from scheduler.extenders import with_extender_binder
 from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer, topology_informer
 from scheduler.metrics import MetricsServer, SchedulerMetrics
+from scheduler.outcome import Outcome
 from scheduler.profile import Configuration
 from scheduler.queue import QueuedPod
 from scheduler.statuswriter import StatusWriter

@@ -29,8 +29,9 @@ from kubenode.model.parse import parse_node, parse_pod
 from kubenode.model.quantity import format_amount
 from scheduler.cache import parse_start_time
 from scheduler.clock import ManualClock
-from scheduler.engine import Outcome, Scheduler
+from scheduler.engine import Scheduler
 from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
+from scheduler.outcome import Outcome
 from scheduler.profile import Configuration
 
 
