@@ -38,6 +38,7 @@ from cel_expr_python.ext import ext_bindings, ext_strings
 
 from kubenode.dra import semver
 from kubenode.dra.celcost import estimate
+from kubenode.dra.celrefs import Path, references
 from kubenode.dra.types import MAX_SELECTOR_LENGTH, Device
 from kubenode.model.quantity import QuantityError, to_fraction
 
@@ -223,9 +224,12 @@ class DeviceData:
 class Selector:
     """One compiled selector expression."""
 
-    def __init__(self, text: str, program: Any, domains: frozenset[str], cost: int) -> None:
+    def __init__(
+        self, text: str, program: Any, domains: frozenset[str], cost: int, paths: tuple[Path, ...] | None
+    ) -> None:
         self.text = text
         self.cost = cost  # the estimated worst case (kubenode/dra/celcost.py)
+        self.paths = paths  # the device values it reads, if that can be told (kubenode/dra/celrefs.py)
         self._program = program
         self._domains = domains
 
@@ -258,4 +262,4 @@ def compile_selector(text: str) -> Selector:
     if cost > MAX_COST:
         raise SelectorError(f"estimated cost {cost} exceeds the limit of {MAX_COST}")
     domains = frozenset(a or b for a, b in _DOMAIN_LOOKUP.findall(text))
-    return Selector(text, program, domains, cost)
+    return Selector(text, program, domains, cost, references(program.serialize()))

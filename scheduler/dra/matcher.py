@@ -5,6 +5,10 @@ once per (device object, expression) and kept in the device's `memo` while the o
 ResourceSlice update brings new device objects, and their old verdicts go with the old objects). A CEL runtime
 error makes the device not match; the error is kept for `kubenode trace pod`.
 
+A selector that reads only literal paths (`device.driver`, `device.attributes["d"].id`,
+`device.capacity["d"].id`; kubenode/dra/celrefs.py) gives one verdict for all devices that agree on
+those values: it is evaluated once per distinct set of values (GPUs of one model share it).
+
 The commonest selector of all, a class's `device.driver == "<name>"`, is answered without CEL
 (the same string equality; the expression is still compiled, so a bad one fails as before).
 """
@@ -12,6 +16,7 @@ The commonest selector of all, a class's `device.driver == "<name>"`, is answere
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from kubenode.dra.cel import DeviceData, SelectorError, compile_selector
 from kubenode.dra.types import Device
@@ -19,9 +24,15 @@ from kubenode.dra.types import Device
 _DRIVER_IS = re.compile(r"""\s*device\.driver\s*==\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*""")
 
 
+MAX_SHARED = 65536  # verdicts by values kept before the table starts afresh
+
+
 class Matcher:
     """Verdicts live in each device's `memo` ("verdicts": expression -> bool, "data": its DeviceData,
     "errors": expression -> the runtime error), so they go with the device object."""
+
+    def __init__(self) -> None:
+        self._shared: dict[tuple[str, tuple[object, ...]], bool] = {}  # (expression, values read) -> verdict
 
     def matches(self, driver: str, device: Device, expression: str) -> bool:
         verdicts = device.memo.get("verdicts")
@@ -46,11 +57,36 @@ class Matcher:
         if plain is not None:
             compile_selector(expression)
             return driver == (plain[1] if plain[1] is not None else plain[2])
+        try:
+            selector = compile_selector(expression)
+        except SelectorError as exc:
+            device.memo.setdefault("errors", {})[expression] = str(exc)
+            return False
+        key = None
+        if selector.paths is not None:
+            key = (expression, tuple(_value(driver, device, path) for path in selector.paths))
+            shared = self._shared.get(key)
+            if shared is not None:
+                return shared
         data = device.memo.get("data")
         if data is None:
             data = device.memo["data"] = DeviceData(driver, device)
         try:
-            return compile_selector(expression).matches(data)
+            verdict = selector.matches(data)
         except SelectorError as exc:
             device.memo.setdefault("errors", {})[expression] = str(exc)
-            return False
+            verdict = False
+        if key is not None:
+            if len(self._shared) >= MAX_SHARED:
+                self._shared.clear()
+            self._shared[key] = verdict
+        return verdict
+
+
+def _value(driver: str, device: Device, path: tuple[str, ...]) -> object:
+    if path[0] == "driver":
+        return driver
+    values: Mapping[str, Mapping[str, object]] = (
+        device.attributes if path[0] == "attributes" else device.capacity
+    )
+    return values.get(path[1], {}).get(path[2])

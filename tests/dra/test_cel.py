@@ -117,3 +117,44 @@ def test_validation_names_the_bad_selectors_field() -> None:
     validate(
         "DeviceClass", {"metadata": {"name": "k"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}}
     )
+
+
+@pytest.mark.parametrize(
+    ("expression", "paths"),
+    [
+        (
+            "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0 "
+            "&& device.attributes['d'].x == 1",
+            (("attributes", "d", "x"), ("capacity", "gpu.example.com", "memory")),
+        ),
+        ("device.driver == 'a' || true", (("driver",),)),
+        ('device.attributes["d"]["x"]', (("attributes", "d", "x"),)),
+        ("has(device.attributes['d'].x)", (("attributes", "d", "x"),)),
+        ("[1, 2].all(i, i < device.attributes['d'].n)", (("attributes", "d", "n"),)),
+        ("true", ()),
+        ("cel.bind(a, device.attributes['d'], a.x)", None),
+        ('"d" in device.attributes', None),
+        ("device.attributes.exists_one(x, x == 'd')", None),
+        ("device.attributes['d'].exists(x, x == 'y')", None),
+    ],
+)
+def test_the_device_values_a_selector_reads_are_told_or_it_says_it_cannot(
+    expression: str, paths: tuple[tuple[str, ...], ...] | None
+) -> None:
+    assert compile_selector(expression).paths == paths
+
+
+def test_devices_that_agree_on_what_a_selector_reads_share_one_evaluation() -> None:
+    from kubenode.dra.types import Device
+    from scheduler.dra.matcher import Matcher
+
+    memory = "device.capacity['d'].memory.compareTo(quantity('40Gi')) >= 0"
+    big = [Device(f"g{i}", {"d": {"index": ("int", i)}}, {"d": {"memory": "80Gi"}}) for i in range(3)]
+    small = Device("s", {}, {"d": {"memory": "16Gi"}})
+    lacking = Device("x")
+    matcher = Matcher()
+    assert [matcher.matches("d", device, memory) for device in big] == [True, True, True]
+    assert "data" in big[0].memo and "data" not in big[1].memo  # evaluated once, shared by the others
+    assert matcher.matches("d", small, memory) is False
+    assert matcher.matches("d", lacking, memory) is False
+    assert "memory" in matcher.errors(lacking)[memory]  # the runtime error, kept for the trace
