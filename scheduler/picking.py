@@ -39,7 +39,7 @@ def pick_by_shape(
     rng: random.Random,
 ) -> int | None:
     """`vary`: whether the normalised scores differ between nodes (then they are added to the local ones)."""
-    if excluded is not None:
+    if excluded is not None and excluded.any():
         scores = np.where(excluded[: len(scores)], INFEASIBLE, scores)
     if vary:
         feasible = scores > INFEASIBLE

@@ -192,7 +192,8 @@ class DraState:
     # --- pods ----------------------------------------------------------------------------
     def pod_claims(self, pod: Pod) -> PodClaims:
         cached = self._pod_claims.get(pod.key)
-        if cached is not None and cached[0] == self._claims_version and cached[1] is pod:
+        # the same object, or the same pod bound (Pod.bound_to keeps its raw object)
+        if cached is not None and cached[0] == self._claims_version and cached[1].raw is pod.raw:
             return cached[2]
         found = self._find_claims(pod)
         if len(self._pod_claims) > 4096:
