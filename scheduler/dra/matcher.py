@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from kubenode.dra.cel import DeviceData, SelectorError, compile_selector
+from kubenode.dra.cel import DeviceData, Selector, SelectorError, compile_selector
 from kubenode.dra.types import Device
 
 _DRIVER_IS = re.compile(r"""\s*device\.driver\s*==\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*""")
@@ -33,6 +33,21 @@ class Matcher:
 
     def __init__(self) -> None:
         self._shared: dict[tuple[str, tuple[object, ...]], bool] = {}  # (expression, values read) -> verdict
+        # expression -> the driver a plain `device.driver == "x"` compares with, or its compiled selector
+        self._plans: dict[str, str | Selector | SelectorError] = {}
+
+    def _plan(self, expression: str) -> str | Selector | SelectorError:
+        plan = self._plans.get(expression)
+        if plan is None:
+            plain = _DRIVER_IS.fullmatch(expression)
+            try:
+                selector = compile_selector(expression)
+            except SelectorError as exc:
+                plan = exc
+            else:
+                plan = selector if plain is None else (plain[1] if plain[1] is not None else plain[2])
+            self._plans[expression] = plan
+        return plan
 
     def matches(self, driver: str, device: Device, expression: str) -> bool:
         verdicts = device.memo.get("verdicts")
@@ -53,14 +68,11 @@ class Matcher:
         return dict(device.memo.get("errors") or {})
 
     def _evaluate(self, driver: str, device: Device, expression: str) -> bool:
-        plain = _DRIVER_IS.fullmatch(expression)
-        if plain is not None:
-            compile_selector(expression)
-            return driver == (plain[1] if plain[1] is not None else plain[2])
-        try:
-            selector = compile_selector(expression)
-        except SelectorError as exc:
-            device.memo.setdefault("errors", {})[expression] = str(exc)
+        selector = self._plan(expression)
+        if isinstance(selector, str):
+            return driver == selector
+        if isinstance(selector, SelectorError):
+            device.memo.setdefault("errors", {})[expression] = str(selector)
             return False
         key = None
         if selector.paths is not None:
