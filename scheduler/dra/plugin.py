@@ -249,6 +249,7 @@ class DynamicResources:
         with self._lock:
             allocations = {a.claim.key: a for a in self.state.in_flight(pod.key)}
             claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+        written = []
         for claim in claims:
             reserved = [dict(r) for r in claim.reserved_for]
             if any(r.get("uid") == pod.uid and r.get("name") == pod.name for r in reserved):
@@ -260,11 +261,9 @@ class DynamicResources:
                     raise RuntimeError(f"claim {claim.key} has no allocation for {pod.key} on {node}")
                 status["allocation"] = allocation.to_json()
             status["reservedFor"] = [*reserved, pod_reference(pod)]
-            written = self.writer.write_status(claim, status)
-            with self._lock:
-                self.state.put_claim(written, assumed=True)
+            written.append(self.writer.write_status(claim, status))
         with self._lock:
-            self.state.unreserve(pod.key)
+            self.state.commit(pod.key, written)
 
 
 def _allocation_selector(claim: ResourceClaim) -> dict[str, Any] | None:

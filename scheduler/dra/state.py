@@ -117,12 +117,31 @@ class DraState:
         old = self.claims.get(claim.key)
         if not assumed and old is not None and _resource_version(old) > _resource_version(claim) > 0:
             return  # older than the object this scheduler wrote: keep the assumed one
-        self._claims_version += 1
         before = self._devices_of(old.allocation or () if old else (), claim.allocation or ())
+        self._store(claim)
+        self._tell(before)
+
+    def _store(self, claim: ResourceClaim) -> None:
+        self._claims_version += 1
         self._forget_devices(claim.key)
         self.claims[claim.key] = claim
         for device in _taken_by(claim.allocation or ()):
             self._taken[device] = claim.key
+
+    def commit(self, pod_key: str, written: list[ResourceClaim]) -> None:
+        """PreBind wrote these claims for the pod: they are kept as written (assumed) and its
+        allocations are no longer in flight, in one step (the devices stay taken throughout)."""
+        allocations = self._in_flight.pop(pod_key, [])
+        olds = [old.allocation or () for c in written if (old := self.claims.get(c.key)) is not None]
+        before = self._devices_of(
+            *(a.results for a in allocations), *olds, *(c.allocation or () for c in written)
+        )
+        for allocation in allocations:
+            for device in _taken_by(allocation.results):
+                if self._in_flight_devices.get(device) == pod_key:
+                    del self._in_flight_devices[device]
+        for claim in written:
+            self._store(claim)
         self._tell(before)
 
     def remove_claim(self, key: str) -> None:
