@@ -18,6 +18,7 @@ allocator runs on every node.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -76,8 +77,13 @@ class FreeCounts:
         array = self._arrays.get(selection)
         if array is None:
             array = np.zeros(table.size, np.int64)
+            expressions, used, matches = (
+                _expressions(selection),
+                self.state.is_used,
+                self.state.matcher.all_match,
+            )
             for device_id, (slot, driver, device) in self._devices.items():
-                if not self.state.is_used(device_id) and self._matches(driver, device, selection):
+                if not used(device_id) and matches(driver, device, expressions):
                     array[slot] += 1
             self._arrays[selection] = array
         return array
@@ -88,7 +94,7 @@ class FreeCounts:
         """A simple pod's allocation on one node: the first free matching devices in the allocator's
         order (pools, slices, devices), given to the requests in order; the allocator's own answer for
         such a pod, without its search. None if the node has too few."""
-        expressions = tuple(e for e in selection if e)
+        expressions = _expressions(selection)
         used, matches = self.state.is_used, self.state.matcher.all_match
         free = (
             (pool, resource_slice, device)
@@ -116,7 +122,7 @@ class FreeCounts:
         return allocations
 
     def _matches(self, driver: str, device: Device, selection: Selection) -> bool:
-        return self.state.matcher.all_match(driver, device, tuple(e for e in selection if e))
+        return self.state.matcher.all_match(driver, device, _expressions(selection))
 
     def _rebuild(self, table: NodeTable) -> None:
         self._arrays.clear()
@@ -138,3 +144,8 @@ class FreeCounts:
         for selection, array in self._arrays.items():
             if slot < len(array) and self._matches(driver, device, selection):
                 array[slot] += -1 if used else 1
+
+
+@functools.lru_cache(maxsize=256)
+def _expressions(selection: Selection) -> tuple[str, ...]:
+    return tuple(expression for expression in selection if expression)
