@@ -308,12 +308,12 @@ class Scheduler:
             self.queue.add_unschedulable(qp, frozenset())
             return Outcome(pod, None, NO_NODES)
         claims = self.dra.applies_to(pod)
-        if claims and (waiting := self.dra.waiting(pod)):  # PreEnqueue: a claim is missing
+        # A pod with claims takes the shape path when DynamicResources can say at once which nodes it rejects.
+        waiting, excluded = self.dra.pre_filter(pod, table) if claims else ("", None)
+        if waiting:  # PreEnqueue: a claim is missing
             self.queue.add_unschedulable(qp, frozenset({DRA_PLUGIN}))
             return Outcome(pod, None, waiting)
         reserved = self.reserved_for(pod)
-        # A pod with claims takes the shape path when DynamicResources can say at once which nodes it rejects.
-        excluded = self.dra.rejected(pod, table) if claims and self.shapes is not None else None
         if (
             self.shapes is not None
             and (not claims or excluded is not None)

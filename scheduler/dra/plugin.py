@@ -31,7 +31,7 @@ import numpy as np
 from kubenode.dra.types import DeviceClass, DeviceResult, ResourceClaim, ResourceSlice, with_status
 from kubenode.model.objects import Node, Pod
 from scheduler.dra.allocator import AllocationError, Allocator
-from scheduler.dra.counts import FreeCounts
+from scheduler.dra.counts import FreeCounts, Selection
 from scheduler.dra.pools import Pool, gather_pools, selector_matches
 from scheduler.dra.results import ClaimAllocation
 from scheduler.dra.state import DraState
@@ -82,7 +82,12 @@ class DynamicResources:
         self._on_change = on_change
         self._lock = threading.RLock()
         self._pools: dict[str, tuple[Node, list[Pool]]] = {}  # node name -> pools, until a slice changes
-        self._cycle: tuple[str, dict[str, list[ClaimAllocation]]] = ("", {})  # pod key, node -> allocations
+        # The pod of the cycle (its raw object), its allocations by node, and its one selection if simple.
+        self._cycle: tuple[Any, dict[str, list[ClaimAllocation]], tuple[Selection, int] | None] = (
+            None,
+            {},
+            None,
+        )
         self.reasons: dict[str, str] = {}  # node -> why it did not fit, for the last pod filtered
         self.counts = FreeCounts(self.state, self.pools)
         self._table: NodeTable | None = None
@@ -147,16 +152,30 @@ class DynamicResources:
             cached = self._pools[node.name] = (node, gather_pools(self.state.slices_for(node.name), node))
         return cached[1]
 
+    def pre_filter(self, pod: Pod, table: NodeTable) -> tuple[str, BoolArray | None]:
+        """PreEnqueue's message ("" if the pod may go on), then `rejected` (None where it cannot say)."""
+        with self._lock:
+            found = self.state.pod_claims(pod)
+            return (found.waiting, None) if found.waiting else ("", self._rejected(pod, table, found.keys))
+
     def rejected(self, pod: Pod, table: NodeTable) -> BoolArray | None:
         """The nodes this plugin turns down for a simple pod (scheduler/dra/counts.py), in one vectorised
         step; None when the pod is not simple and only `filter` can say."""
         with self._lock:
+            return self._rejected(pod, table, self.state.pod_claims(pod).keys)
+
+    def _rejected(self, pod: Pod, table: NodeTable, keys: tuple[str, ...]) -> BoolArray | None:
+        with self._lock:
             self._table = table
-            claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
+            claims = [self.state.claims[key] for key in keys]
             simple = self.counts.simple(claims)
             if simple is None:
                 return None
-            self._cycle = (pod.key, {})  # the allocation itself is made at Reserve, on the node chosen
+            self._cycle = (
+                pod.raw,
+                {},
+                simple,
+            )  # the allocation itself is made at Reserve, on the node chosen
             free = self.counts.free(table, simple[0])
             rejected: BoolArray = free < simple[1]
             return rejected
@@ -184,7 +203,7 @@ class DynamicResources:
                     self.reasons[node.name] = reason
                     mask = bad.setdefault(reason, np.zeros(len(result.feasible), bool))
                     mask[slot] = True
-            self._cycle = (pod.key, found)
+            self._cycle = (pod.raw, found, None)
             for reason, mask in bad.items():
                 result.reject(PLUGIN, reason, mask)
 
@@ -214,14 +233,16 @@ class DynamicResources:
 
     def reserve(self, pod: Pod, node: str) -> None:
         with self._lock:
-            key, found = self._cycle
-            self._cycle = ("", {})
-            allocations = found.get(node) if key == pod.key else None
+            raw, found, simple = self._cycle
+            self._cycle = (None, {}, None)
+            allocations = found.get(node) if raw is pod.raw else None
             if allocations is None:  # a simple pod's: allocate on the chosen node now
-                allocations = self._allocate_on(pod, node)
+                allocations = self._allocate_on(pod, node, simple if raw is pod.raw else None)
             self.state.reserve(pod.key, allocations)
 
-    def _allocate_on(self, pod: Pod, node_name: str) -> list[ClaimAllocation]:
+    def _allocate_on(
+        self, pod: Pod, node_name: str, simple: tuple[Selection, int] | None
+    ) -> list[ClaimAllocation]:
         slot = self._table.slot.get(node_name) if self._table is not None else None
         if self._table is None or slot is None:
             return []
@@ -230,7 +251,7 @@ class DynamicResources:
         pending = [c for c in claims if not self.state.is_allocated(c)]
         if not pending:
             return []
-        simple = self.counts.simple(pending)
+        simple = simple or self.counts.simple(pending)
         if simple is not None:
             return self.counts.allocate(node, self.pools(node), pending, simple[0]) or []
         allocator = Allocator(self.state.classes, self.state.in_use(), self.state.matcher)

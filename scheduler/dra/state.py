@@ -167,7 +167,8 @@ class DraState:
         return self._taken.get(device) or self._in_flight_devices.get(device, "")
 
     def reserve(self, pod_key: str, allocations: list[ClaimAllocation]) -> None:
-        self.unreserve(pod_key)
+        if pod_key in self._in_flight:
+            self.unreserve(pod_key)
         before = self._devices_of(*(a.results for a in allocations))
         self._in_flight[pod_key] = allocations
         for allocation in allocations:
