@@ -12,11 +12,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubenode.dra.types import parse_device_class, parse_resource_claim, parse_resource_slice
-from kubenode.kubeclient import NODES, KubeClient, KubeError, NotFound, Resource
+from kubenode.kubeclient import (
+    DEVICE_CLASSES,
+    NODES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+    KubeError,
+    NotFound,
+    Resource,
+)
 from kubenode.model.errors import ValidationError
 from kubenode.model.parse import parse_node, parse_pod
 from scheduler.dra.explain import explain
-from scheduler.dra.live import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 
 T = TypeVar("T")
 

@@ -22,17 +22,21 @@ from kubenode.dra.types import (
     ResourceSlice,
     parse_resource_claim,
 )
-from kubenode.kubeclient import Forbidden, KubeClient, KubeError, NotFound, Resource
+from kubenode.kubeclient import (
+    DEVICE_CLASSES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    Forbidden,
+    KubeClient,
+    KubeError,
+    NotFound,
+)
 from kubenode.kubeclient.informer import Informer
 from kubenode.model.errors import ValidationError
 from scheduler.dra.plugin import DynamicResources
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION = "resource.k8s.io", "v1"
-RESOURCE_SLICES = Resource("resourceslices", "ResourceSlice", group=GROUP, version=VERSION, namespaced=False)
-DEVICE_CLASSES = Resource("deviceclasses", "DeviceClass", group=GROUP, version=VERSION, namespaced=False)
-RESOURCE_CLAIMS = Resource("resourceclaims", "ResourceClaim", group=GROUP, version=VERSION)
 
 Decoded = (
     ResourceSlice | DeviceClass | ResourceClaim | str
@@ -136,5 +140,10 @@ class ApiClaimWriter:
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
         if not self.may_act():
             raise RuntimeError("not leading: claim status not written")
-        body = {**claim.raw, "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim", "status": status}
+        body = {
+            **claim.raw,
+            "apiVersion": RESOURCE_CLAIMS.api_version,
+            "kind": "ResourceClaim",
+            "status": status,
+        }
         return parse_resource_claim(self.client.update(RESOURCE_CLAIMS, body, subresource="status"))

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from kubenode.dra.types import parse_resource_claim
-from kubenode.kubeclient import NotFound
+from kubenode.kubeclient import RESOURCE_CLAIMS, NotFound
 from kubenode.kubeclient.client import Resource
-from scheduler.dra.live import RESOURCE_CLAIMS, ApiClaimWriter, DraInformers, _decoder, serves_dra
+from scheduler.dra.live import ApiClaimWriter, DraInformers, _decoder, serves_dra
 from scheduler.dra.plugin import DynamicResources
 from tests.scheduler_dra import support
 
