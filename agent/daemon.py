@@ -195,9 +195,9 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         )
     secure = None
     if cluster is not None:
-        from agent.nodestatus.reporter import host_ip
         from agent.server.secure import build_secure_server
         from agent.server.stats import StatsProvider
+        from kubenode.hostnet import host_ip
 
         stats = StatsProvider(agent.views.pods, agent.cm.cgroups, config.node_name, lambda: agent.runtime)
         reads = {"/stats/summary": stats.summary_route, "/metrics/resource": stats.resource_metrics_route}

@@ -106,15 +106,16 @@ def _resource_operations(r: ResourceInfo) -> list[tuple[str, str, Operation]]:
                                        body="V1DeleteOptions", response=cls)))  # fmt: skip
     for sub in r.subresources:
         sub_path, suffix = f"{path}/{sub.name}", _camel(sub.name)
-        if sub.kind == r.kind:  # status: the object itself
+        if "get" in sub.verbs and not sub.connect:  # status (the object itself) and scale (a Scale)
+            sub_cls = cls if sub.kind == r.kind else kind_class(sub.group, sub.kind)
             for verb, method, name, query, body in (
                 ("get", "get", "read", (), ""),
-                ("update", "put", "replace", WRITE_QUERY, cls),
+                ("update", "put", "replace", WRITE_QUERY, sub_cls),
                 ("patch", "patch", "patch", patch_query, "Patch"),
             ):
                 if verb in sub.verbs:
                     sub_op = op(
-                        verb if verb != "update" else "put", name, item, query, body=body, response=cls
+                        verb if verb != "update" else "put", name, item, query, body=body, response=sub_cls
                     )
                     sub_op.operation_id += suffix
                     ops.append((sub_path, method, sub_op))

@@ -28,6 +28,12 @@ META_TYPES = frozenset(
 )  # fmt: skip
 GROUP_PACKAGES = {"coordination.k8s.io": "io.k8s.api.coordination.v1", "policy": "io.k8s.api.policy.v1"}
 NODE_PACKAGE_TYPES = frozenset({"RuntimeClass", "RuntimeClassList", "Overhead", "Scheduling"})  # node.k8s.io
+# The apps/v1, batch/v1 and autoscaling/v1 types, by the start of their names (the rest they use is core/v1).
+TYPE_PREFIX_PACKAGES = (
+    (("Deployment", "ReplicaSet", "DaemonSet", "RollingUpdateD"), "io.k8s.api.apps.v1"),
+    (("Job", "PodFailurePolicy", "SuccessPolicy", "UncountedTerminatedPods"), "io.k8s.api.batch.v1"),
+)
+AUTOSCALING_TYPES = frozenset({"Scale", "ScaleSpec", "ScaleStatus"})
 
 # The kinds served, as (group, version, kind, client model class); lists come with their items' kinds.
 KINDS: tuple[tuple[str, str, str, str], ...] = (
@@ -51,6 +57,17 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("", "v1", "SecretList", "V1SecretList"),
     ("node.k8s.io", "v1", "RuntimeClass", "V1RuntimeClass"),
     ("node.k8s.io", "v1", "RuntimeClassList", "V1RuntimeClassList"),
+    ("", "v1", "ServiceAccount", "V1ServiceAccount"),
+    ("", "v1", "ServiceAccountList", "V1ServiceAccountList"),
+    ("apps", "v1", "Deployment", "V1Deployment"),
+    ("apps", "v1", "DeploymentList", "V1DeploymentList"),
+    ("apps", "v1", "ReplicaSet", "V1ReplicaSet"),
+    ("apps", "v1", "ReplicaSetList", "V1ReplicaSetList"),
+    ("apps", "v1", "DaemonSet", "V1DaemonSet"),
+    ("apps", "v1", "DaemonSetList", "V1DaemonSetList"),
+    ("batch", "v1", "Job", "V1Job"),
+    ("batch", "v1", "JobList", "V1JobList"),
+    ("autoscaling", "v1", "Scale", "V1Scale"),
     # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
     ("", "v1", "Status", "V1Status"),
     ("", "v1", "DeleteOptions", "V1DeleteOptions"),
@@ -87,6 +104,10 @@ PATCH_META: dict[tuple[str, str], tuple[str, str]] = {
     ("NodeStatus", "conditions"): ("merge", "type"),
     ("NodeStatus", "addresses"): ("merge", "type"),
     ("NamespaceStatus", "conditions"): ("merge", "type"),
+    ("DeploymentStatus", "conditions"): ("merge", "type"),
+    ("ReplicaSetStatus", "conditions"): ("merge", "type"),
+    ("DaemonSetStatus", "conditions"): ("merge", "type"),
+    ("ServiceAccount", "secrets"): ("merge", "name"),
 }
 
 PRIMITIVES: dict[str, dict[str, Any]] = {
@@ -119,6 +140,11 @@ def definition_name(class_name: str) -> str:
         return f"{GROUP_PACKAGES['coordination.k8s.io']}.{name}"
     if name in NODE_PACKAGE_TYPES:
         return f"io.k8s.api.node.v1.{name}"
+    if name in AUTOSCALING_TYPES:
+        return f"io.k8s.api.autoscaling.v1.{name}"
+    for prefixes, package in TYPE_PREFIX_PACKAGES:
+        if name.startswith(prefixes):
+            return f"{package}.{name}"
     return f"io.k8s.api.core.v1.{name}"
 
 

@@ -29,6 +29,7 @@ from apiserver.tablecells import (
 from apiserver.tablecells import meta as _meta
 from apiserver.tablecells import spec as _spec
 from apiserver.tablecells import status as _status
+from apiserver.workloadprinter import WORKLOAD_PRINTERS
 
 # ---- pods -------------------------------------------------------------------------------------------------
 
@@ -343,6 +344,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     **CONFIG_PRINTERS,
     ("", "services"): (SERVICE_COLUMNS, service_cells),
     ("topology.node.k8s.io", "noderesourcetopologies"): (TOPOLOGY_COLUMNS, topology_cells),
+    **WORKLOAD_PRINTERS,
 }
 
 

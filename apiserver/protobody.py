@@ -3,8 +3,8 @@
 Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
 clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
 `drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers), ConfigMap and Secret
-(`kubectl create configmap|secret`), Service (`kubectl create service`) and the self-reviews of `kubectl auth`
-(auth/reviews.py). Any other kind
+(`kubectl create configmap|secret`), Service (`kubectl create service`), the self-reviews of `kubectl auth`
+(auth/reviews.py) and the workloads `kubectl create` writes (protoworkloads.py). Any other kind
 gets `None`, which the caller answers with 415 as before.
 """
 
@@ -18,7 +18,7 @@ from apiserver import protowire as pw
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 
 
-def _string_map(data: bytes, number: int) -> dict[str, str]:
+def string_map(data: bytes, number: int) -> dict[str, str]:
     """map<string,string> = repeated entries {key 1, value 2}."""
     return {pw.string(entry, 1): pw.string(entry, 2) for entry in pw.repeated(data, number)}
 
@@ -44,9 +44,9 @@ def object_meta(data: bytes) -> dict[str, Any]:
     ):
         if value := pw.string(data, number):
             meta[key] = value
-    if labels := _string_map(data, 11):
+    if labels := string_map(data, 11):
         meta["labels"] = labels
-    if annotations := _string_map(data, 12):
+    if annotations := string_map(data, 12):
         meta["annotations"] = annotations
     if finalizers := [f.decode() for f in pw.repeated(data, 14)]:
         meta["finalizers"] = finalizers
@@ -157,7 +157,7 @@ def service(data: bytes) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if ports := [_service_port(p) for p in pw.repeated(raw, 1)]:
         spec["ports"] = ports
-    if selector := _string_map(raw, 2):
+    if selector := string_map(raw, 2):
         spec["selector"] = selector
     for key, number in (("clusterIP", 3), ("type", 4), ("sessionAffinity", 7), ("externalName", 10)):
         if value := pw.string(raw, number):
@@ -185,7 +185,7 @@ def config_map(data: bytes) -> dict[str, Any]:
         "apiVersion": "v1",
         "metadata": object_meta(pw.message(data, 1)),
     }
-    for key, value in (("data", _string_map(data, 2)), ("binaryData", _bytes_map(data, 3))):
+    for key, value in (("data", string_map(data, 2)), ("binaryData", _bytes_map(data, 3))):
         if value:
             out[key] = value
     if isinstance(immutable := pw.fields(data).get(4), int):
@@ -196,7 +196,7 @@ def config_map(data: bytes) -> dict[str, Any]:
 def secret(data: bytes) -> dict[str, Any]:
     """core/v1 Secret (`kubectl create secret`): metadata 1, data 2, type 3, stringData 4, immutable 5."""
     out: dict[str, Any] = {"kind": "Secret", "apiVersion": "v1", "metadata": object_meta(pw.message(data, 1))}
-    for key, value in (("data", _bytes_map(data, 2)), ("stringData", _string_map(data, 4))):
+    for key, value in (("data", _bytes_map(data, 2)), ("stringData", string_map(data, 4))):
         if value:
             out[key] = value
     if kind := pw.string(data, 3):
@@ -217,6 +217,16 @@ DECODERS = {
     "ConfigMap": config_map,
     "Secret": secret,
 }
+
+
+def _add_workload_decoders() -> None:
+    """`kubectl create deployment|job|serviceaccount`: protoworkloads.py (it reads ObjectMeta here)."""
+    from apiserver.protoworkloads import WORKLOAD_DECODERS
+
+    DECODERS.update(WORKLOAD_DECODERS)
+
+
+_add_workload_decoders()
 
 
 def decode(body: bytes) -> dict[str, Any] | None:

@@ -134,9 +134,32 @@ NODE_RESOURCE_TOPOLOGIES = ResourceInfo(
     has_client_model=False,
 )
 
+SERVICEACCOUNTS = ResourceInfo(
+    "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", namespaced=True, verbs=ALL_VERBS,
+    short_names=("sa",),
+)  # fmt: skip
+
+
+def _workload(group: str, plural: str, kind: str, short_names: tuple[str, ...], scale: bool) -> ResourceInfo:
+    """An apps/v1 or batch/v1 workload: status always, scale (autoscaling/v1 Scale) where kube has it."""
+    subresources = [SubresourceInfo("status", kind, STATUS_VERBS)]
+    if scale:
+        subresources.append(SubresourceInfo("scale", "Scale", STATUS_VERBS, "autoscaling", "v1"))
+    return ResourceInfo(
+        group, "v1", plural, plural[:-1], kind, namespaced=True, verbs=ALL_VERBS, short_names=short_names,
+        categories=("all",), subresources=tuple(sorted(subresources, key=lambda s: s.name)),
+    )  # fmt: skip
+
+
+DEPLOYMENTS = _workload("apps", "deployments", "Deployment", ("deploy",), scale=True)
+REPLICASETS = _workload("apps", "replicasets", "ReplicaSet", ("rs",), scale=True)
+DAEMONSETS = _workload("apps", "daemonsets", "DaemonSet", ("ds",), scale=False)
+JOBS = _workload("batch", "jobs", "Job", (), scale=False)
+WORKLOADS = (DEPLOYMENTS, REPLICASETS, DAEMONSETS, JOBS)
+
 SERVED: tuple[ResourceInfo, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
-    NODE_RESOURCE_TOPOLOGIES,
+    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS,
 )  # fmt: skip
 # metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);
 # apiserver/handlers/nodemetrics.py answers its requests.

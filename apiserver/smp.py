@@ -41,6 +41,8 @@ for _list in ("containers", "initContainers", "ephemeralContainers"):
     _POD[f"spec.{_list}"] = "name"
     for _field, _key in _CONTAINER_LISTS.items():
         _POD[f"spec.{_list}.{_field}"] = _key
+_TEMPLATE = {f"spec.template.{path}": key for path, key in _POD.items() if path.startswith("spec.")}
+_WORKLOAD = {**_COMMON, **_TEMPLATE, "status.conditions": "type"}
 MERGE_KEYS: dict[str, dict[str, str]] = {
     "Pod": {**_COMMON, **_POD},
     "Node": {**_COMMON, "spec.podCIDRs": PRIMITIVE, "status.conditions": "type", "status.addresses": "type"},
@@ -48,6 +50,11 @@ MERGE_KEYS: dict[str, dict[str, str]] = {
     "Event": dict(_COMMON),
     "Lease": dict(_COMMON),
     "Service": {**_COMMON, "spec.ports": "port"},
+    "ServiceAccount": {**_COMMON, "secrets": "name"},
+    "Deployment": _WORKLOAD,
+    "ReplicaSet": _WORKLOAD,
+    "DaemonSet": _WORKLOAD,
+    "Job": {**_COMMON, **_TEMPLATE},  # JobStatus conditions have no merge key: replaced whole
 }
 # Lists with patchStrategy "merge,retainKeys" honour $retainKeys inside their elements as well.
 _ORDER = "$setElementOrder/"

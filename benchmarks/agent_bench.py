@@ -1,4 +1,4 @@
-"""Node agent figures on this machine's real cgroup v1 hierarchy (needs root).
+"""Node agent figures on this machine's real cgroups, v1 or v2 as the agent detects them (needs root).
 
 Prints:
 - syncPod for a new pod (QoS class, QoS tiers, pod cgroup and limits, pod record; no process start: the
@@ -8,15 +8,21 @@ Prints:
   every pod's record on disk (the agent's group commit flushed), seen by an observer of the syncs;
 - the floor for the same: the raw mkdir/write calls that make 110 pod cgroups with their limits, and one
   durable record per pod (a temporary file written and fsynced, renamed over the record, the directory
-  fsynced), as issue 23 defines it;
+  fsynced), as issue 23 defines it (the files are the host's version's: benchmarks/cgroupfloor.py);
 - the ratio of the two;
 - 110 pods from cold to all processes running;
 - the RSS of a real `kubenode agent` process running 110 pods.
 Every cgroup, process and file it makes is removed at the end.
+
+    .venv/bin/python benchmarks/agent_bench.py [--pods 110] [--samples 200] [--deadline 60]
+
+Smaller sizes are for the cgroup v2 guest under emulation (benchmarks/cgroup2_guest_bench.py); the labels
+name the pod count.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -31,20 +37,23 @@ import uuid
 from pathlib import Path
 
 from benchstats import percentile, report, rss_mib
+from cgroupfloor import PodLimits, RawCgroups
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.podworkers.types import SyncContext, UpdateType
+from harness.cgroupfs import sweep_root
 from kubenode.model import parse_pod
 
-MOUNT = V1_MOUNT
-CONTROLLERS = V1_CONTROLLERS
 PODS = 110
 SYNC_SAMPLES = 200
-COLD_DEADLINE_S = 60  # tests/cgroup2_guest/guest_figures.py raises it: emulation is ~100x slower
+COLD_DEADLINE_S = 60  # benchmarks/cgroup2_guest_bench.py raises it: emulation is ~100x slower
+# The floor's pod: a Guaranteed 10m / 32Mi pod's shares, quota and memory limit.
+FLOOR_LIMITS = PodLimits(shares=102, quota_us=10000, memory=32 * 2**20)
 
 
 def pod_doc(i: int, *, run: bool) -> dict[str, object]:
@@ -65,7 +74,7 @@ def pod_doc(i: int, *, run: bool) -> dict[str, object]:
 
 
 def sweep(root: str) -> None:
-    left = sweep_v1_root(root, attempts=100, retry_delay=0.01)
+    left = sweep_root(root, attempts=100, retry_delay=0.01)
     if left:
         print(f"warning: could not remove {left}", file=sys.stderr)
 
@@ -82,7 +91,7 @@ def config(root: str, work: Path, listen: str = "") -> AgentConfig:
     )
 
 
-def bench_sync_pod(work: Path) -> tuple[list[float], float]:
+def bench_sync_pod(work: Path, samples_wanted: int = SYNC_SAMPLES) -> tuple[list[float], float]:
     """Each syncPod's wall time, and the process CPU seconds per sync (records made durable included)."""
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cgroups = make_pod_cgroups(root)
@@ -92,43 +101,43 @@ def bench_sync_pod(work: Path) -> tuple[list[float], float]:
     samples = []
     try:
         cpu_started = time.process_time()
-        for i in range(SYNC_SAMPLES):
+        for i in range(samples_wanted):
             pod = parse_pod({**pod_doc(i, run=False), "metadata": {"name": f"s{i}", "uid": f"sync-{i}"}})
             started = time.perf_counter()
             agent.syncer.sync_pod(UpdateType.CREATE, pod, ctx)
             samples.append(time.perf_counter() - started)
         agent.store.flush()
-        cpu = (time.process_time() - cpu_started) / SYNC_SAMPLES
+        cpu = (time.process_time() - cpu_started) / samples_wanted
     finally:
-        for i in range(SYNC_SAMPLES):
+        for i in range(samples_wanted):
             cgroups.destroy(f"sync-{i}")
         cgroups.stop_and_remove_root()
         sweep(root)
     return samples, cpu
 
 
-def write_manifests(directory: Path, *, run: bool) -> None:
+def write_manifests(directory: Path, *, run: bool, pods: int = PODS) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    for i in range(PODS):
+    for i in range(pods):
         (directory / f"p{i}.json").write_text(json.dumps(pod_doc(i, run=run)))
 
 
-def bench_cold(work: Path, *, run: bool) -> float:
+def bench_cold(work: Path, *, run: bool, pods: int = PODS, deadline: float = COLD_DEADLINE_S) -> float:
     """Seconds from agent start to all pod cgroups in place, or (run=True) all processes running."""
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cfg = config(root, work / f"cold-{run}")
-    write_manifests(cfg.manifests, run=run)
+    write_manifests(cfg.manifests, run=run, pods=pods)
     cgroups = make_pod_cgroups(root)
     agent = compose_node(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
     # Told after each pod's sync: the clock is not read by a poll that takes the agent's lock every few
-    # ms (110 pods' status views each time) while the pods are being made; the views are checked after.
+    # ms (all the pods' status views each time) while the pods are being made; the views are checked after.
     created: set[str] = set()
     all_created = threading.Event()
 
     def synced(uid: str, operation: str, seconds: float | None) -> None:
         if operation == "create" and seconds is not None:
             created.add(uid)
-            if len(created) >= PODS:
+            if len(created) >= pods:
                 all_created.set()
 
     if not run:
@@ -137,18 +146,18 @@ def bench_cold(work: Path, *, run: bool) -> float:
     agent.start()
     try:
         if not run:
-            all_created.wait(COLD_DEADLINE_S)
+            all_created.wait(deadline)
         while True:
             views = agent.views.pods()
             if run:
-                done = len(views) == PODS and all(v.record.phase == "Running" for v in views)
+                done = len(views) == pods and all(v.record.phase == "Running" for v in views)
             else:
-                done = len(views) == PODS and all(v.record.cgroup for v in views)
+                done = len(views) == pods and all(v.record.cgroup for v in views)
             if done:
                 agent.store.flush()  # the floor's records are durable too
                 return time.perf_counter() - started
-            if time.perf_counter() - started > COLD_DEADLINE_S:
-                raise SystemExit(f"110 pods did not come up within {COLD_DEADLINE_S} s")
+            if time.perf_counter() - started > deadline:
+                raise SystemExit(f"{pods} pods did not come up within {deadline:.0f} s")
             time.sleep(0.002)
     finally:
         agent.stop(terminate_pods=True)
@@ -156,39 +165,23 @@ def bench_cold(work: Path, *, run: bool) -> float:
         sweep(root)
 
 
-def bench_floor(work: Path) -> float:
-    """The same 110 pod cgroups with limits by plain mkdir and write calls, and a durable record per pod."""
+def bench_floor(work: Path, pods: int = PODS) -> float:
+    """The same pod cgroups with limits by plain mkdir and write calls, and a durable record per pod."""
     root = f"kn-floor-{uuid.uuid4().hex[:8]}"
-    cpus = (MOUNT / "cpuset" / "cpuset.cpus").read_text().strip()
-    mems = (MOUNT / "cpuset" / "cpuset.mems").read_text().strip()
+    raw = RawCgroups()
     records = work / "floor-records"
     records.mkdir()
     # A pod record as the agent writes one for these pods (one container, waiting), about 700 bytes.
     record = json.dumps({"uid": "0" * 36, "containers": {"main": {"reason": "ContainerCreating" * 30}}})
     started = time.perf_counter()
     try:
-        for controller in CONTROLLERS:
-            os.makedirs(MOUNT / controller / root / "kubepods")
-        cs = MOUNT / "cpuset" / root
-        for d in (cs, cs / "kubepods"):
-            (d / "cpuset.cpus").write_text(cpus)
-            (d / "cpuset.mems").write_text(mems)
-        for i in range(PODS):
-            name = f"kubepods/pod{i}"
-            for controller in CONTROLLERS:
-                os.mkdir(MOUNT / controller / root / name)
-            cpu = MOUNT / "cpu" / root / name
-            (cpu / "cpu.shares").write_text("102")
-            (cpu / "cpu.cfs_period_us").write_text("100000")
-            (cpu / "cpu.cfs_quota_us").write_text("10000")
-            (MOUNT / "memory" / root / name / "memory.limit_in_bytes").write_text(str(32 * 2**20))
-            (MOUNT / "pids" / root / name / "pids.max").write_text("max")
-            (cs / name / "cpuset.cpus").write_text(cpus)
-            (cs / name / "cpuset.mems").write_text(mems)
+        raw.make_tier(f"{root}/kubepods")
+        for i in range(pods):
+            raw.make_pod(f"{root}/kubepods/pod{i}", FLOOR_LIMITS, kernel_defaults=True)
             durable_record(records / f"pod{i}.json", record.encode())
         return time.perf_counter() - started
     finally:
-        sweep(f"/{root}")
+        raw.remove(root)
 
 
 def durable_record(path: Path, data: bytes) -> None:
@@ -208,11 +201,11 @@ def durable_record(path: Path, data: bytes) -> None:
         os.close(directory)
 
 
-def bench_agent_rss(work: Path) -> float:
-    """RSS (MiB) of a real `kubenode agent` process once it runs 110 pods with processes."""
+def bench_agent_rss(work: Path, pods: int = PODS, deadline_s: float = COLD_DEADLINE_S) -> float:
+    """RSS (MiB) of a real `kubenode agent` process once it runs the pods with processes."""
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cfg = config(root, work / "rss")
-    write_manifests(cfg.manifests, run=True)
+    write_manifests(cfg.manifests, run=True, pods=pods)
     import socket
 
     with socket.socket() as s:
@@ -223,16 +216,16 @@ def bench_agent_rss(work: Path) -> float:
     argv += ["--device-plugin-dir", "none", "--node-name", "bench", "--listen", listen]
     proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1])
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, ValueError):
                 with urllib.request.urlopen(f"http://{listen}/pods", timeout=2) as response:
                     items = json.loads(response.read())["items"]
-                if len(items) == PODS and all(i["status"]["phase"] == "Running" for i in items):
+                if len(items) == pods and all(i["status"]["phase"] == "Running" for i in items):
                     time.sleep(1.0)  # let the agent settle into its steady state
                     return float(rss_mib(proc.pid))
             time.sleep(0.2)
-        raise SystemExit("the agent did not run 110 pods within 60 s")
+        raise SystemExit(f"the agent did not run {pods} pods within {deadline_s:.0f} s")
     finally:
         proc.kill()
         proc.wait()
@@ -240,24 +233,32 @@ def bench_agent_rss(work: Path) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=PODS, help="pods of the cold starts and the RSS")
+    parser.add_argument("--samples", type=int, default=SYNC_SAMPLES, help="syncPod calls timed")
+    parser.add_argument("--deadline", type=float, default=COLD_DEADLINE_S, help="seconds a cold start takes")
+    args = parser.parse_args()
     if os.geteuid() != 0:
         print("agent_bench needs root (real cgroups)", file=sys.stderr)
         return 1
+    n = args.pods
     work = Path(tempfile.mkdtemp(prefix="kn-agent-bench-"))
     try:
-        samples, cpu = bench_sync_pod(work)
+        samples, cpu = bench_sync_pod(work, args.samples)
         report(
             "agent syncPod new pod p50 (no process start)", percentile(samples, 50) * 1000, "ms", "<= 5 ms"
         )
         report("agent syncPod new pod p99 (no process start)", percentile(samples, 99) * 1000, "ms")
         report("agent syncPod new pod CPU per sync (process)", cpu * 1000, "ms")
-        cold = bench_cold(work, run=False)
-        report("agent 110 pods cold -> all pod cgroups in place", cold, "s", "<= 2 s")
-        floor = bench_floor(work)
-        report("raw mkdir/write floor for 110 pod cgroups", floor, "s")
+        cold = bench_cold(work, run=False, pods=n, deadline=args.deadline)
+        report(f"agent {n} pods cold -> all pod cgroups in place", cold, "s", "<= 2 s" if n == PODS else "")
+        floor = bench_floor(work, n)
+        report(f"raw mkdir/write floor for {n} pod cgroups", floor, "s")
         report("agent / floor ratio", cold / floor, "x", "<= 3 x")
-        report("agent 110 pods cold -> all processes running", bench_cold(work, run=True), "s")
-        report("agent RSS with 110 running pods", bench_agent_rss(work), "MiB", "<= 80 MiB")
+        running = bench_cold(work, run=True, pods=n, deadline=args.deadline)
+        report(f"agent {n} pods cold -> all processes running", running, "s")
+        rss = bench_agent_rss(work, n, args.deadline)
+        report(f"agent RSS with {n} running pods", rss, "MiB", "<= 80 MiB" if n == PODS else "")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

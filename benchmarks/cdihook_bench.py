@@ -1,7 +1,7 @@
 """Latency of the CDI createRuntime hook, as a runtime sees it: spawn to exit, against interpreter start.
 
 The hook runs on every start of a pinned container. Each run pins a real `sleep` process in a real cgroup
-v1 cpuset (a cgroup of our own, removed at the end) with the command the CDI spec names:
+cpuset, v1 or v2 (a cgroup of our own, removed at the end), with the command the CDI spec names:
 - `cdi-hook`: the plugin's default without a bundle (deviceplugin.hookcommand), this interpreter with
   `-I -S` on the hook's bytecode, as a wheel install or `make install` runs it;
 - `cdi-hook (DaemonSet bundle)`: what `kubenode cdi-hook install` copies to a host (its own loader, libc,
@@ -24,8 +24,11 @@ from pathlib import Path
 
 from benchstats import percentile, report
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
+
 from deviceplugin.hookbundle import install
 from deviceplugin.hookcommand import HookCommand, this_interpreter
+from harness.cgroupfs import cgroup_version
 
 RUNS = 60
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -49,9 +52,9 @@ def summary(name: str, samples: list[float], goal: str = "") -> None:
 
 
 def make_cgroup(name: str, pid: int) -> tuple[Path, str]:
-    """A cgroup of ours holding `pid`: in the v1 cpuset hierarchy if mounted, else in cgroup v2."""
+    """A cgroup of ours holding `pid`: in the v1 cpuset hierarchy, or in cgroup v2 (the agent's detection)."""
     v1 = CGROUP_ROOT / "cpuset"
-    if (v1 / "cpuset.cpus").exists():
+    if cgroup_version() == 1:
         directory, cpus = v1 / name, (v1 / "cpuset.cpus").read_text().strip()
         directory.mkdir()
         (directory / "cpuset.mems").write_text((v1 / "cpuset.mems").read_text())

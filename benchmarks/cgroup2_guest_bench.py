@@ -1,14 +1,21 @@
-"""Node agent figures on a real cgroup v2 kernel, measured in the virtme-ng guest UNDER QEMU TCG EMULATION.
+"""The node agent's benchmarks on a real cgroup v2 kernel, in the virtme-ng guest UNDER QEMU TCG EMULATION.
 
-This host is a cgroup v1 hybrid, so `tools/cgroup2_guest.py --only figures` boots Debian's kernel
-under qemu without KVM and runs tests/cgroup2_guest/guest_figures.py there: agent_bench.py's own
-syncPod (new pod, no process start) and 110-pods-to-all-cgroups measurements, on the v2 backend.
-Emulation makes everything tens of times slower than a real v2 node; the figures are labelled so.
-Needs root (the guest boots as the same user and makes cgroups).
+This host is a cgroup v1 hybrid, so `tools/cgroup2_guest.py --bench ...` boots Debian's kernel under qemu
+without KVM and runs the agent's own benchmark scripts there, whole, on the v2 backend:
+benchmarks/agent_bench.py (syncPod for a new pod, pods from cold to all pod cgroups and its raw v2
+mkdir/write floor, pods from cold to all processes running, the agent's RSS) and benchmarks/cgroups_bench.py
+(the cgroup layer's ensure/destroy against its v2 floor). Their figures come back through the guest's
+figures.jsonl and are printed here with a label saying where they were measured.
+Emulation makes everything tens to hundreds of times slower than a real v2 node, so the sizes are small
+(GUEST_PODS pods, GUEST_SYNC_SAMPLES syncs instead of 110 and 200) and no goal is attached; read the
+ratios, not the times. `make bench` and `make bench-cgroup2` run it. Needs root (the guest boots as the
+same user and makes cgroups).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -18,20 +25,36 @@ from pathlib import Path
 from benchstats import report
 
 REPO = Path(__file__).resolve().parents[1]
+GUEST_PODS = 30
+GUEST_SYNC_SAMPLES = 40
+GUEST_DEADLINE_S = 600  # a cold start of GUEST_PODS under emulation; the host's bench allows 60 s
+LABEL = "(cgroup v2, under qemu TCG emulation)"
+
+
+def guest_benches(pods: int, samples: int) -> list[str]:
+    agent = f"benchmarks/agent_bench.py --pods {pods} --samples {samples} --deadline {GUEST_DEADLINE_S}"
+    return [agent, f"benchmarks/cgroups_bench.py --pods {pods}"]
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=GUEST_PODS)
+    parser.add_argument("--samples", type=int, default=GUEST_SYNC_SAMPLES)
+    args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="kn-cg2-bench-"))
-    runner = [sys.executable, str(REPO / "tools/cgroup2_guest.py"), "--only", "figures", "--deadline", "1200"]
+    runner = [sys.executable, str(REPO / "tools/cgroup2_guest.py"), "--deadline", "1800", "--out", str(out)]
+    for bench in guest_benches(args.pods, args.samples):
+        runner += ["--bench", bench]
+    print(f"cgroup2_guest_bench: booting the guest; its console goes to {out}/runner.log", flush=True)
     with (out / "runner.log").open("w") as log:
-        done = subprocess.run([*runner, "--out", str(out)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    figures = out / "figures.tsv"
+        done = subprocess.run(runner, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    figures = out / "figures.jsonl"
     if done.returncode != 0 or not figures.exists():
         print(f"cgroup2_guest_bench: the guest run failed; see {out}/runner.log", file=sys.stderr)
         return 1
     for line in figures.read_text().splitlines():
-        name, value, unit = line.split("\t")
-        report(name, float(value), unit)
+        figure = json.loads(line)
+        report(f"{figure['name']} {LABEL}", float(figure["value"]), figure["unit"])
     shutil.rmtree(out, ignore_errors=True)
     return 0
 

@@ -2,30 +2,31 @@
 
 Run as root: `.venv/bin/python benchmarks/cgroups_bench.py [--pods N]`. Uses a unique cgroup
 root (/kn-bench-<random>) and removes it at the end. The floor is the same directories and
-values made with bare mkdir/open/write calls, no validation or read-back.
+values made with bare mkdir/open/write calls, no validation or read-back, in the host's cgroup
+version's files (benchmarks/cgroupfloor.py, which agent_bench.py's floor uses too).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 from benchstats import percentile, report
+from cgroupfloor import PodLimits, RawCgroups
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.cm.cgroups.formulas import milli_cpu_to_quota, milli_cpu_to_shares
 from kubenode.model import Container, Pod
 
-MOUNT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+MILLI_CPU = 100
+MEMORY = 64 << 20
 
 
 def guaranteed_pods(count: int) -> list[Pod]:
-    resources = {"cpu": 100, "memory": 64 << 20}
+    resources = {"cpu": MILLI_CPU, "memory": MEMORY}
     pods = []
     for index in range(count):
         container = Container(name="c", command=("true",), requests=resources, limits=resources)
@@ -43,30 +44,17 @@ def timed_ms(action: Callable[[], object]) -> float:
 
 def raw_floor_ms(root: str, count: int) -> float:
     """mkdir + the same writes with nothing else, for `count` pods under an existing tier."""
+    raw = RawCgroups()
     tier = root.strip("/") + "/floor"
-    for controller in CONTROLLERS:
-        os.makedirs(MOUNT / controller / tier)
-    for name in ("cpuset.cpus", "cpuset.mems"):
-        (MOUNT / "cpuset" / tier / name).write_text((MOUNT / "cpuset" / name).read_text())
-    writes = {
-        "cpu": {"cpu.shares": "102", "cpu.cfs_quota_us": "10000"},
-        "memory": {"memory.limit_in_bytes": str(64 << 20)},
-        "cpuset": {"cpuset.mems": "0", "cpuset.cpus": "0-1"},
-    }
+    raw.make_tier(tier)
+    limits = PodLimits(milli_cpu_to_shares(MILLI_CPU), milli_cpu_to_quota(MILLI_CPU), MEMORY)
     start = time.perf_counter()
-    for index in range(count):
-        for controller in CONTROLLERS:
-            path = MOUNT / controller / tier / f"pod{index}"
-            os.mkdir(path)
-            for file, value in writes.get(controller, {}).items():
-                with open(path / file, "w") as handle:
-                    handle.write(value)
-    elapsed = (time.perf_counter() - start) * 1000
-    for controller in CONTROLLERS:
+    try:
         for index in range(count):
-            os.rmdir(MOUNT / controller / tier / f"pod{index}")
-        os.rmdir(MOUNT / controller / tier)
-    return elapsed
+            raw.make_pod(f"{tier}/pod{index}", limits)
+        return (time.perf_counter() - start) * 1000
+    finally:
+        raw.remove(tier)
 
 
 def main() -> int:

@@ -21,10 +21,10 @@ from cri_bench import PODS_PER_KIND, create_and_time, node_agent, start_with_pro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.nodestatus.reporter import host_ip
 from harness.agent import AgentProcess, close_reporting_leaks
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
+from kubenode.hostnet import host_ip
 from kubenode.kubeclient import KubeClient, load_kubeconfig
 
 SCRAPES = 20

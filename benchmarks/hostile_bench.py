@@ -1,13 +1,14 @@
 """Figures for issue 14 (reliability under hostile input): print them, assert nothing.
 
 1. Copies per container after N agent SIGKILL cycles during start (harness/killcycles.py; needs root and
-   the cgroup v1 hierarchy).
+   real cgroups, v1 or v2).
 2. Allocate latency on the device plugin with 500 idle ListAndWatch streams open (goal: p99 <= 2 ms),
-   beside its floor measured in turns with it: the same call to a grpc.aio servicer that only returns an
-   empty answer, on the same kind of server (kubenode.grpcaio.AioServer), so the ratio is what the plugin
-   adds to gRPC's own round trip. A second floor, the same empty answer from a synchronous `grpc.server`
-   (a pool thread per call, which is why the plugin cannot use one: each open stream would hold a thread),
-   shows how far below grpc.aio any Python gRPC server gets on this machine.
+   beside its floor measured in turns with it (goal: p99 <= 1.1x the floor's, printed as a ratio): the
+   same call to a grpc.aio servicer that only returns an empty answer, on the same kind of server
+   (kubenode.grpcaio.AioServer), so the ratio is what the plugin adds to gRPC's own round trip. A second
+   floor, the same empty answer from a synchronous `grpc.server` (a pool thread per call, which is why the
+   plugin cannot use one: each open stream would hold a thread), shows how far below grpc.aio any Python
+   gRPC server gets on this machine.
 3. Register latency at the agent's device manager with 50 plugins whose GetDevicePluginOptions never returns
    (goal: <= 1 s).
 
@@ -34,12 +35,14 @@ from typing import Any
 import grpc
 from benchstats import percentile, report
 
-from agent.cm.cgroups.sweep import sweep_v1_root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
+
 from agent.cm.devicemanager import DeviceManager
 from deviceplugin.backends import make_backend
 from deviceplugin.config import load_config
 from deviceplugin.devicestate import DeviceState
 from deviceplugin.endpoint import ResourceEndpoint
+from harness.cgroupfs import sweep_root
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubenode.grpcaio import AioServer
 
@@ -64,7 +67,7 @@ def kill_cycles(cycles: int, pods: int) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         return result
     finally:
-        sweep_v1_root(root)
+        sweep_root(root)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -208,7 +211,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--pods", type=int, default=6)
-    parser.add_argument("--skip-kill-cycles", action="store_true", help="no root or cgroup v1 here")
+    parser.add_argument("--skip-kill-cycles", action="store_true", help="no root here")
     args = parser.parse_args()
     if not args.skip_kill_cycles:
         figures = kill_cycles(args.cycles, args.pods)
@@ -235,8 +238,10 @@ def main() -> int:
     for p in (50, 99):
         label = f"gRPC floor: empty sync grpc.server Allocate, no streams, p{p}"
         report(label, percentile(sync_floor, p) * 1000, "ms")
-    report("Allocate p50 / floor p50", percentile(latencies, 50) / percentile(floor, 50), "x")
-    report("Allocate p99 / floor p99", percentile(latencies, 99) / percentile(floor, 99), "x")
+    # Issue 42's goal: the plugin with 500 idle streams adds at most 10% to grpc.aio's own round trip.
+    for p, goal in ((50, ""), (99, "<= 1.1 x")):
+        ratio = percentile(latencies, p) / percentile(floor, p)
+        report(f"Allocate p{p}, 500 idle streams / empty grpc.aio floor p{p}", ratio, "x", goal)
     took = register_with_stuck_plugins(50)
     report("Register with 50 stuck plugins", took * 1000, "ms", "<= 1000 ms")
     return 0

@@ -1,4 +1,4 @@
-"""The node guarding itself, measured on this machine's real cgroup v1 hierarchy (needs root).
+"""The node guarding itself, measured on this machine's real cgroups, v1 or v2 (needs root).
 
 Prints:
 - the CPU of a real `kubenode agent` process while 10 pods write to their logs as fast as they can (the log
@@ -10,8 +10,9 @@ Prints:
   check interval of writing at the measured rate);
 - the eviction manager's synchronize() with 110 running pods and a threshold always met (observe the signals,
   every pod's usage, reclaim, observe again, rank; no pod is evicted: manifest pods are critical), p50 and
-  p99, against the floor of the raw reads it needs (the pods' memory and pid files, their log directories,
-  one statvfs and one /proc listing), and as a share of one core at the kubelet's 10 s period.
+  p99, against the floor of the raw reads it needs (the pods' memory and pid files in the host's cgroup
+  version, benchmarks/cgroupfloor.py; their log directories, one statvfs and one /proc listing), and as a
+  share of one core at the kubelet's 10 s period.
 Every cgroup, process and file it makes is removed at the end.
 """
 
@@ -31,9 +32,9 @@ import psutil
 import yaml
 from agent_bench import PODS, config, sweep, write_manifests
 from benchstats import percentile, report
+from cgroupfloor import RawCgroups
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_MOUNT
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.container.podview import PodView
@@ -158,13 +159,14 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
                 raise SystemExit(f"110 pods did not run within {DEADLINE_S:.0f} s")
             time.sleep(0.05)
         syncs, floors = [], []
+        raw = RawCgroups()
         for _ in range(SYNC_SAMPLES):
             started = time.perf_counter()
             evicted = agent.evictions.synchronize()
             syncs.append(time.perf_counter() - started)
             assert evicted is None, "a critical pod was evicted"
             started = time.perf_counter()
-            _raw_reads(agent, views)
+            _raw_reads(agent, views, raw)
             floors.append(time.perf_counter() - started)
         return syncs, floors
     finally:
@@ -173,16 +175,13 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
         sweep(root)
 
 
-def _raw_reads(agent: NodeAgent, views: list[PodView]) -> None:
+def _raw_reads(agent: NodeAgent, views: list[PodView], raw: RawCgroups) -> None:
     """What one round must read at least: per pod its memory and pid files and its log directory."""
     os.statvfs(agent.config.state_dir)
     sum(1 for name in os.listdir("/proc") if name.isdigit())
     for view in views:
-        cgroup = view.record.cgroup.lstrip("/")
-        memory = V1_MOUNT / "memory" / cgroup
-        (memory / "memory.usage_in_bytes").read_bytes()
-        (memory / "memory.stat").read_bytes()
-        (V1_MOUNT / "pids" / cgroup / "cgroup.procs").read_bytes()
+        for file in raw.usage_files(view.record.cgroup):
+            file.read_bytes()
         pod = view.pod
         if pod is not None:
             disk_usage(agent.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid))

@@ -33,7 +33,9 @@ import psutil
 import yaml
 from benchstats import report
 
-from agent.cm.cgroups.sweep import sweep_v1_root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
+
+from harness.cgroupfs import sweep_root
 
 PODS = 110
 WINDOW_S = 15.0
@@ -128,7 +130,7 @@ def measure(work: Path, probes: str, port: int) -> tuple[float, float]:
         except subprocess.TimeoutExpired:
             agent.kill()
             agent.wait()
-        left = sweep_v1_root(root, attempts=100, retry_delay=0.01)
+        left = sweep_root(root, attempts=100, retry_delay=0.01)
         if left:
             print(f"warning: could not remove {left}", file=sys.stderr)
 

@@ -22,9 +22,9 @@ from benchstats import percentile, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives at the repository root
 
-from agent.nodestatus.reporter import host_ip
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
+from kubenode.hostnet import host_ip
 from kubenode.kubeclient import PODS, KubeClient, load_kubeconfig
 
 KUBECTL = Path(__file__).resolve().parents[1] / ".venv/bin/kubectl"

@@ -11,11 +11,17 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.cm.devicemanager.endpoint import rpc_error_text
-from agent.cm.devicemanager.registration import is_plugin_endpoint
 from conformance.target import Fail, Skip, Target
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
-from kubenode.deviceapi import API_VERSION, HEALTH_VALUES, HEALTHY, MAX_DEVICE_ID_LENGTH, SUPPORTED_VERSIONS
+from kubenode.deviceapi import (
+    API_VERSION,
+    HEALTH_VALUES,
+    HEALTHY,
+    MAX_DEVICE_ID_LENGTH,
+    SUPPORTED_VERSIONS,
+    is_plugin_endpoint,
+)
+from kubenode.deviceplugin_client import rpc_error_text
 from kubenode.model.resources import extended_resource_name_problem, qualified_name_problem
 
 UNKNOWN_ID = "kubenode-conformance-no-such-device"

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.devicemanager import DeviceManager, RegistrationEvent
-from agent.cm.devicemanager.registration import is_serving
 from kubenode.deviceapi import KUBELET_SOCKET
+from kubenode.deviceplugin_client import is_serving
 
 
 class HarnessError(RuntimeError):

@@ -15,10 +15,9 @@ from typing import Any
 import grpc
 
 from agent.cm.devicemanager import RegistrationEvent
-from agent.cm.devicemanager.endpoint import dial, plugin_stub, rpc_error_text
-from agent.cm.devicemanager.registration import is_plugin_endpoint
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
-from kubenode.deviceapi import DIAL_TIMEOUT_S, HEALTHY, PRE_START_TIMEOUT_S
+from kubenode.deviceapi import DIAL_TIMEOUT_S, HEALTHY, PRE_START_TIMEOUT_S, is_plugin_endpoint
+from kubenode.deviceplugin_client import dial, plugin_stub, rpc_error_text
 
 
 class Fail(Exception):

@@ -20,7 +20,8 @@ def _boolean(text: str) -> bool:
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "controller-manager",
-        help="run the node lifecycle controller (a Node's conditions become its NoSchedule taints)",
+        help="run the node lifecycle, garbage collector, ReplicaSet, Deployment, DaemonSet, Job and "
+        "ServiceAccount controllers",
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     parser.add_argument(

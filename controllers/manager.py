@@ -4,7 +4,9 @@ Flow, as kube-controller-manager's Run:
 1. With leader election (the default, as kube's `--leader-elect=true`), a LeaderElector on the Lease
    kube-system/kube-controller-manager (kubenode/kubeclient/leaderelection.py, the scheduler's code)
    decides who runs the controllers; without it this process always does.
-2. Once leading, the controllers start (`NodeLifecycleController`: its Node informer, its worker).
+2. Once leading, the controllers start: the node lifecycle controller (its Node informer, its worker),
+   then the workload controllers (`workloads.py`: garbage collector, ReplicaSet, Deployment, DaemonSet,
+   Job, ServiceAccount) on shared informers, whose workers wait for every informer's first list.
 3. Losing the Lease stops every write at once (`may_act` turns false before any callback runs) and
    `run_controller_manager` returns 1, so the supervisor restarts the process as a follower.
    SIGTERM/SIGINT stop it cleanly (the Lease is released) with 0.
@@ -18,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 
 from controllers.nodelifecycle import NodeLifecycleController
+from controllers.workloads import WorkloadControllers
 from kubenode.kubeclient import KubeClient
 from kubenode.kubeclient.config import ClientConfig
 from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig, LeaderElector
@@ -40,6 +43,7 @@ class ControllerManager:
         self._stop = threading.Event()
         self.lost_leadership = False
         self.node_lifecycle = NodeLifecycleController(self.client, may_act=self.may_act)
+        self.workloads = WorkloadControllers(self.client, self.may_act, self._stop)
         self._started = False
         self.elector: LeaderElector | None = None
         self._election: threading.Thread | None = None
@@ -64,9 +68,10 @@ class ControllerManager:
         return not self._stop.is_set()
 
     def _start_controllers(self) -> None:
-        log.info("started leading: starting the node lifecycle controller")
+        log.info("started leading: starting the controllers")
         self._started = True
         self.node_lifecycle.start()
+        self.workloads.start()
 
     def _stopped_leading(self) -> None:
         if not self._stop.is_set():
@@ -95,6 +100,7 @@ class ControllerManager:
             self._election.join(15)  # releases the Lease on a clean stop
         if self._started:
             self.node_lifecycle.stop()
+            self.workloads.stop()
         self.client.close()
 
 

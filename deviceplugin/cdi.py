@@ -13,10 +13,18 @@ runtime applies (containerd >= 1.7 with CDI enabled, containerd 2.x, CRI-O, podm
    `CpusetSpec.prune` drops the other entries, except those added within `grace` seconds (the kubelet
    records an allocation only after Allocate answers). Without PodResources nothing is pruned.
 
+4. At start (`CpusetSpec.refresh`, from `CpuBackend.start`) an existing file of ours is adopted: its CPU sets
+   stay (the kubelet restarts a container without a new Allocate), and every entry is rewritten with this
+   plugin's hook command if any differs, since an entry of an earlier install may name a hook that is gone
+   (another venv, a moved checkout). Later, an Allocate finding the file changed behind our back (removed,
+   or written by someone else) rewrites it too. Building the spec only reads: `discover` builds backends.
+
 Device names are the CPU list with `,` written `_` (CDI names allow only `[A-Za-z0-9_.-]`): `0-1,4` is
 `kubenode.io/cpuset=0-1_4`. A name starting with a digit needs cdiVersion 0.5.0, the lowest we can use.
 One spec file per resource (`kubenode-cpuset_<resource>.json`); it is the only file here ever read,
-written or removed: other vendors' specs and broken files in the same directory are left alone.
+written or removed: other vendors' specs and broken files in the same directory are left alone. A stopping
+plugin leaves it (a restarted container of a held set needs its entry); `remove_spec` removes it on
+uninstall (`kubenode deviceplugin remove-cdi-specs`), when the hook it names is about to go.
 """
 
 from __future__ import annotations
@@ -95,12 +103,16 @@ class CpusetSpec:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[frozenset[int], float]] = {}  # name -> (CPUs, when added)
-        # Only read here (discover builds backends too); the next add or prune rewrites the file.
-        for cpus in self._load():
+        # Only read here (discover builds backends too); refresh, add or prune rewrites the file.
+        self._stale_hooks: set[str] = set()  # the hooks of entries on disk that differ from ours
+        for cpus, hooks in self._load():
             self._entries[device_name(cpus)] = (cpus, clock())
+            self._stale_hooks.update(hooks)
+        # The file as we last wrote (or adopted) it: inode, mtime, size; None when there is none.
+        self._written = _signature(self.path)
 
-    def _load(self) -> list[frozenset[int]]:
-        """The CPU sets of our file from a previous run (kept: containers restart without a new Allocate)."""
+    def _load(self) -> list[tuple[frozenset[int], set[str]]]:
+        """Our file's CPU sets from a previous run, each with the hook paths its entry names."""
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
@@ -113,10 +125,23 @@ class CpusetSpec:
         result = []
         for device in data.get("devices") or []:
             try:
-                result.append(parse_cpuset(str(device["name"]).replace("_", ",")))
+                cpus = parse_cpuset(str(device["name"]).replace("_", ","))
             except (KeyError, TypeError, ValueError):
                 raise SpecError(f"{self.path}: device {device!r} is not a CPU set, refusing it") from None
-        return [cpus for cpus in result if cpus]
+            if cpus:
+                entry = device_entry(cpus, self.hook)
+                # Any difference (another hook, its args, timeout or env) makes the entry stale.
+                hooks = set() if device == entry else {_hook_paths(device) or "no hook"}
+                result.append((cpus, hooks))
+        return result
+
+    def refresh(self) -> list[str]:
+        """At start: rewrite every entry with our hook if any differs; returns the other hooks it named."""
+        with self._lock:
+            stale = sorted(self._stale_hooks)
+            if stale:
+                self._write()
+            return stale
 
     def add(self, cpus: frozenset[int]) -> str:
         """Make sure the entry for `cpus` is on disk; returns its qualified CDI name."""
@@ -124,7 +149,8 @@ class CpusetSpec:
         with self._lock:
             known = name in self._entries
             self._entries[name] = (cpus, self._clock())  # a fresh Allocate restarts the grace period
-            if not known or not self.path.exists():  # also when someone removed the file meanwhile
+            # Also when the file is not as we wrote it: stale entries, removed or rewritten meanwhile.
+            if not known or self._stale_hooks or self._written != _signature(self.path):
                 self._write()
         return f"{KIND}={name}"
 
@@ -150,8 +176,10 @@ class CpusetSpec:
 
     def _write(self) -> None:
         """Replace the file atomically; with no entries remove it (a spec without devices is invalid)."""
+        self._stale_hooks.clear()  # every entry written from here on runs our hook
         if not self._entries:
             self.path.unlink(missing_ok=True)
+            self._written = None
             return
         spec = {
             "cdiVersion": CDI_VERSION,
@@ -169,12 +197,46 @@ class CpusetSpec:
                 os.fsync(out.fileno())
             os.chmod(temporary, 0o644)
             os.replace(temporary, self.path)
+            self._written = _signature(self.path)
         except BaseException:
             temporary.unlink(missing_ok=True)
             raise
 
     def _sorted_entries(self) -> list[tuple[frozenset[int], float]]:
         return sorted(self._entries.values(), key=lambda entry: sorted(entry[0]))
+
+
+def remove_spec(spec_dir: str | os.PathLike[str], resource_name: str) -> Path | None:
+    """Remove our spec file of `resource_name`; returns its path, None if absent. SpecError if not ours."""
+    path = Path(spec_dir) / spec_file_name(resource_name)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{path}: unreadable, leaving it: {exc}") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind != KIND:
+        raise SpecError(f"{path}: kind {kind!r} is not {KIND}, leaving it")
+    path.unlink(missing_ok=True)
+    return path
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _hook_paths(device: Any) -> str:
+    """The hook paths an entry read from disk names, for the log line; "" when it has none."""
+    try:
+        hooks = device["containerEdits"]["hooks"]
+        return ", ".join(str(hook["path"]) for hook in hooks)
+    except (KeyError, TypeError):
+        return ""
 
 
 def allocated_cpusets(

@@ -1,4 +1,5 @@
-"""Command-line entry for `kubenode deviceplugin` (serve) and `kubenode deviceplugin discover`."""
+"""Command-line entry for `kubenode deviceplugin` (serve), `kubenode deviceplugin discover`, and
+`kubenode deviceplugin remove-cdi-specs` (uninstall: `make uninstall` runs it before removing the hook)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,18 @@ def register(subparsers: Any) -> None:
         help="serve Prometheus /metrics and /healthz, /readyz here (port 0: any; default: none)",
     )
     parser.set_defaults(func=run)
-    commands = parser.add_subparsers(dest="deviceplugin_command", metavar="[discover]")
+    commands = parser.add_subparsers(dest="deviceplugin_command", metavar="[discover|remove-cdi-specs]")
     discover = commands.add_parser("discover", help="print what would be advertised and exit")
     # SUPPRESS: options given before `discover` are not overwritten by the sub-parser's defaults.
     _add_config_options(discover, argparse.SUPPRESS)
     discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
     discover.set_defaults(func=run_discover)
+    remove = commands.add_parser(
+        "remove-cdi-specs",
+        help="remove the CDI spec file of every cpu resource (uninstall: its hook is about to go)",
+    )
+    _add_config_options(remove, argparse.SUPPRESS)
+    remove.set_defaults(func=run_remove_cdi_specs)
 
 
 def _load(args: argparse.Namespace) -> tuple[PluginConfig, str]:
@@ -79,6 +86,32 @@ def run_discover(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # e.g. piped into `head`: not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def run_remove_cdi_specs(args: argparse.Namespace) -> int:
+    """For uninstalling: a spec left behind would name a hook that is gone, failing every container start
+    of its sets. With the plugin stopped first (it rewrites a missing file at the next Allocate)."""
+    from deviceplugin.cdi import SpecError, remove_spec
+    from deviceplugin.config import ConfigError
+
+    try:
+        config, _ = _load(args)
+    except ConfigError as exc:
+        print(f"kubenode deviceplugin remove-cdi-specs: {exc}", file=sys.stderr)
+        return 2
+    status = 0
+    for resource in config.resources:
+        if resource.backend != "cpu":
+            continue
+        try:
+            removed = remove_spec(resource.cpu.cdi_spec_dir, resource.name)
+        except (SpecError, OSError) as exc:
+            print(f"kubenode deviceplugin remove-cdi-specs: {resource.name}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if removed is not None:
+            print(f"removed {removed}")
+    return status
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,9 @@ from typing import Any
 
 import yaml
 
+from deviceplugin.gpuconfig import DEFAULT_CDI_SPEC_DIR, DEFAULT_PODRESOURCES_SOCKET, parse_gpu
+from deviceplugin.gpuconfig import DEFAULT_IGNORED_XIDS as DEFAULT_IGNORED_XIDS  # re-exported
+from deviceplugin.gpuconfig import GpuOptions as GpuOptions  # re-exported: options live beside their parser
 from kubenode import yamlload
 from kubenode.cpuset import parse_cpuset
 from kubenode.deviceapi import (
@@ -36,9 +39,6 @@ from kubenode.deviceapi import (
 from kubenode.model.resources import extended_resource_name_problem
 
 BACKENDS = ("cpu", "gpu", "static")
-DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
-DEFAULT_PODRESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # application errors, not GPU faults
 
 
 class ConfigError(ValueError):
@@ -56,19 +56,6 @@ class CpuOptions:
     cdi_hook_path: str | None = None  # default: the kubenode next to this Python, else on PATH
     pod_resources_socket: str = DEFAULT_PODRESOURCES_SOCKET  # where freed CPU sets are learned
     cdi_prune_seconds: float = 30.0
-
-
-@dataclass(frozen=True)
-class GpuOptions:
-    id_strategy: str = "uuid"  # "uuid" or "index"
-    cdi: bool = False  # also return CDI device names <cdi_kind>=<uuid>
-    cdi_kind: str = "nvidia.com/gpu"
-    ignored_xids: frozenset[int] = DEFAULT_IGNORED_XIDS
-    recovery_seconds: float = 60.0  # a faulted GPU passing probes this long is healthy again
-    probe_interval_seconds: float = 5.0
-    fail_on_init_error: bool = False
-    dev_root: str = "/dev"
-    sysfs_root: str = "/sys"
 
 
 @dataclass(frozen=True)
@@ -109,7 +96,7 @@ class ResourceConfig:
     replicas: int = 1
     socket: str = ""
     cpu: CpuOptions = CpuOptions()
-    gpu: GpuOptions = GpuOptions()
+    gpu: GpuOptions = field(default_factory=GpuOptions)
     static: StaticOptions = StaticOptions()
 
 
@@ -193,7 +180,12 @@ def _parse_resource(node: _Node) -> ResourceConfig:
     if backend == "cpu":
         return _replace(resource, cpu=_parse_cpu(options))
     if backend == "gpu":
-        return _replace(resource, gpu=_parse_gpu(options))
+        gpu = parse_gpu(options, name)
+        if gpu.sharing != "none":
+            if node.has("replicas"):
+                node.fail("replicas", f"given beside gpu.sharing ({gpu.sharing}); set the replicas there")
+            resource = _replace(resource, replicas=gpu.shared_replicas)
+        return _replace(resource, gpu=gpu)
     return _replace(resource, static=_parse_static(options, replicas))
 
 
@@ -224,40 +216,6 @@ def _parse_cpu(node: _Node) -> CpuOptions:
         cdi_hook_path=hook_path,
         pod_resources_socket=node.text("podResourcesSocket", DEFAULT_PODRESOURCES_SOCKET),
         cdi_prune_seconds=node.number("cdiPruneSeconds", 30.0) or 30.0,
-    )
-
-
-def _parse_gpu(node: _Node) -> GpuOptions:
-    node.only(
-        "idStrategy",
-        "cdi",
-        "cdiKind",
-        "ignoredXids",
-        "recoverySeconds",
-        "probeIntervalSeconds",
-        "failOnInitError",
-        "devRoot",
-        "sysfsRoot",
-    )
-    strategy = node.text("idStrategy", "uuid")
-    if strategy not in ("uuid", "index"):
-        node.fail("idStrategy", f"unknown strategy {strategy!r} (expected uuid or index)")
-    xids = node.items("ignoredXids", default=None)
-    ignored = DEFAULT_IGNORED_XIDS if xids is None else frozenset(x.as_int() for x in xids)
-    recovery = node.number("recoverySeconds", 60.0)
-    interval = node.number("probeIntervalSeconds", 5.0)
-    if interval <= 0:
-        node.fail("probeIntervalSeconds", "must be positive")
-    return GpuOptions(
-        id_strategy=strategy,
-        cdi=node.flag("cdi", False),
-        cdi_kind=node.text("cdiKind", "nvidia.com/gpu"),
-        ignored_xids=ignored,
-        recovery_seconds=recovery,
-        probe_interval_seconds=interval,
-        fail_on_init_error=node.flag("failOnInitError", False),
-        dev_root=node.text("devRoot", "/dev"),
-        sysfs_root=node.text("sysfsRoot", "/sys"),
     )
 
 

@@ -12,6 +12,10 @@ appended to what `hook_command` returns. Flow, by what `cdiHookPath` is:
    `make install`): no site and no environment; the bootstrap puts the directory holding the deviceplugin
    and kubenode packages first on the path and runs the hook, which imports nothing else of kubenode, so
    it starts within a few imports of the bare interpreter.
+
+`check_present` runs when the plugin starts: the executable and every absolute path among the args (a bundle's
+loader and libraries, an interpreter, the package root with deviceplugin/cdihook.py) must be there, so a hook
+left by a removed checkout or venv is one line at start rather than a failed container start later.
 """
 
 from __future__ import annotations
@@ -68,6 +72,20 @@ def isolated_argv(interpreter: str, root: str) -> tuple[str, ...]:
 def package_root() -> str:
     """The directory holding the deviceplugin package: site-packages, or an editable install's checkout."""
     return os.path.dirname(os.path.dirname(os.path.abspath(cdihook.__file__)))
+
+
+def check_present(hook: HookCommand) -> None:
+    """Raise HookCommandError naming the first path of `hook` that is missing (or not executable)."""
+    if not os.path.isfile(hook.path) or not os.access(hook.path, os.X_OK):
+        problem = "is not executable" if os.path.isfile(hook.path) else "does not exist"
+        raise HookCommandError(f"the hook's executable {hook.path} {problem}")
+    for index, arg in enumerate(hook.args):
+        if index and hook.args[index - 1] == BOOTSTRAP:  # the package root the bootstrap imports from
+            module = os.path.join(arg, "deviceplugin", "cdihook.py")
+            if not os.path.isfile(module):
+                raise HookCommandError(f"the hook's module {module} does not exist")
+        elif os.path.isabs(arg) and not os.path.exists(arg):
+            raise HookCommandError(f"the hook's path {arg} (an argument of {hook.path}) does not exist")
 
 
 def from_bundle(directory: str) -> HookCommand:

@@ -17,6 +17,9 @@ prefix:
 - kubenode_deviceplugin_listandwatch_streams{resource}      gauge (open streams)
 - kubenode_deviceplugin_registrations_total{resource,result} counter (result: success, error)
 
+With gpu resources whose NVML gives telemetry, deviceplugin.gpumetrics adds dcgm-exporter's
+per-pod GPU metrics (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED, ...) to the same registry.
+
 Served by `kubenode.metricshttp`: /healthz (and /livez) answer 200 "ok" while the manager's loop
 runs; /readyz also needs every resource registered with the kubelet (500 naming what is not).
 """
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
+    from deviceplugin.gpumetrics import GpuSource
     from deviceplugin.manager import PluginManager
     from kubenode.metricshttp import MetricsServer
 
@@ -80,6 +84,11 @@ class PrometheusRecorder(PluginRecorder):
                 self._registrations.labels(name, result)
                 self._allocations.labels(name, result)
         self.registry.register(_StateCollector(manager))
+        gpu_sources = _gpu_sources(manager)
+        if gpu_sources:
+            from deviceplugin.gpumetrics import GpuMetricsCollector
+
+            self.registry.register(GpuMetricsCollector(gpu_sources))
 
     def registration(self, resource: str, ok: bool) -> None:
         self._registrations.labels(resource, "success" if ok else "error").inc()
@@ -121,6 +130,21 @@ class _StateCollector:
             streams.add_metric([resource.config.name], resource.endpoint.open_streams())
         yield devices
         yield streams
+
+
+def _gpu_sources(manager: PluginManager) -> list[GpuSource]:
+    from deviceplugin.backends.gpu import GpuBackend
+    from deviceplugin.replicas import ReplicatedBackend
+
+    sources = []
+    for resource in manager.resources:
+        backend = resource.backend
+        if isinstance(backend, ReplicatedBackend):
+            backend = backend.inner
+        source = backend.metrics_source() if isinstance(backend, GpuBackend) else None
+        if source is not None:
+            sources.append(source)
+    return sources
 
 
 def serve_metrics(manager: PluginManager, address: str) -> MetricsServer:

@@ -10,10 +10,17 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from deviceplugin.backend import Device
+
+class Device(Protocol):
+    """What packing reads of a `deviceplugin.backend.Device`, named structurally: backend.py imports this
+    module, so this one imports nothing back."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def numa_nodes(self) -> tuple[int, ...]: ...
 
 
 _DIGITS = re.compile(r"(\d+)")

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from agent.cm.cgroups.sweep import sweep_v1_root
 from agent.volumemanager.mountutil import unmount_all_under
+from harness.cgroupfs import sweep_root
 
 REPO = Path(__file__).resolve().parents[1]
 _STATUS = re.compile(r"status (\d+\.\d+\.\d+\.\d+:\d+)")  # where `listen` put it (loopback by default)
@@ -164,7 +164,7 @@ class AgentProcess:
         """Stop the agent and the plugin, kill every pod, remove the cgroup root and the directories."""
         self.stop()
         self.stop_plugin()
-        leftovers = sweep_v1_root(self.root)
+        leftovers = sweep_root(self.root)
         # The pods' volumes stay when an agent stops (a restarted one adopts them): unmount them here.
         unmount_all_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)

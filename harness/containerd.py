@@ -5,8 +5,8 @@ runs as a child -> `start()` waits until the socket answers (`ctr version`) -> t
 images are imported (harness/ociimage.py) -> tests and benchmarks use `endpoint` (unix://...).
 `close()` stops every sandbox the CRI plugin runs (through crictl-like calls is not needed: containerd's
 shims are killed with their process groups), stops containerd, unmounts what is left under root/, removes
-the directory, and removes the empty `k8s.io` cgroups containerd made in the v1 hierarchies (named after its
-CRI namespace, created on first use and never removed by containerd itself).
+the directory, and removes the empty `k8s.io` cgroups containerd made in the v1 hierarchies or at the top of
+the v2 one (named after its CRI namespace, created on first use and never removed by containerd itself).
 
 Two facts of these machines are in the config, not hidden (docs/runtime.md):
 - `restrict_oom_score_adj = true`: a sandbox here cannot lower oom_score_adj, and runc fails otherwise;
@@ -160,7 +160,9 @@ class ContainerdProcess:
 
     @staticmethod
     def _namespace_cgroups() -> set[Path]:
-        return {d for d in CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}") if d.is_dir()}
+        # One per v1 hierarchy; on a v2 host the one cgroup at the mount's top.
+        found = [*CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}"), CGROUP_MOUNT / NAMESPACE_CGROUP]
+        return {d for d in found if d.is_dir()}
 
     def _unmount_all(self) -> None:
         prefix = str(self.dir)

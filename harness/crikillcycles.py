@@ -33,8 +33,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
-from agent.cm.cgroups.v1 import other_hierarchies
+from agent.cm.cgroups.v1 import V1_CONTROLLERS, other_hierarchies
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient
 from harness.crikillagent import NODE, run_agent
@@ -42,6 +41,7 @@ from harness.killcycles import wait_for
 from harness.manifests import write_manifest
 from harness.ociimage import BUSYBOX_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
+from kubenode.cgroupsweep import V1_MOUNT
 
 APP_CONTAINERS = ("main", "side")
 # (CRI method, which call of it): agent A kills itself right after that call returned. Calls count from the
@@ -120,11 +120,21 @@ def pod_cgroups(root: str) -> list[tuple[str, list[str]]]:
         for current, dirs, _files in os.walk(hierarchy / root.strip("/")):
             for name in list(dirs):
                 if name.startswith("pod"):
-                    with os.scandir(os.path.join(current, name)) as entries:
-                        inside = [e.name for e in entries if e.is_dir()]
-                    found.append((name[len("pod") :], inside))
                     dirs.remove(name)
+                    inside = subdirectories(os.path.join(current, name))
+                    if inside is not None:  # None: removed since it was listed, so gone
+                        found.append((name[len("pod") :], inside))
     return found
+
+
+def subdirectories(path: str) -> list[str] | None:
+    """The directories in `path`, or None when it does not exist (any more): runc and the agent remove
+    cgroups while they are read, and one removed between the listing and the scan is simply gone."""
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return None
 
 
 def listed(client: CRIClient, selector: dict[str, str]) -> tuple[list[cri.PodSandbox], list[cri.Container]]:

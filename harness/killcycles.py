@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.volumemanager.mountutil import mounts_under
+from harness.cgroupfs import process_tree
 from harness.manifests import fast_agent_config, write_manifest
 
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
@@ -67,7 +67,7 @@ def fork_agent(root: str, manifests: Path, state: Path) -> int:
 
 def copies(root: str) -> dict[str, int]:
     """Pod UID -> container processes (session leaders) in its cgroup; descendants are not counted."""
-    top = V1_MOUNT / V1_CONTROLLERS[0] / root.strip("/")
+    top = process_tree(root)
     found: dict[str, int] = {}
     for current, dirs, _files in os.walk(top):
         name = os.path.basename(current)

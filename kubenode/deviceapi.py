@@ -1,4 +1,5 @@
-"""Constants of the kubelet's Device Plugin API v1beta1 (for the plugins, the device manager, conformance).
+"""Constants of the kubelet's Device Plugin API v1beta1 and its rule for a Register endpoint (for the plugins,
+the device manager, conformance).
 
 Values follow the kubelet's pkg/apis/deviceplugin/v1beta1/constants.go and its device manager's client.
 """
@@ -39,3 +40,13 @@ def clip_message(message: str) -> str:
     if len(message) <= MAX_ERROR_MESSAGE:
         return message
     return f"{message[:MAX_ERROR_MESSAGE]}...(cut from {len(message)} characters)"
+
+
+def is_bare_file_name(endpoint: str) -> bool:
+    """An endpoint must name a socket directly inside the plugin directory."""
+    return bool(endpoint) and endpoint not in (".", "..") and "/" not in endpoint and "\0" not in endpoint
+
+
+def is_plugin_endpoint(endpoint: str) -> bool:
+    """A RegisterRequest endpoint we accept: a bare file name in the dir that is not kubelet.sock itself."""
+    return is_bare_file_name(endpoint) and endpoint != KUBELET_SOCKET

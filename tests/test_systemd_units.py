@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from deviceplugin.cdi import CpusetSpec, spec_file_name
+from deviceplugin.hookcommand import HookCommand, isolated_argv
+
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = sorted((ROOT / "systemd").glob("*.service"))
 INSTALLED_KUBENODE = "/usr/local/bin/kubenode"
@@ -97,3 +100,40 @@ def test_exposure_scores(unit: Path) -> None:
     [line] = [line for line in result.stdout.splitlines() if "Overall exposure level" in line]
     score = float(line.split(":", 1)[1].split()[0])
     assert score <= EXPOSURE_LIMITS[unit.name], line
+
+
+def test_make_uninstall_leaves_no_cdi_spec_whose_hook_it_removed(tmp_path: Path) -> None:
+    """The installed plugin's spec names a hook under PREFIX: `make uninstall` removes that spec (through the
+    installed `kubenode deviceplugin remove-cdi-specs`, reading the plugin's config) before PREFIX, and
+    leaves every other file in the spec dir alone."""
+    prefix, bindir, unitdir, cdi_dir = (tmp_path / name for name in ("prefix", "bin", "units", "cdi"))
+    (prefix / "bin").mkdir(parents=True)
+    kubenode = prefix / "bin" / "kubenode"  # stands in for the venv's command: this checkout's CLI
+    kubenode.write_text(f'#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m cli.main "$@"\n')
+    kubenode.chmod(0o755)
+    bindir.mkdir()
+    (bindir / "kubenode").symlink_to(kubenode)
+    unitdir.mkdir()
+    for unit in UNITS:
+        shutil.copy(unit, unitdir)
+    config = tmp_path / "deviceplugin.yaml"
+    config.write_text(
+        "version: v1\nresources:\n  - name: kubenode.io/cpu\n    backend: cpu\n"
+        f"    cpu: {{cdi: true, cdiSpecDir: {cdi_dir}}}\n"
+    )
+    python = str(prefix / "bin" / "python3.11")
+    installed_hook = HookCommand(python, isolated_argv(python, str(prefix / "lib" / "site-packages")))
+    spec = CpusetSpec(cdi_dir, spec_file_name("kubenode.io/cpu"), installed_hook)
+    spec.add(frozenset({0}))
+    (cdi_dir / "vendor.json").write_text('{"cdiVersion": "0.5.0", "kind": "example.com/x", "devices": []}')
+
+    result = subprocess.run(
+        ["make", "--no-print-directory", "uninstall", f"PREFIX={prefix}", f"BINDIR={bindir}",
+         f"UNITDIR={unitdir}", f"PLUGIN_CONFIG={config}", "SYSTEMCTL=true"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"removed {spec.path}" in result.stdout
+    assert sorted(p.name for p in cdi_dir.iterdir()) == ["vendor.json"]
+    assert not prefix.exists() and list(bindir.iterdir()) == [] and list(unitdir.iterdir()) == []

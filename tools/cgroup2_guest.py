@@ -1,4 +1,4 @@
-"""Run the agent's cgroup v2 tests on a real cgroup v2 kernel: `make test-cgroup2`.
+"""Run the agent's cgroup v2 tests, or its benchmarks, on a real cgroup v2 kernel: `make test-cgroup2`.
 
 The hosts here are cgroup v1 hybrids, so this boots Debian's kernel under virtme-ng (qemu, TCG:
 no KVM, which asserts on MSR 0x10a here) with the host's filesystem as the guest's read-only
@@ -9,17 +9,19 @@ does not collect). Flow:
    Missing apt packages (linux-image-amd64, qemu-system-x86) are installed when we are root;
    otherwise, and for a missing vng, it fails naming what is missing. Never a skip.
 2. One guest boot (~30 s under load) runs every selected module in ONE pytest process (by default
-   all but the figures, which benchmarks/cgroup2_guest_bench.py runs for `make bench`); the
-   guest writes its transcript (summary.txt, figures.tsv, rc) to a temp dir shared read-write.
+   all of them), or with `--bench 'benchmarks/SCRIPT.py ARGS'` (repeatable) those benchmark scripts one
+   after the other instead (benchmarks/cgroup2_guest_bench.py, `make bench-cgroup2`); the guest writes
+   its transcript (summary.txt or figures.jsonl, and rc) to a temp dir shared read-write.
 3. The guest's console streams here as it runs; a deadline kills qemu's whole process group,
    so no qemu outlives this script, whatever happens.
-4. Prints the summary and the run time; exits with the guest pytest's status (1 if none came back).
+4. Prints the summary (or the figures) and the run time; exits with the guest's status (1 if none came back).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -37,17 +39,19 @@ GUEST_DIR = "tests/cgroup2_guest"
 MODULES = {
     "rules": "guest_kernel_rules.py",
     "agent": "guest_agent_e2e.py",
-    "figures": "guest_figures.py",
     "cdi": "guest_cdi_hook.py",  # the CDI cpuset hook (deviceplugin/cdihook.py) on real cgroup v2
+    "devices": "guest_device_programs.py",  # device programs (agent/cm/devicecgroup/bpf.py)
 }
 APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
 OUT_ENV = "KUBENODE_CGROUP2_GUEST_OUT"  # read by tests/cgroup2_guest/conftest.py
+FIGURES_ENV = "KUBENODE_BENCH_FIGURES"  # where benchmarks/benchstats.py's report() appends each figure
+FIGURES = "figures.jsonl"
+PYTHON_ENV = "GRPC_ENABLE_FORK_SUPPORT=false PYTHONDONTWRITEBYTECODE=1"  # every Python the guest runs
 GUEST_TEST_TIMEOUT_S = 700  # per test inside the guest (the end-to-end test is long under emulation)
-# make test's run (every module but the figures, which `make bench` runs on its own boot) takes 3-4
-# minutes on this 2-core machine when others load it; the deadline only stops a hung guest.
+# make test's run (every module) takes 3-4 minutes on this 2-core machine when others load it; the
+# deadline only stops a hung guest.
 DEFAULT_DEADLINE_S = 900
 BUDGET_S = 300
-BENCH_ONLY = ("figures",)
 
 
 def fail(message: str) -> NoReturn:
@@ -103,17 +107,30 @@ def guest_command(out: Path, modules: list[str], select: str = "") -> str:
     paths = [f"{GUEST_DIR}/{MODULES[name]}" for name in modules]
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:logging", "-s", "-v"]
     pytest += ["--timeout", str(GUEST_TEST_TIMEOUT_S), *paths, *(["-k", select] if select else [])]
-    env = f"{OUT_ENV}={shlex.quote(str(out))} GRPC_ENABLE_FORK_SUPPORT=false PYTHONDONTWRITEBYTECODE=1"
+    env = f"{OUT_ENV}={shlex.quote(str(out))} {PYTHON_ENV}"
     rc_file = shlex.quote(str(out / "rc"))
     return f"cd {shlex.quote(str(REPO))} && {env} {shlex.join(pytest)}; echo $? > {rc_file}"
 
 
-def run_guest(
-    kernel: Path, vng: Path, out: Path, modules: list[str], deadline_s: float, select: str = ""
-) -> int | None:
-    """Boot the guest and stream its console; returns the guest pytest's status (None: none came back)."""
+def bench_command(out: Path, benches: list[str]) -> str:
+    """What the guest runs in bench mode: each script in turn, its figures appended to out/figures.jsonl;
+    the status is the first failing script's (the others still run)."""
+    env = f"{FIGURES_ENV}={shlex.quote(str(out / FIGURES))} {PYTHON_ENV}"
+    steps = []
+    for bench in benches:
+        script, *args = shlex.split(bench)
+        run = shlex.join([sys.executable, script, *args])
+        banner = shlex.quote(f"=== guest bench: {script}")
+        steps.append(f'echo {banner}; {env} {run} || {{ s=$?; [ "$rc" = 0 ] && rc=$s; }}')
+    rc_file = shlex.quote(str(out / "rc"))
+    return f"cd {shlex.quote(str(REPO))} && rc=0; {'; '.join(steps)}; echo $rc > {rc_file}"
+
+
+def run_guest(kernel: Path, vng: Path, out: Path, command: str, deadline_s: float) -> int | None:
+    """Boot the guest running `command` and stream its console; returns the status the guest wrote to
+    out/rc (None: none came back)."""
     argv = [str(vng), "--disable-kvm", "--run", str(kernel), "--memory", "2G", "--cpus", "2"]
-    argv += ["--rwdir", str(out), "--exec", guest_command(out, modules, select)]
+    argv += ["--rwdir", str(out), "--exec", command]
     env = dict(os.environ, PATH=f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = (out / "console.log").open("w", encoding="utf-8", errors="replace")
     proc = subprocess.Popen(
@@ -154,15 +171,34 @@ def run_guest(
     return int(rc_file.read_text().strip() or "1")
 
 
+def transcript(out: Path, *, bench: bool) -> str:
+    """The guest tests' summary, or in bench mode one line per figure the scripts recorded."""
+    if bench:
+        path = out / FIGURES
+        if not path.exists():
+            return "(the guest recorded no figure)"
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return "\n".join(f"figure: {row['name']}: {row['value']:.3f} {row['unit']}" for row in rows)
+    summary = out / "summary.txt"
+    return summary.read_text().rstrip() if summary.exists() else "(the guest wrote no summary)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = ",".join(name for name in MODULES if name not in BENCH_ONLY)
+    default = ",".join(MODULES)
     parser.add_argument(
         "--only", default=default, help=f"comma list of {', '.join(MODULES)} (default {default})"
     )
     parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="kill the guest after S s")
     parser.add_argument("-k", dest="select", default="", help="pytest -k expression inside the guest")
     parser.add_argument("--out", type=Path, help="keep the guest's transcript in this dir (default: temp)")
+    parser.add_argument(
+        "--bench",
+        action="append",
+        default=[],
+        metavar="'SCRIPT ARGS'",
+        help="run this benchmark script in the guest instead of the tests (repeatable; OUT/figures.jsonl)",
+    )
     args = parser.parse_args(argv)
     modules = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in modules if name not in MODULES]
@@ -175,20 +211,21 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="kn-cg2-", dir="/tmp"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    print(
-        f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), modules: {', '.join(modules)}",
-        flush=True,
-    )
-    rc = run_guest(kernel, vng, out, modules, args.deadline, args.select)
+    what = f"benchmarks: {'; '.join(args.bench)}" if args.bench else f"modules: {', '.join(modules)}"
+    print(f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), {what}", flush=True)
+    command = bench_command(out, args.bench) if args.bench else guest_command(out, modules, args.select)
+    rc = run_guest(kernel, vng, out, command, args.deadline)
     took = time.monotonic() - started
-    if took > BUDGET_S:
+    if took > BUDGET_S and not args.bench:
         print(
             f"test-cgroup2: note: the guest run took {took:.0f} s, over its {BUDGET_S} s budget (host load?)"
         )
-    summary = out / "summary.txt"
     print("\n=== cgroup v2 guest transcript ===")
-    print(summary.read_text().rstrip() if summary.exists() else "(the guest wrote no summary)")
-    print(f"=== guest run {took:.0f} s (boot + tests), pytest status {rc} ===", flush=True)
+    print(transcript(out, bench=bool(args.bench)))
+    print(
+        f"=== guest run {took:.0f} s (boot + {'benchmarks' if args.bench else 'tests'}), status {rc} ===",
+        flush=True,
+    )
     if rc != 0:
         print(f"test-cgroup2: FAILED; transcript and console in {out}", file=sys.stderr)
         return 1

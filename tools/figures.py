@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
+
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
@@ -41,11 +43,15 @@ SCRIPTS = {
     "node_pressure_bench": "node agent, node pressure",
     "extender_bench": "scheduler extender",
     "cri_bench": "node agent, CRI runtime (containerd)",
+    "cri_stats_bench": "node agent, CRI stats",
+    "cri_exec_bench": "node agent, kubectl exec into CRI pods",
+    "cri_bare_bench": "node agent, CRI pods against a bare CRI client",
 }
 
 
 def _cgroup_version() -> str:
-    return "v2" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "v1"
+    """As the agent decides it (statfs of the mount; a hybrid host is v1)."""
+    return f"v{detect_version(CGROUP_MOUNT)}"
 
 
 def _value(figure: dict[str, Any]) -> str:

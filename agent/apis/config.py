@@ -162,7 +162,7 @@ class AgentConfig:
             field, _, problem = str(exc).partition(": ")
             raise ValidationError(source, field, problem) from None
         if self.container_runtime_endpoint:
-            from agent.kuberuntime.cri.client import socket_path
+            from kubenode.criendpoint import socket_path
 
             try:
                 socket_path(self.container_runtime_endpoint)

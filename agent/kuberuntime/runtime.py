@@ -113,8 +113,10 @@ class ProcessRuntime:
         self._pre_start = pre_start
         # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
         self._cgroup_pids = cgroup_pids
-        # The pod cgroup's OOM kill count, and its value when each container started: a container that
-        # ends by SIGKILL after the count rose is reported OOMKilled (the kubelet reads it from its runtime).
+        # The pod cgroup's OOM kill count, and its value just before each container started: a container
+        # that ends by SIGKILL after the count rose is reported OOMKilled (the kubelet reads it from its
+        # runtime). The kernel counts the kill before it sends the SIGKILL (mm/oom_kill.c), so the count read
+        # after the exit was reaped already holds it.
         self._cgroup_oom_kills = cgroup_oom_kills
         self._oom_baseline: dict[tuple[str, str], int] = {}
         self.store = store
@@ -254,6 +256,9 @@ class ProcessRuntime:
             hints.append(CONFIG_ERROR_RETRY_S)
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
+        # The baseline is read before the process exists: one the OOM killer ends before this thread runs
+        # again (a loaded node) must find the count above it, not already in it.
+        oom_baseline = self._oom_count(pod.uid)
         try:
             stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
             identity = Identity.new(pod.uid, c.name)
@@ -267,9 +272,8 @@ class ProcessRuntime:
             hints.append(0.0)  # the restart decision (and its backoff) is made on the next sync
             return
         self.processes.put(pod.uid, c.name, proc)
-        oom_count = self._oom_count(pod.uid)
-        if oom_count is not None:
-            self._oom_baseline[(pod.uid, c.name)] = oom_count
+        if oom_baseline is not None:
+            self._oom_baseline[(pod.uid, c.name)] = oom_baseline
         rec.state, rec.reason, rec.message, rec.exit_code = RUNNING, "", "", None
         rec.pid, rec.create_time = proc.pid, proc.create_time
         rec.started_at, rec.started_clock, rec.log_path = rfc3339(), self._clock(), str(log_path)

@@ -33,6 +33,7 @@ from agent.apis.clusterflags import parse_reserved, taint_json
 from agent.apis.config import AgentConfig
 from agent.util.background import BackgroundLoop
 from kubenode import __version__
+from kubenode.hostnet import host_ip
 from kubenode.kubeclient import NODES, AlreadyExists, KubeClient, KubeError
 from kubenode.kubeclient.events import EventRecorder, ObjectReference
 from kubenode.kubeclient.informer import Backoff
@@ -77,16 +78,6 @@ def _os_image() -> str:
         if line.startswith("PRETTY_NAME="):
             return line.partition("=")[2].strip().strip('"')
     return "Linux"
-
-
-def host_ip() -> str:
-    """The address other machines reach this one at: the source address of the default route."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))  # no packet is sent; this only picks a route
-            return str(s.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
 
 
 @dataclass(frozen=True)

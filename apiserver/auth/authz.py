@@ -124,6 +124,20 @@ CONTROLLER_MANAGER_RULES = (
     rule("update patch delete", resources=("nodes",)),
     rule("patch update", resources=("nodes/status", "pods/status")),
     rule("delete", resources=("pods",)),
+    # The workload controllers' roles (system:controller:replicaset-controller, deployment-controller,
+    # daemon-set-controller, job-controller, serviceaccount-controller, generic-garbage-collector).
+    rule("create patch update", resources=("pods", "serviceaccounts")),
+    rule("get list watch", resources=("serviceaccounts",)),
+    rule(
+        "get list watch create update patch delete",
+        groups=("apps", "batch"),
+        resources=("deployments", "replicasets", "daemonsets", "jobs"),
+    ),
+    rule(
+        "update patch",
+        groups=("apps", "batch"),
+        resources=("deployments/status", "replicasets/status", "daemonsets/status", "jobs/status"),
+    ),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).

@@ -31,10 +31,35 @@ from apiserver.status import APIError, bad_request, forbidden, success_status
 PROPAGATION = ("Orphan", "Background", "Foreground")
 
 
+# The garbage collector's finalizers (controllers/garbagecollector.py removes them once it has acted).
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+GC_FINALIZERS = {"Orphan": ORPHAN_FINALIZER, "Foreground": FOREGROUND_FINALIZER}
+
+
 class DeleteOptions(NamedTuple):
     grace: int | None  # gracePeriodSeconds
     preconditions: dict[str, Any]
     dry_run: object  # the body's dryRun (None if absent); dry_run_requested() validates and joins the query's
+    policy: str | None = None  # propagationPolicy (orphanDependents folded in); None: the resource's default
+
+
+def gc_finalizers(strategy: Strategy, obj: dict[str, Any], policy: str | None) -> None:
+    """kube's deletionFinalizersForGarbageCollection: Orphan and Foreground deletions hold the object with
+    a finalizer for the garbage collector; without a policy the resource's default applies unless one of
+    those finalizers is already there; an explicit Background drops them."""
+    meta = obj.setdefault("metadata", {})
+    finalizers = list(meta.get("finalizers") or [])
+    if policy is None:
+        if ORPHAN_FINALIZER in finalizers or FOREGROUND_FINALIZER in finalizers:
+            return
+        policy = strategy.default_propagation
+    wanted = GC_FINALIZERS.get(policy)
+    kept = [f for f in finalizers if f not in GC_FINALIZERS.values()]
+    if wanted:
+        kept.append(wanted)
+    if kept != finalizers:
+        meta["finalizers"] = kept
 
 
 def delete_options(body: Any, request: web.Request | None) -> DeleteOptions:
@@ -59,10 +84,15 @@ def delete_options(body: Any, request: web.Request | None) -> DeleteOptions:
             f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": '
             'supported values: "Foreground", "Background", "Orphan", "nil"',
         )
+    orphan = options.get("orphanDependents")
+    if orphan is None and request is not None and "orphanDependents" in request.query:
+        orphan = request.query["orphanDependents"] in ("true", "1")
+    if not policy and orphan is not None:
+        policy = "Orphan" if orphan else "Background"
     preconditions = options.get("preconditions") or {}
     if not isinstance(preconditions, dict):
         raise bad_request("preconditions must be an object")
-    return DeleteOptions(grace, preconditions, options.get("dryRun"))
+    return DeleteOptions(grace, preconditions, options.get("dryRun"), policy or None)
 
 
 async def delete(
@@ -70,7 +100,7 @@ async def delete(
 ) -> web.Response:
     resource = strategy.info
     body = await read_json(request, allow_empty=True)
-    grace, preconditions, body_dry_run = delete_options(body, request)
+    grace, preconditions, body_dry_run, policy = delete_options(body, request)
     # kube reads dryRun from the body when there is one, else from the query; either one makes a dry run here.
     dry_run = dry_run_requested(request, info.verb, body_dry_run)
     old = latest_or_404(ctx, strategy, namespace, info.name)
@@ -84,7 +114,15 @@ async def delete(
             raise forbidden(f'namespaces "{info.name}" is forbidden: this namespace may not be deleted')
         if not dry_run:
             await delete_namespace_contents(ctx, info.name)
-    entry, gone = await store_delete(ctx, strategy, old, grace, ctx.clock(), dry_run=dry_run)
+    entry, gone = await store_delete(
+        ctx,
+        strategy,
+        old,
+        grace,
+        ctx.clock(),
+        dry_run=dry_run,
+        finalize=lambda obj: gc_finalizers(strategy, obj, policy),
+    )
     if not gone or resource.plural == "pods":
         return json_bytes(entry.data)
     details = {"name": old.name, "kind": resource.plural, "uid": old_obj.get("metadata", {}).get("uid", "")}
@@ -110,7 +148,7 @@ async def delete_collection(
     """Delete every matching object (each as a DELETE would), answering the list of what was deleted."""
     resource = strategy.info
     body = await read_json(request, allow_empty=True)
-    grace, _, body_dry_run = delete_options(body, request)
+    grace, _, body_dry_run, policy = delete_options(body, request)
     dry_run = dry_run_requested(request, info.verb, body_dry_run)
     filter_ = list_filter(request, strategy, namespace)
     items = []
@@ -119,7 +157,10 @@ async def delete_collection(
         if current is None:
             continue
         admit(ctx, user, info, load(current), None)
-        written, _gone = await store_delete(ctx, strategy, current, grace, ctx.clock(), dry_run=dry_run)
+        written, _gone = await store_delete(
+            ctx, strategy, current, grace, ctx.clock(), dry_run=dry_run,
+            finalize=lambda obj: gc_finalizers(strategy, obj, policy),
+        )  # fmt: skip
         items.append(load(written))
     return json_object(
         {

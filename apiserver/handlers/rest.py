@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.handlers import deletes, podconnect, podlogs, subresources, watch
+from apiserver.handlers import deletes, podconnect, podlogs, scale, subresources, watch
 from apiserver.handlers.common import (
     CONTEXT,
     OPTIONS_KIND,
@@ -80,6 +80,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
             return await subresources.binding(request, ctx, strategy, info, user)
         if sub.name == "eviction":
             return await subresources.eviction(request, ctx, strategy, info, user)
+        if sub.name == "scale":
+            return await scale.serve(request, ctx, strategy, info, user, namespace)
         if sub.name == "log":
             return await podlogs.pod_log(request, ctx, info)
         if sub.name in CONNECT_SUBRESOURCES:

@@ -116,7 +116,7 @@ async def eviction(
     request: web.Request, ctx: ApiContext, strategy: Strategy, info: RequestInfo, user: Any
 ) -> web.Response:
     body = _check_kind(await read_json(request), "Eviction", ("policy/v1", "policy/v1beta1"))
-    grace, preconditions, body_dry_run = delete_options(body.get("deleteOptions"), None)
+    grace, preconditions, body_dry_run, _policy = delete_options(body.get("deleteOptions"), None)
     # kube copies the request's dryRun into the Eviction's DeleteOptions (propagateDryRun): either one counts.
     dry_run = dry_run_requested(request, info.verb, body_dry_run)
     old = latest_or_404(ctx, strategy, info.namespace, info.name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -155,12 +155,15 @@ async def store_delete(
     now: datetime.datetime,
     *,
     dry_run: bool = False,
+    finalize: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Entry, bool]:
     """Delete `old` as kube's generic registry does: graceful (pods bound to a node), held by finalizers,
     or at once. Returns the entry written (under dry_run: what would be, nothing written) and whether the
-    object is (or would be) gone."""
+    object is (or would be) gone. `finalize` adds the garbage collector's finalizers the request asks for."""
     resource = strategy.info
     obj = load(old)
+    if finalize is not None:
+        finalize(obj)
     meta = obj.setdefault("metadata", {})
     grace = strategy.delete_grace(obj, requested_grace)
     deleting = bool(meta.get("deletionTimestamp"))

@@ -9,16 +9,28 @@ from apiserver.registry.pods import PodStrategy
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
 from apiserver.registry.services import ServiceStrategy
 from apiserver.registry.topology import NodeResourceTopologyStrategy
+from apiserver.registry.workloads import (
+    DaemonSetStrategy,
+    DeploymentStrategy,
+    JobStrategy,
+    ReplicaSetStrategy,
+    ServiceAccountStrategy,
+)
 from apiserver.resources import (
     CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
     EVENTS,
+    JOBS,
     LEASES,
     NAMESPACES,
     NODE_RESOURCE_TOPOLOGIES,
     NODES,
     PODS,
+    REPLICASETS,
     RUNTIMECLASSES,
     SECRETS,
+    SERVICEACCOUNTS,
     SERVICES,
 )
 
@@ -36,6 +48,11 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "runtimeclasses": RuntimeClassStrategy(RUNTIMECLASSES, clock),
         "services": ServiceStrategy(SERVICES, clock),
         "noderesourcetopologies": NodeResourceTopologyStrategy(NODE_RESOURCE_TOPOLOGIES, clock),
+        "serviceaccounts": ServiceAccountStrategy(SERVICEACCOUNTS, clock),
+        "deployments": DeploymentStrategy(DEPLOYMENTS, clock),
+        "replicasets": ReplicaSetStrategy(REPLICASETS, clock),
+        "daemonsets": DaemonSetStrategy(DAEMONSETS, clock),
+        "jobs": JobStrategy(JOBS, clock),
     }
 
 

@@ -77,6 +77,7 @@ class Strategy:
     field_labels: tuple[str, ...] = ()  # selectable fields besides metadata.name/namespace
     has_status: bool = False  # a /status subresource: main updates keep status, status updates keep spec
     name_is_label: bool = False  # namespaces: DNS-1123 label, not subdomain
+    default_propagation = "Background"  # a DELETE's propagationPolicy when it names none
 
     def __init__(self, info: ResourceInfo, clock: Clock = utc_now) -> None:
         self.info = info

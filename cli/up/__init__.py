@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.container_runtime_endpoint:
-        from agent.kuberuntime.cri.client import socket_path
+        from kubenode.criendpoint import socket_path
 
         try:
             socket_path(args.container_runtime_endpoint)

@@ -5,7 +5,8 @@
     deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
                -> ready when its resources are in the Node's capacity and allocatable;
     scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler);
-    controller-manager (the node lifecycle controller: conditions -> NoSchedule taints)
+    controller-manager (node lifecycle: conditions -> NoSchedule taints; and the workload controllers:
+               garbage collector, ReplicaSet, Deployment, DaemonSet, Job, ServiceAccount)
                -> ready when it holds its Lease (kube-system/kube-controller-manager);
     node       -> "Ready" only now, read back from the API: Ready=True and every kubenode.io/* resource
                   a plugin was started for, non-zero in capacity and allocatable (what `kubectl describe
@@ -203,6 +204,11 @@ class Cluster:
     def _default_plugin_config(self) -> Path:
         """The CPU backend and a GPU: NVML's when it finds GPUs, else examples/up-plugins.yaml's demo GPU."""
         document = yaml.safe_load(example("up-plugins.yaml").read_text())
+        for resource in document["resources"]:
+            if resource.get("backend") == "cpu":
+                # Not the host's /var/run/cdi: the agent pins by KUBENODE_CPUSET, and a spec left there would
+                # name this checkout's hook to the host's runtimes after the data dir or checkout is gone.
+                resource.setdefault("cpu", {})["cdiSpecDir"] = str(self.options.data_dir / "cdi")
         if nvml_gpu_count() > 0:
             document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
             # Named as the demo GPU is, so examples/pods/gpu-job.yaml runs on real GPUs unchanged.
@@ -221,7 +227,7 @@ class Cluster:
 
     def _start_agent(self) -> None:
         began = time.monotonic()
-        from agent.nodestatus.reporter import host_ip
+        from kubenode.hostnet import host_ip
 
         kubeconfig = self._node_kubeconfig()
         self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
@@ -320,7 +326,7 @@ class Cluster:
             self.progress(f"pods         drained in {took:4.1f} s: processes and cgroups removed")
             return
         # The drain failed (see drain.log): the blunt tool, so that no pod outlives `up` whatever happened.
-        from agent.cm.cgroups.sweep import sweep_v1_root, sweep_v2_root
+        from kubenode.cgroupsweep import sweep_v1_root, sweep_v2_root
 
         sweep = sweep_v2_root if cgroupview.is_v2() else sweep_v1_root
         left = sweep(self.options.cgroup_root)

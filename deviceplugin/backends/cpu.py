@@ -22,7 +22,7 @@ from deviceplugin import cdi
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.cputopology import LogicalCpu, read_cpu_topology
 from deviceplugin.config import CpuOptions
-from deviceplugin.hookcommand import HookCommandError, hook_command
+from deviceplugin.hookcommand import HookCommandError, check_present, hook_command
 from deviceplugin.packing import pack
 from kubenode.cpuset import format_cpuset
 from kubenode.devicecontract import CPUSET_ENV
@@ -92,6 +92,17 @@ class CpuBackend(Backend):
 
     def start(self, on_change: OnChange) -> None:
         if self.cdi_spec is not None:
+            # Entries of an earlier install may name a hook that is gone: they would fail every container
+            # start of their set until a new set is allocated. Rewritten before the kubelet can ask.
+            replaced = self.cdi_spec.refresh()
+            if replaced:
+                log.info(
+                    "%s: CDI entries in %s rewritten with this plugin's hook %s (they named: %s)",
+                    self.resource_name,
+                    self.cdi_spec.path,
+                    self.cdi_spec.hook.path,
+                    "; ".join(replaced),
+                )
             self._pruner = threading.Thread(target=self._prune_loop, name="cdi-prune", daemon=True)
             self._pruner.start()
 
@@ -146,6 +157,7 @@ def _cdi_spec(options: CpuOptions, resource_name: str) -> cdi.CpusetSpec | None:
         return None
     try:
         hook = hook_command(options.cdi_hook_path)
+        check_present(hook)  # now, not at the first container start
     except HookCommandError as exc:
         raise BackendError(f"{resource_name}: CDI hook: {exc}") from None
     try:

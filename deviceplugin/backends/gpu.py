@@ -3,6 +3,10 @@
 Where NVML is absent the backend says so in one line and advertises nothing
 (or raises BackendError with failOnInitError). A monitor thread blocks in NVML's
 event wait; only while some GPU is unhealthy does it also probe, to let it recover.
+With NVML's telemetry, `start` also writes the GPUs' CDI spec (deviceplugin.gpucdi), GFD's
+labels (deviceplugin.gfd) and starts the MPS daemons (deviceplugin.mps); `metrics_source` is
+what deviceplugin.gpumetrics reads at a scrape. A failure of one of these is one line and the
+GPUs are still served.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from pathlib import Path
 
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.gpuhealth import GpuHealth
-from deviceplugin.backends.nvml import GpuInfo, Nvml, NvmlUnavailable, PynvmlNvml
+from deviceplugin.backends.nvml import GpuInfo, Nvml, NvmlTelemetry, NvmlUnavailable, PynvmlNvml
 from deviceplugin.config import DeviceNode, GpuOptions
+from deviceplugin.gpumetrics import GpuSource
+from deviceplugin.mps import MpsDaemon, MpsError
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +40,20 @@ class GpuBackend(Backend):
         options: GpuOptions,
         nvml: Nvml | None = None,
         clock: Callable[[], float] = time.monotonic,
+        telemetry: NvmlTelemetry | None = None,
+        loader_cache: Callable[[], str] | None = None,  # `ldconfig -p` text; default runs options.ldconfig
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.options = options
-        self._nvml: Nvml = nvml if nvml is not None else PynvmlNvml()
+        self.resource_name = resource_name
+        if nvml is None:  # the real NVML gives both; an injected one gives telemetry only if passed too
+            real = PynvmlNvml()
+            nvml, telemetry = real, telemetry or real
+        self._nvml: Nvml = nvml
+        self.telemetry = telemetry
+        self._loader_cache = loader_cache
+        self._wall_clock = wall_clock
+        self.mps: dict[str, MpsDaemon] = {}  # uuid -> its daemon, with sharing mps
         self._clock = clock
         self._gpus: dict[str, GpuInfo] = {}  # device ID -> GPU
         self._numa: dict[str, tuple[int, ...]] = {}
@@ -75,21 +92,54 @@ class GpuBackend(Backend):
         dev = Path(self.options.dev_root)
         cdi = self.options.cdi_kind
         nodes = [f"nvidia{self._gpus[i].minor}" for i in ids] + list(CONTROL_DEVICES)
-        return ContainerAllocation(
+        allocation = ContainerAllocation(
             envs={VISIBLE_DEVICES_ENV: ",".join(ids)},
             device_nodes=[DeviceNode(str(dev / n), f"/dev/{n}", "rw") for n in nodes if (dev / n).exists()],
             cdi_devices=[f"{cdi}={self._gpus[i].uuid}" for i in ids] if self.options.cdi else [],
         )
+        for device_id in ids:
+            daemon = self.mps.get(self._gpus[device_id].uuid)
+            if daemon is not None:
+                envs, mounts = daemon.allocation()
+                allocation.merge(ContainerAllocation(envs=envs, mounts=mounts))
+        return allocation
+
+    def metrics_source(self) -> GpuSource | None:
+        if self.telemetry is None or not self._gpus:
+            return None
+        return GpuSource(self.resource_name, dict(self._gpus), self.telemetry, self.health, self.options)
 
     def start(self, on_change: OnChange) -> None:
         if not self._gpus:
             return
+        if self.telemetry is not None:
+            try:
+                self._publish(self.telemetry)
+            except Exception as exc:  # e.g. an NVML error reading attributes: the GPUs are still served
+                log.error("gpu backend for %s: publishing GPU files failed: %s", self.resource_name, exc)
         self._thread = threading.Thread(
             target=self._monitor, args=(on_change,), name="gpu-health", daemon=True
         )
         self._thread.start()
 
+    def _publish(self, telemetry: NvmlTelemetry) -> None:
+        """The CDI spec, GFD's labels and the MPS daemons; each failure is one line, the GPUs stay served."""
+        from deviceplugin.gpupublish import publish_cdi_spec, publish_labels, start_mps
+
+        gpus = sorted(self._gpus.values(), key=lambda g: g.index)
+        if self.options.cdi:
+            publish_cdi_spec(self.resource_name, self.options, gpus, telemetry, self._loader_cache)
+        if self.options.features_file:
+            publish_labels(self.options, gpus, telemetry, int(self._wall_clock()))
+        if self.options.sharing == "mps":
+            try:
+                self.mps = start_mps(self.options, gpus, telemetry)
+            except MpsError as exc:
+                log.error("%s", exc)
+
     def stop(self) -> None:
+        for daemon in self.mps.values():
+            daemon.stop()
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()

@@ -19,6 +19,9 @@ class GpuHealth:
         self.recovery_seconds = recovery_seconds
         self._unhealthy_since_pass: dict[str, float | None] = {}  # uuid -> start of passing probes
         self._known = set(uuids)
+        # Every Xid seen, ignored ones too, for the metrics (DCGM_FI_DEV_XID_ERRORS is the last one).
+        self.last_xid: dict[str, int] = {}
+        self.xid_count: dict[str, int] = {}
 
     def healthy(self, uuid: str) -> bool:
         return uuid not in self._unhealthy_since_pass
@@ -30,6 +33,8 @@ class GpuHealth:
         """Record an Xid; returns whether the GPU just became unhealthy."""
         if uuid not in self._known:
             return False
+        self.last_xid[uuid] = xid
+        self.xid_count[uuid] = self.xid_count.get(uuid, 0) + 1
         if xid in self.ignored_xids:
             log.info("GPU %s: ignored Xid %d (application error)", uuid, xid)
             return False

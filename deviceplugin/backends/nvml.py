@@ -1,6 +1,8 @@
-"""The little of NVML the GPU backend needs, behind an interface so tests can inject a fake.
+"""The little of NVML the GPU backend needs, behind interfaces so tests can inject a fake.
 
-`PynvmlNvml` is the real one (nvidia-ml-py, module pynvml); it raises
+`Nvml` is discovery and health; `NvmlTelemetry` adds what labels, the CDI spec and metrics need
+(device attributes, the driver version, samples with per-process memory and utilization).
+`PynvmlNvml` is the real one for both (nvidia-ml-py, module pynvml); it raises
 `NvmlUnavailable` from `init()` where the library or driver is missing.
 """
 
@@ -26,6 +28,51 @@ class GpuInfo:
 class XidEvent:
     uuid: str
     xid: int
+
+
+@dataclass(frozen=True)
+class GpuAttributes:
+    """What GPU Feature Discovery labels and dcgm-exporter's labels are made of."""
+
+    uuid: str
+    name: str  # product name as NVML gives it, e.g. "NVIDIA H100 80GB HBM3"
+    memory_mib: int
+    compute_major: int
+    compute_minor: int
+    mig_capable: bool = False
+    display_active: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    pid: int
+    used_mib: int  # framebuffer the process holds
+    sm_util: int  # percent of the GPU's SMs over the last sample period
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    uuid: str
+    gpu_util: int  # percent
+    fb_used_mib: int
+    fb_free_mib: int
+    temperature_c: int
+    power_w: float
+    energy_mj: int  # total since the driver loaded, millijoules
+    processes: tuple[ProcessSample, ...] = ()
+
+
+class NvmlTelemetry(Protocol):
+    def driver_version(self) -> str:
+        """The kernel driver's version, e.g. 550.54.15."""
+        ...
+
+    def cuda_driver_version(self) -> int:
+        """The CUDA version the driver supports, as NVML encodes it (12040 is 12.4)."""
+        ...
+
+    def attributes(self, uuid: str) -> GpuAttributes: ...
+    def sample(self, uuid: str) -> GpuSample: ...
 
 
 class Nvml(Protocol):
@@ -114,6 +161,63 @@ class PynvmlNvml:
         except nv.NVMLError:
             return False
         return True
+
+    def driver_version(self) -> str:
+        return _text(self._nvml.nvmlSystemGetDriverVersion())
+
+    def cuda_driver_version(self) -> int:
+        return int(self._nvml.nvmlSystemGetCudaDriverVersion())
+
+    def attributes(self, uuid: str) -> GpuAttributes:
+        nv = self._nvml
+        handle = nv.nvmlDeviceGetHandleByUUID(uuid)
+        major, minor = nv.nvmlDeviceGetCudaComputeCapability(handle)
+        try:
+            current, _ = nv.nvmlDeviceGetMigMode(handle)
+            mig_capable = current is not None
+        except nv.NVMLError:  # NOT_SUPPORTED: a board without MIG
+            mig_capable = False
+        try:
+            display = bool(nv.nvmlDeviceGetDisplayActive(handle))
+        except nv.NVMLError:
+            display = False
+        return GpuAttributes(
+            uuid=uuid,
+            name=_text(nv.nvmlDeviceGetName(handle)),
+            memory_mib=int(nv.nvmlDeviceGetMemoryInfo(handle).total) // MIB,
+            compute_major=int(major),
+            compute_minor=int(minor),
+            mig_capable=mig_capable,
+            display_active=display,
+        )
+
+    def sample(self, uuid: str) -> GpuSample:
+        nv = self._nvml
+        handle = nv.nvmlDeviceGetHandleByUUID(uuid)
+        memory = nv.nvmlDeviceGetMemoryInfo(handle)
+        sm_util: dict[int, int] = {}
+        try:  # samples newer than about one second ago; NOT_FOUND when no process ran
+            for s in nv.nvmlDeviceGetProcessUtilization(handle, 0):
+                sm_util[int(s.pid)] = max(sm_util.get(int(s.pid), 0), int(s.smUtil))
+        except nv.NVMLError:
+            pass
+        processes = tuple(
+            ProcessSample(int(p.pid), int(p.usedGpuMemory or 0) // MIB, sm_util.get(int(p.pid), 0))
+            for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)
+        )
+        return GpuSample(
+            uuid=uuid,
+            gpu_util=int(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
+            fb_used_mib=int(memory.used) // MIB,
+            fb_free_mib=int(memory.free) // MIB,
+            temperature_c=int(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
+            power_w=nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            energy_mj=int(nv.nvmlDeviceGetTotalEnergyConsumption(handle)),
+            processes=processes,
+        )
+
+
+MIB = 1024 * 1024
 
 
 def _text(value: str | bytes) -> str:

@@ -3,10 +3,11 @@
 - `errors`: `ValidationError`, which names the source (file), the field path and the problem.
 - `quantity`: Kubernetes quantities to integers (milli-CPU for cpu, base units otherwise) and back.
 - `resources`: resource names (native or extended, per the kubelet's rules) and resource-list math.
-- `objects`: the dataclasses (`Pod`, `Container`, `Node`, ...).
+- `objects`: the dataclasses (`Pod`, `Container`, `Node`, ...); a Pod caches its requests, limits, QoS class.
 - `parse`: Pod and Node objects from decoded YAML/JSON, with the API server's defaults and validation.
 - `documents`: decoding YAML/JSON files that hold one or many objects (multi-document, `kind: List`).
-- `requests`: pod-level requests and limits as kube's resource helpers compute them, and the QoS class.
+- `requests`: pod-level requests and limits as kube's resource helpers compute them, and the QoS class;
+  below `objects`, which it reads only through structural types.
 - `matching`: node selectors, node affinity terms, taints and tolerations.
 """
 
@@ -21,11 +22,10 @@ from kubenode.model.objects import (
     NodeSelectorTerm,
     Pod,
     PreferredSchedulingTerm,
-    QOSClass,
     Taint,
     Toleration,
 )
-from kubenode.model.requests import pod_limits, pod_requests, qos_class
+from kubenode.model.requests import QOSClass, pod_limits, pod_requests, qos_class
 
 if TYPE_CHECKING:
     from kubenode.model.parse import parse_node, parse_pod

@@ -8,17 +8,12 @@ agent and the simulator can echo it back unchanged.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-
-class QOSClass(enum.StrEnum):
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BEST_EFFORT = "BestEffort"
+from kubenode.model.requests import QOSClass, pod_limits, pod_requests, qos_class
 
 
 @dataclass(frozen=True)
@@ -209,20 +204,14 @@ class Pod:
     @cached_property
     def requests(self) -> Mapping[str, int]:
         """Effective pod requests (kube's PodRequests, overhead included)."""
-        from kubenode.model.requests import pod_requests
-
         return pod_requests(self)
 
     @cached_property
     def limits(self) -> Mapping[str, int]:
-        from kubenode.model.requests import pod_limits
-
         return pod_limits(self)
 
     @cached_property
     def qos_class(self) -> QOSClass:
-        from kubenode.model.requests import qos_class
-
         return qos_class(self)
 
 

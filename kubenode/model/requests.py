@@ -1,4 +1,4 @@
-"""Pod-level requests, limits and QoS class, computed as Kubernetes computes them.
+"""PodAmounts-level requests, limits and QoS class, computed as Kubernetes computes them.
 
 Requests follow component-helpers' PodRequests: the steady state (app containers plus
 sidecars) against the peak of any init container (plus the sidecars started before
@@ -9,13 +9,41 @@ pkg/apis/core/v1/helper/qos: only cpu and memory count, init containers included
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from kubenode.model.resources import CPU, MEMORY, ResourceList, add_into, max_into
 
-if TYPE_CHECKING:
-    from kubenode.model.objects import Container, Pod, QOSClass
+
+class QOSClass(enum.StrEnum):
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BEST_EFFORT = "BestEffort"
+
+
+# What these helpers read of `objects.Container` and `objects.Pod`, named structurally so that this module
+# sits below objects.py (whose Pod caches its requests, limits and QoS class from here) and imports nothing
+# back from it.
+class ContainerAmounts(Protocol):
+    @property
+    def requests(self) -> Mapping[str, int]: ...
+    @property
+    def limits(self) -> Mapping[str, int]: ...
+    @property
+    def is_sidecar(self) -> bool: ...
+
+
+class PodAmounts(Protocol):
+    @property
+    def init_containers(self) -> Sequence[ContainerAmounts]: ...
+    @property
+    def containers(self) -> Sequence[ContainerAmounts]: ...
+    @property
+    def all_containers(self) -> Sequence[ContainerAmounts]: ...
+    @property
+    def overhead(self) -> Mapping[str, int]: ...
+
 
 # kube-scheduler counts a container without a cpu/memory request as asking for these
 # (schedutil.DefaultMilliCPURequest, DefaultMemoryRequest) when it spreads load.
@@ -23,7 +51,7 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 
-def non_zero_requests(container: Container) -> Mapping[str, int]:
+def non_zero_requests(container: ContainerAmounts) -> Mapping[str, int]:
     """The container's requests with kube-scheduler's defaults for a missing cpu or memory
     request (PodResourcesOptions.NonMissingContainerRequests: an explicit 0 stays 0)."""
     requests = dict(container.requests)
@@ -32,7 +60,7 @@ def non_zero_requests(container: Container) -> Mapping[str, int]:
     return requests
 
 
-def _aggregate(pod: Pod, of: Callable[[Container], Mapping[str, int]]) -> ResourceList:
+def _aggregate(pod: PodAmounts, of: Callable[[ContainerAmounts], Mapping[str, int]]) -> ResourceList:
     steady: ResourceList = {}
     for container in pod.containers:
         add_into(steady, of(container))
@@ -49,13 +77,13 @@ def _aggregate(pod: Pod, of: Callable[[Container], Mapping[str, int]]) -> Resour
     return max_into(steady, init_peak)
 
 
-def pod_requests(pod: Pod, *, non_zero: bool = False) -> ResourceList:
+def pod_requests(pod: PodAmounts, *, non_zero: bool = False) -> ResourceList:
     """Effective pod requests; with non_zero, unset cpu/memory requests count as kube-scheduler's defaults."""
     requests = _aggregate(pod, non_zero_requests if non_zero else (lambda c: c.requests))
     return add_into(requests, pod.overhead)
 
 
-def pod_limits(pod: Pod) -> ResourceList:
+def pod_limits(pod: PodAmounts) -> ResourceList:
     limits = _aggregate(pod, lambda c: c.limits)
     for name, amount in pod.overhead.items():
         if limits.get(name):
@@ -63,9 +91,7 @@ def pod_limits(pod: Pod) -> ResourceList:
     return limits
 
 
-def qos_class(pod: Pod) -> QOSClass:
-    from kubenode.model.objects import QOSClass
-
+def qos_class(pod: PodAmounts) -> QOSClass:
     requests: ResourceList = {}
     limits: ResourceList = {}
     guaranteed = True

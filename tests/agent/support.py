@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT, sweep_v1_root
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.cm.devicemanager import DeviceManager
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from harness.manifests import fast_agent_config
+from kubenode.cgroupsweep import V1_MOUNT, sweep_v1_root
 
 MOUNT = V1_MOUNT
 

@@ -14,6 +14,7 @@ from agent.cm.devicemanager import DeviceManager
 from harness.manifests import write_manifest
 from kubenode.cpuset import parse_cpuset
 from tests.agent.support import MOUNT, Harness, pod_manifest, wait_until
+from tests.deviceplugin.support import cpu_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def cpu_plugin(short_dir: Path, tmp_path: Path) -> Iterator[DeviceManager]:
     manager = DeviceManager(short_dir, tmp_path / "devices")
     manager.start()
     plugin = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", "tests/configs/cpu.yaml"],
+        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", str(cpu_config(tmp_path))],
         cwd=REPO,
         env={"KUBENODE_KUBELET_DIR": str(short_dir), "PATH": "/usr/bin:/bin"},
     )

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 
 from agent.cm.cgroups import PodCgroupInfo
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from harness.manifests import write_manifest
 from tests.agent.support import MOUNT, Harness, pod_cgroup_dirs, pod_manifest, wait_until
 

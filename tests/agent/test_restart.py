@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from harness.manifests import write_manifest
 from tests.agent.support import MOUNT, free_port, pod_cgroup_dirs, pod_manifest, wait_until
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.cm.cgroups.manager import PodCgroupManager, build_manager
-from agent.cm.cgroups.sweep import sweep_v1_root
+from kubenode.cgroupsweep import sweep_v1_root
 from tests.agent_cgroups.support import MOUNT, require_root_and_v1
 
 

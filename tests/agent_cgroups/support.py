@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.cm.cgroups.sweep import V1_CONTROLLERS, V1_MOUNT
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.kuberuntime.processes import join_cgroup
+from kubenode.cgroupsweep import V1_MOUNT
 from kubenode.model import Container, Pod
 
 MOUNT = V1_MOUNT

@@ -12,7 +12,7 @@ import pytest
 
 from agent.cm.cgroups.api import CgroupError
 from agent.cm.cgroups.manager import PodCgroupManager
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from tests.agent_cgroups.support import MOUNT, container, guaranteed, pod, read
 
 UNLIMITED_MEMORY = "9223372036854771712"

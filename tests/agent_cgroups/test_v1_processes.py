@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -10,8 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from agent.cm.cgroups.files import read_pids, tree_pids
 from agent.cm.cgroups.manager import PodCgroupManager
-from agent.cm.cgroups.sweep import V1_CONTROLLERS
+from agent.cm.cgroups.v1 import V1_CONTROLLERS
+from kubenode.cgroupsweep import removed_meanwhile
 from tests.agent_cgroups.support import MOUNT, container, guaranteed, pod, read, spawn_in
 
 MEASURE_S = 2.5
@@ -177,3 +180,17 @@ def test_parallel_ensure_on_a_fresh_root(make_manager: Callable[..., PodCgroupMa
         for cgroup in (info.name, info.name.rsplit("/", 1)[0]):
             assert read("cpuset", cgroup, "cpuset.cpus"), cgroup
     assert set(manager.list_pods()) == {p.uid for p in pods}
+
+
+def test_a_cgroup_removed_while_it_is_read_holds_no_pids(cgroup_root: str) -> None:
+    """The kernel's two answers for a cgroup removed under a reader: ENODEV once it went after the open,
+    ENOENT before it; both read as an empty cgroup (runc and terminations remove cgroups during reads)."""
+    path = MOUNT / "pids" / cgroup_root.strip("/") / "podgone"
+    path.mkdir(parents=True)
+    with open(path / "cgroup.procs", encoding="ascii") as handle:
+        path.rmdir()
+        with pytest.raises(OSError) as after_open:
+            handle.read()
+    assert after_open.value.errno == errno.ENODEV and removed_meanwhile(after_open.value)
+    assert read_pids(str(path / "cgroup.procs")) == set()
+    assert tree_pids(str(path)) == set()

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from agent.cm.cgroups.sweep import V1_MOUNT
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.manifests import write_manifest
+from kubenode.cgroupsweep import V1_MOUNT
 from kubenode.kubeclient import LEASES, NODES, PODS, KubeClient
 from kubenode.kubeclient.timefmt import parse_time
 from kubenode.nodeendpoints import STATUS_PORT_ANNOTATION

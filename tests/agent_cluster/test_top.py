@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.nodestatus.reporter import host_ip
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
+from kubenode.hostnet import host_ip
 from kubenode.kubeclient import PODS, KubeClient
 from tests.agent_cluster.support import joined_agent, phase_is, pod_body, wait_until
 

@@ -31,16 +31,18 @@ CPU, DONGLE, ACCEL = "kubenode.io/cpu", "example.com/dongle", "example.com/accel
 MESSAGE = "Resources cannot be allocated with Topology locality"
 
 
-def fake_sysfs(root: Path, numa_of_cpu: dict[int, int]) -> Path:
-    """devices/system/{cpu,node}: the CPUs online, each node's cpulist and its distance row."""
+def fake_sysfs(root: Path, numa_of_cpu: dict[int, int], nodes: int = 2) -> Path:
+    """devices/system/{cpu,node}: the CPUs online, each node's cpulist and its distance row (nodes 0 and 1,
+    or node 0 alone as on this machine)."""
     (root / "devices/system/cpu").mkdir(parents=True)
     (root / "devices/system/cpu/online").write_text(",".join(map(str, sorted(numa_of_cpu))) + "\n")
-    for node in (0, 1):
+    rows = ("10 21\n", "21 10\n") if nodes == 2 else ("10\n",)
+    for node, row in enumerate(rows):
         directory = root / "devices/system/node" / f"node{node}"
         directory.mkdir(parents=True)
         cpus = [c for c, n in numa_of_cpu.items() if n == node]
         (directory / "cpulist").write_text(",".join(map(str, cpus)) + "\n")
-        (directory / "distance").write_text("10 21\n" if node == 0 else "21 10\n")
+        (directory / "distance").write_text(row)
     return root
 
 
@@ -51,10 +53,11 @@ def agent_with_devices(
     numa_of_cpu: dict[int, int],
     dongles: dict[str, int],
     accels: dict[str, int] | None = None,
+    sysfs_nodes: int = 2,
 ) -> AgentProcess:
     """An agent whose plugin serves the CPUs of a fake sysfs, and dongles (and accels) on the given NUMA
     nodes."""
-    sysfs = fake_sysfs(tmp / "sysfs", numa_of_cpu)
+    sysfs = fake_sysfs(tmp / "sysfs", numa_of_cpu, sysfs_nodes)
     agent = make_agent(settings={"topologyManagerPolicy": policy, "sysfsRoot": str(sysfs)})
     config = {
         "version": "v1",
@@ -174,6 +177,41 @@ def test_single_numa_node_aligns_or_refuses(
     lines = topology_lines(agent_view(agent, aligned)["kubenode"]["topology"])
     assert lines[0] == "Topology   policy single-numa-node  scope container"
     assert f"             hints {CPU}: {{0 preferred}} {{1 preferred}} {{0,1 not preferred}}" in lines
+
+
+def test_static_devices_on_a_node_sysfs_does_not_list_are_aligned_or_refused(
+    api: ApiServerProcess, admin: KubeClient, make_agent: Callable[..., AgentProcess], tmp_path: Path
+) -> None:
+    """Issue 37 on this machine's layout (sysfs lists node 0 only, both CPUs on it): dongles as its gpus (two
+    on node 0, one on node 1), accels as its nics (one on node 0, two on node 1). A dongle and an accel came
+    from different nodes; now each pod's come from one node, until no node can hold another pair."""
+    gpus = {"dongle-0": 0, "dongle-1": 0, "dongle-2": 1}
+    nics = {"accel-0": 0, "accel-1": 1, "accel-2": 1}
+    agent = agent_with_devices(make_agent, tmp_path, "single-numa-node", {0: 0, 1: 0}, gpus, nics, 1)
+    wait_until(
+        lambda: allocatable_ready(admin, agent.node, 2, 3, 3), 30, "3 dongles and 3 accels allocatable"
+    )
+    pair = {"limits": {DONGLE: "1", ACCEL: "1"}, "requests": {DONGLE: "1", ACCEL: "1"}}
+    placed = []
+    for which in ("first", "second", "third"):
+        name = f"{which}-{agent.node}"
+        admin.create(PODS, pod_body(name, agent.node, resources=pair), "default")
+        placed.append(name)
+        if which == "third":
+            break
+        wait_until(functools.partial(phase_is, admin, name, "Running"), 30, f"the {which} pod Running")
+    first, second = (agent_view(agent, name)["kubenode"] for name in placed[:2])
+    assert first["topology"]["decisions"][0]["merged"] == "{0 preferred}"
+    assert first["devices"]["main"][DONGLE][0] in ("dongle-0", "dongle-1")
+    assert first["devices"]["main"][ACCEL] == ["accel-0"]
+    # Node 0's only accel is taken: the second pair is node 1's, whole.
+    assert second["topology"]["decisions"][0]["merged"] == "{1 preferred}"
+    assert second["devices"]["main"][DONGLE] == ["dongle-2"]
+    assert second["devices"]["main"][ACCEL][0] in ("accel-1", "accel-2")
+    # A dongle is left on node 0 and an accel on node 1: the third is refused, never split.
+    status = wait_until(lambda: phase_is(admin, placed[2], "Failed"), 30, "the third pod Failed")
+    assert (status["reason"], status["message"]) == ("TopologyAffinityError", MESSAGE)
+    assert agent_view(agent, placed[2])["kubenode"]["devices"] == {}
 
 
 def test_best_effort_runs_the_same_pod(

@@ -22,7 +22,9 @@ def test_discovery_documents() -> None:
     assert {by_name[n]["shortNames"][0] for n in ("nodes", "namespaces", "events")} == {"no", "ns", "ev"}
     assert not by_name["nodes"]["namespaced"]
     groups = api_groups(SERVED)["groups"]
-    assert [g["name"] for g in groups] == ["coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io"]
+    assert [g["name"] for g in groups] == [
+        "coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io", "apps", "batch",
+    ]  # fmt: skip
     assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
     leases = api_resources("coordination.k8s.io", "v1", SERVED)
     assert leases["groupVersion"] == "coordination.k8s.io/v1" and leases["resources"][0]["kind"] == "Lease"
@@ -44,7 +46,7 @@ def test_served_discovery_and_version(api: ApiServerProcess) -> None:
         assert status == 200 and listed["kind"] == "APIResourceList", path
     status, group = api.request("GET", "/apis/coordination.k8s.io")
     assert status == 200 and group["kind"] == "APIGroup" and group["preferredVersion"]["version"] == "v1"
-    status, missing = api.request("GET", "/apis/apps/v1")
+    status, missing = api.request("GET", "/apis/apps/v2")
     assert status == 404 and missing["kind"] == "Status" and missing["reason"] == "NotFound"
     status, version = api.request("GET", "/version", token="")  # kube leaves /version to everyone
     assert status == 200 and (version["major"], version["minor"]) == ("1", "37")

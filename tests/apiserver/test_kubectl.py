@@ -373,7 +373,7 @@ def test_component_kubeconfigs_written_beside_the_admin_one(api: ApiServerProces
     controllers = Kubectl(api.data_dir / "controller-manager.kubeconfig", tmp_path / "c-cache")
     assert "system:kube-controller-manager" in controllers.out("auth", "whoami")
     assert controllers.out("auth", "can-i", "patch", "nodes").strip() == "yes"
-    assert controllers.run("auth", "can-i", "create", "pods", check=False).stdout.strip() == "no"
+    assert controllers.run("auth", "can-i", "create", "secrets", check=False).stdout.strip() == "no"
     nodes = sorted(api.data_dir.glob("node-*.kubeconfig"))
     assert len(nodes) == 1  # the local node's
     node = Kubectl(nodes[0], tmp_path / "n-cache")

@@ -162,6 +162,8 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "coordination.k8s.io",
             "node.k8s.io",
             "topology.node.k8s.io",
+            "apps",
+            "batch",
             "metrics.k8s.io",
         ]
         resources = client.CoreV1Api(c).get_api_resources()

@@ -3,6 +3,7 @@ as a real process to our real device manager (the kubelet side, with its PodReso
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,7 @@ class Node:
             f"      podResourcesSocket: {self.podresources}\n"
             "      cdiPruneSeconds: 0.2\n"
         )
+        self._stderr: str | None = None
         self.plugin = subprocess.Popen(
             [*PLUGIN, "--config", str(self.config), "--kubelet-dir", str(self.plugin_dir)],
             stderr=subprocess.PIPE,
@@ -80,15 +82,18 @@ class Node:
         return uid, options
 
     def close(self) -> str:
-        self.plugin.terminate()
-        _, stderr = self.plugin.communicate(timeout=15)
-        self.manager.stop()
-        return stderr
+        """Stop both (again: nothing more); returns the plugin's stderr."""
+        if self._stderr is None:
+            self.plugin.terminate()
+            _, self._stderr = self.plugin.communicate(timeout=15)
+            self.manager.stop()
+        return self._stderr
 
 
-@pytest.fixture
-def node(cdi_dir: Path) -> Iterator[Node]:
-    base = Path(tempfile.mkdtemp(prefix="kn-cdin-", dir="/tmp"))
+@contextlib.contextmanager
+def started_node(cdi_dir: Path) -> Iterator[Node]:
+    """A Node on `cdi_dir` as it is now (a test may put a spec there first); closed and removed after."""
+    base = Path(tempfile.mkdtemp(prefix="kn-cdin-", dir="/tmp"))  # short: unix socket paths
     try:
         node = Node(base, cdi_dir)
         yield node
@@ -97,4 +102,10 @@ def node(cdi_dir: Path) -> Iterator[Node]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-__all__ = ["Node", "wait_until"]
+@pytest.fixture
+def node(cdi_dir: Path) -> Iterator[Node]:
+    with started_node(cdi_dir) as node:
+        yield node
+
+
+__all__ = ["Node", "started_node", "wait_until"]

@@ -8,15 +8,17 @@ allocations of one CPU each are disjoint.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from deviceplugin.cdi import CpusetSpec, spec_file_name
-from deviceplugin.hookcommand import hook_command
+from deviceplugin.hookcommand import HookCommand, hook_command, isolated_argv
 from kubenode.cpuset import parse_cpuset
-from tests.cdi.conftest import RESOURCE, Node
+from tests.cdi.conftest import RESOURCE, Node, started_node
 from tests.cdi.podman import CGROUP_ROOT, Podman, make_cpuset_parent, remove_cgroups_named
 from tests.deviceplugin.support import wait_until
 
@@ -188,3 +190,33 @@ def test_hook_refuses_an_unknown_cgroup(podman: Podman) -> None:
     assert result.returncode != 0 and "started" not in result.stdout
     assert "kubenode cdi-hook: unknown cgroup /kncdimissing.slice/libpod-" in result.stderr
     assert time.monotonic() - started < 30
+
+
+def test_a_spec_left_by_an_earlier_install_is_rewritten_with_this_hook(podman: Podman, cdi_dir: Path) -> None:
+    """Issue 44: an earlier clone's `make test` (or an older venv) left our spec file, its hooks naming an
+    interpreter and package root that are gone. The plugin adopts the file's sets, rewrites every entry with
+    its own hook at start, and a container of a set already in the file is pinned."""
+    gone = Path(tempfile.mkdtemp(prefix="kn-cdi-gone-", dir="/tmp"))
+    gone.rmdir()  # a path that existed for an earlier install and no longer does
+    old_hook = HookCommand(str(gone / "python3.11"), isolated_argv(str(gone / "python3.11"), str(gone)))
+    old = CpusetSpec(cdi_dir, spec_file_name(RESOURCE), old_hook)
+    for cpu in range(os.cpu_count() or 1):
+        old.add(frozenset({cpu}))
+    ours = cdi_dir / spec_file_name(RESOURCE)
+
+    with started_node(cdi_dir) as node:
+        _, options = node.allocate(1)
+        (name,) = options.cdi_devices
+        cpus = options.envs["KUBENODE_CPUSET"]
+        entries = {f"kubenode.io/cpuset={d['name']}": d for d in json.loads(ours.read_text())["devices"]}
+        (hook,) = entries[name]["containerEdits"]["hooks"]
+        assert (hook["path"], hook["args"]) == (HOOK.path, HOOK.argv(cpus))
+        assert all(str(gone) not in json.dumps(entry) for entry in entries.values())
+
+        result = podman.run([name], SHOW)
+
+        assert result.returncode == 0, result.stderr
+        assert shown(result.stdout) == {"cpuset": cpus, "Cpus_allowed_list": cpus, "env": cpus}
+        stderr = node.close()
+    assert f"CDI entries in {ours} rewritten with this plugin's hook {HOOK.path}" in stderr, stderr
+    assert f"(they named: {gone}/python3.11)" in stderr

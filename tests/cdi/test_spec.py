@@ -12,14 +12,24 @@ import pytest
 
 from deviceplugin.backend import BackendError
 from deviceplugin.backends.cpu import CpuBackend
-from deviceplugin.cdi import CDI_VERSION, CpusetSpec, SpecError, device_name, qualified_name, spec_file_name
+from deviceplugin.cdi import (
+    CDI_VERSION,
+    CpusetSpec,
+    SpecError,
+    device_name,
+    qualified_name,
+    remove_spec,
+    spec_file_name,
+)
 from deviceplugin.config import ConfigError, CpuOptions, parse_config
 from deviceplugin.discover import discover, render_table
-from deviceplugin.hookcommand import hook_command
+from deviceplugin.hookcommand import HookCommand, HookCommandError, check_present, hook_command, isolated_argv
 from tests.devicemanager.conftest import FakeClock
 
-HOOK = "/usr/local/bin/kubenode"
-HOOK_COMMAND = hook_command(HOOK)  # a kubenode executable: `<path> cdi-hook cpuset --cpus LIST`
+# Stands for a kubenode executable (`<path> cdi-hook cpuset --cpus LIST`): nothing here runs the hook, but the
+# backend refuses to start on a hook that is not there.
+HOOK = "/usr/bin/true"
+HOOK_COMMAND = hook_command(HOOK)
 # The CDI spec's rules: kind vendor/class, device names alphanumeric at both ends with [_.-] between.
 KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9]$")
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
@@ -106,6 +116,73 @@ def test_a_restart_adopts_its_own_file_and_refuses_foreign_or_broken_ones(tmp_pa
     assert (tmp_path / "broken.json").read_text() == "{"
 
 
+def gone_hook(tmp_path: Path) -> HookCommand:
+    """The hook of an earlier install whose venv or checkout was removed since."""
+    root = tmp_path / "removed-checkout"
+    return HookCommand(str(root / "python3.11"), isolated_argv(str(root / "python3.11"), str(root)))
+
+
+def test_a_start_rewrites_entries_of_another_hook_and_building_only_reads(tmp_path: Path) -> None:
+    old = CpusetSpec(tmp_path, "ours.json", gone_hook(tmp_path))
+    old.add(frozenset({0}))
+    old.add(frozenset({1, 2}))
+    before = (tmp_path / "ours.json").read_bytes()
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND)  # discover builds it too: nothing written yet
+    assert (tmp_path / "ours.json").read_bytes() == before
+    assert spec.names() == ["0", "1-2"]
+    assert spec.refresh() == [str(tmp_path / "removed-checkout" / "python3.11")]
+    devices = read(tmp_path / "ours.json")["devices"]
+    assert [(d["name"], d["containerEdits"]["hooks"][0]["path"]) for d in devices] == [
+        ("0", HOOK),
+        ("1-2", HOOK),
+    ]
+    assert devices[1]["containerEdits"]["hooks"][0]["args"] == [
+        "kubenode",
+        "cdi-hook",
+        "cpuset",
+        "--cpus",
+        "1-2",
+    ]
+    assert spec.refresh() == []  # current now: nothing to rewrite
+    written = (tmp_path / "ours.json").stat()
+    assert CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND).refresh() == []  # a restart of the same install
+    assert (tmp_path / "ours.json").stat().st_mtime_ns == written.st_mtime_ns
+
+
+def test_an_allocate_rewrites_the_file_when_someone_else_wrote_it(tmp_path: Path) -> None:
+    spec = CpusetSpec(tmp_path, "ours.json", HOOK_COMMAND)
+    spec.add(frozenset({0}))
+    CpusetSpec(tmp_path, "ours.json", gone_hook(tmp_path)).add(frozenset({1}))  # another install, meanwhile
+    assert spec.add(frozenset({0})) == "kubenode.io/cpuset=0"
+    devices = read(tmp_path / "ours.json")["devices"]
+    assert [(d["name"], d["containerEdits"]["hooks"][0]["path"]) for d in devices] == [("0", HOOK)]
+    written = (tmp_path / "ours.json").stat().st_mtime_ns
+    spec.add(frozenset({0}))  # unchanged on disk and known: not written again
+    assert (tmp_path / "ours.json").stat().st_mtime_ns == written
+
+
+def test_a_missing_hook_is_one_line_at_start(tmp_path: Path) -> None:
+    gone = gone_hook(tmp_path)
+    with pytest.raises(HookCommandError, match=f"^the hook's executable {gone.path} does not exist$"):
+        check_present(gone)
+    with pytest.raises(
+        HookCommandError, match=f"^the hook's module {tmp_path}/deviceplugin/cdihook.py does not exist$"
+    ):
+        check_present(HookCommand(HOOK, isolated_argv(HOOK, str(tmp_path))))
+    (tmp_path / "kubenode").write_text("#!/bin/sh\n")
+    with pytest.raises(HookCommandError, match=f"executable {tmp_path}/kubenode is not executable$"):
+        check_present(hook_command(str(tmp_path / "kubenode")))
+    check_present(hook_command(None))  # this interpreter on this checkout
+    options = CpuOptions(
+        cdi=True, cdi_spec_dir=str(tmp_path / "cdi"), cdi_hook_path=str(tmp_path / "no" / "kubenode")
+    )
+    with pytest.raises(
+        BackendError, match=r"^kubenode.io/cpu: CDI hook: the hook's executable .*/no/kubenode does"
+    ):
+        CpuBackend(options)
+    assert not (tmp_path / "cdi").exists()
+
+
 def test_backend_with_cdi_on_writes_before_answering(tmp_path: Path) -> None:
     options = CpuOptions(cdi=True, cdi_spec_dir=str(tmp_path / "cdi"), cdi_hook_path=HOOK)
     backend = CpuBackend(options)
@@ -186,3 +263,14 @@ def test_allocate_fails_naming_the_file_when_the_entry_cannot_be_written(tmp_pat
     blocker.write_text("a file where the spec dir should be")  # root ignores modes: break the path instead
     with pytest.raises(BackendError, match=f"kubenode.io/cpu: cannot write {blocker}/kubenode-cpuset_"):
         backend.allocate(["cpu0"])
+
+
+def test_remove_spec_removes_only_our_file(tmp_path: Path) -> None:
+    assert remove_spec(tmp_path, "kubenode.io/cpu") is None
+    spec = CpusetSpec(tmp_path, spec_file_name("kubenode.io/cpu"), HOOK_COMMAND)
+    spec.add(frozenset({0}))
+    assert remove_spec(tmp_path, "kubenode.io/cpu") == spec.path and not spec.path.exists()
+    spec.path.write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/x"}))
+    with pytest.raises(SpecError, match=r"kubenode-cpuset_kubenode.io_cpu.json: kind 'example.com/x' is not"):
+        remove_spec(tmp_path, "kubenode.io/cpu")
+    assert spec.path.exists()

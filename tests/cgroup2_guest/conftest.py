@@ -6,8 +6,8 @@ else they fail at once, saying the kernel is not cgroup v2 (never a skip). `test
 one host test here: it checks the runner itself.
 
 Every test gets a unique root (/kn-guest-<random>) that is killed (cgroup.kill) and removed at
-teardown; a leak fails the test. Summary lines (controllers, cgroup files, measured quota,
-figures) go through the `transcript` fixture: printed at the end of the run and appended to
+teardown; a leak fails the test. Summary lines (controllers, cgroup files, measured quota)
+go through the `transcript` fixture: printed at the end of the run and appended to
 $KUBENODE_CGROUP2_GUEST_OUT/summary.txt, which the host runner reads back.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agent.cm.cgroups.detect import CGROUP2_SUPER_MAGIC, filesystem_magic
-from agent.cm.cgroups.sweep import sweep_v2_root
+from kubenode.cgroupsweep import sweep_v2_root
 from tests.cgroup2_guest.support import GUEST_ENV, MOUNT
 
 NEEDED_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
@@ -41,11 +41,6 @@ class Transcript:
     def line(self, text: str) -> None:
         _LINES.append(text)
         self._append("summary.txt", text)
-
-    def figure(self, name: str, value: float, unit: str) -> None:
-        """A benchmark figure: in the summary, and in figures.tsv for benchmarks/cgroup2_guest_bench.py."""
-        self.line(f"figure: {name}: {value:.3f} {unit}")
-        self._append("figures.tsv", f"{name}\t{value}\t{unit}")
 
 
 def require_cgroup2() -> None:

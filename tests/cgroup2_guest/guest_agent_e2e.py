@@ -29,7 +29,7 @@ import pytest
 
 from agent.cm.cgroups.delegation import SUPERVISOR_LEAF
 from agent.cm.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
-from agent.cm.cgroups.sweep import sweep_v2_root
+from kubenode.cgroupsweep import sweep_v2_root
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from tests.agent.support import free_port, pod_manifest
 from tests.cgroup2_guest.conftest import Transcript

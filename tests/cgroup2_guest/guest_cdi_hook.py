@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cm.cgroups.sweep import sweep_v2_root
 from deviceplugin.cdihook import HookError, pin
+from kubenode.cgroupsweep import sweep_v2_root
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import MOUNT, REPO, cgroup_dir, read, spawn_in
 

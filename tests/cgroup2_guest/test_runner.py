@@ -4,6 +4,7 @@ kernel or qemu fails naming the package (never a skip), and what the guest is as
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -51,3 +52,27 @@ def test_an_unknown_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
         load_runner().main(["--only", "rules,nope"])
     assert exited.value.code == 2
     assert "--only: unknown ['nope']" in capsys.readouterr().err
+
+
+def test_bench_mode_runs_each_script_with_the_figures_file_and_keeps_the_first_failure(
+    tmp_path: Path,
+) -> None:
+    runner = load_runner()
+    command = runner.bench_command(
+        tmp_path, ["benchmarks/agent_bench.py --pods 5", "benchmarks/cgroups_bench.py"]
+    )
+    assert f"cd {REPO} && rc=0; " in command
+    assert f"KUBENODE_BENCH_FIGURES={tmp_path}/figures.jsonl" in command
+    assert f"{sys.executable} benchmarks/agent_bench.py --pods 5 ||" in command
+    assert command.index("agent_bench.py") < command.index("cgroups_bench.py")
+    assert command.endswith(f"; echo $rc > {tmp_path}/rc")
+
+
+def test_bench_mode_status_is_the_first_failing_scripts(tmp_path: Path) -> None:
+    # The same command line, with the interpreter standing in for two scripts that fail and one that passes.
+    runner = load_runner()
+    command = runner.bench_command(
+        tmp_path, ["-c 'raise SystemExit(3)'", "-c pass", "-c 'raise SystemExit(5)'"]
+    )
+    subprocess.run(["sh", "-c", command], check=True, capture_output=True)
+    assert (tmp_path / "rc").read_text().strip() == "3"

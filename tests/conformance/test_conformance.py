@@ -16,10 +16,11 @@ import pytest
 from conformance.results import CheckResult, Status
 from conformance.suite import SuiteConfig, run_suite
 from conformance.target import Limits
+from tests.deviceplugin.support import cpu_config
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = f"{sys.executable} {REPO / 'tests/conformance/fake_device_plugin.py'}"
-OUR_PLUGIN = f"{sys.executable} -m cli.main deviceplugin --config {REPO / 'tests/configs'}"
+OUR_PLUGIN = f"{sys.executable} -m cli.main deviceplugin --config"
 FAST = Limits(register=15.0, settle=0.3, restart=3.0, stop_grace=2.0)
 
 
@@ -42,8 +43,9 @@ def failed(results: list[CheckResult]) -> set[str]:
 
 
 @pytest.mark.parametrize("config", ["static.yaml", "cpu.yaml"])
-def test_our_device_plugin_passes_every_check(config: str) -> None:
-    out = conformance("--plugin-cmd", f"{OUR_PLUGIN}/{config}")
+def test_our_device_plugin_passes_every_check(config: str, tmp_path: Path) -> None:
+    path = cpu_config(tmp_path) if config == "cpu.yaml" else REPO / "tests/configs" / config
+    out = conformance("--plugin-cmd", f"{OUR_PLUGIN} {path}")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "FAIL" not in out.stdout
     assert out.stdout.splitlines()[-1].split(" passed, ")[1].startswith("0 failed")

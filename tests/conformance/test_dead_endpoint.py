@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 import conformance.target as target_module
-from agent.cm.devicemanager import RegistrationEvent, endpoint
+from agent.cm.devicemanager import RegistrationEvent
 from conformance.checks import PER_RESOURCE_CHECKS
 from conformance.target import Fail, Limits, Skip, Target
+from kubenode import deviceplugin_client
 
 
 def _event(endpoint: str, *, accepted: bool = True) -> RegistrationEvent:
@@ -35,7 +36,7 @@ def _event(endpoint: str, *, accepted: bool = True) -> RegistrationEvent:
 def _counting_dials(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record each dial the checks make (counted, not timed, so the machine's load cannot matter)."""
     dials: list[Path] = []
-    real = endpoint.dial
+    real = deviceplugin_client.dial
 
     def dial(path: Path, timeout: float) -> Any:
         dials.append(path)

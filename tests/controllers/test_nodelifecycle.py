@@ -19,12 +19,14 @@ from controllers.nodelifecycle import NodeLifecycleController, condition_taints,
 from harness.apiserver import ApiServerProcess
 from harness.controllermanager import ControllerManagerProcess
 from kubenode.kubeclient import LEASES, NODES, PODS, Forbidden, KubeClient, load_kubeconfig
+from kubenode.kubeclient.client import Resource
 from tests.agent_cluster.support import events_for, wait_until
 from tests.scheduler_live.support import SchedulerProcess
 from tests.scheduler_live.support import node as scheduler_node
 from tests.scheduler_live.support import pod as scheduler_pod
 
 REPO = Path(__file__).resolve().parents[2]
+SECRETS = Resource("secrets", "Secret")
 DISK = "node.kubernetes.io/disk-pressure"
 DISK_TAINT = (DISK, "NoSchedule")
 
@@ -142,14 +144,14 @@ def test_the_controller_manager_taints_by_condition(
     wait_until(lambda: keys(admin, "pressed") == [("example.com/mine", "NoSchedule")], 30, "only mine left")
 
 
-def test_its_user_may_read_nodes_but_not_make_pods(api: ApiServerProcess) -> None:
+def test_its_user_may_make_pods_but_not_secrets(api: ApiServerProcess) -> None:
+    """kube's controller roles: the ReplicaSet controller makes pods; no controller here writes Secrets."""
     client = KubeClient(load_kubeconfig(api.data_dir / "controller-manager.kubeconfig"))
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
-           "spec": {"containers": [{"name": "c", "image": "i"}]}}  # fmt: skip
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}, "data": {}}
     try:
         client.list(NODES)
         with pytest.raises(Forbidden):
-            client.create(PODS, pod, "default")
+            client.create(SECRETS, secret, "default")
     finally:
         client.close()
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agent.nodestatus.reporter import host_ip
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess
+from kubenode.hostnet import host_ip
 from kubenode.kubeclient import KubeClient, load_kubeconfig
 from tests.agent.support import require_cgroup_v1
 from tests.apiserver.kubectl_support import Kubectl

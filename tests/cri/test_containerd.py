@@ -10,11 +10,12 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.kuberuntime.cri.client import CRIClient, CRIError, socket_path
+from agent.kuberuntime.cri.client import CRIClient, CRIError
 from harness.containerd import ContainerdProcess
 from harness.ociimage import BUSYBOX_IMAGE, PAUSE_IMAGE
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.api.cri.v1 import api_pb2_grpc as cri_grpc
+from kubenode.criendpoint import socket_path
 
 
 def test_private_containerd_answers_cri_v1_with_local_images(containerd: ContainerdProcess) -> None:

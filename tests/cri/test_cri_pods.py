@@ -28,6 +28,7 @@ from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.kubeclient import NODES, PODS, KubeClient
 from tests.agent_cluster.support import events_for, gone, pod_status, wait_until
 from tests.apiserver.kubectl_support import Kubectl
+from tests.deviceplugin.support import cpu_config
 
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
 REPO = Path(__file__).resolve().parents[2]
@@ -419,7 +420,7 @@ def test_a_kubenode_cpu_pod_is_pinned_to_exactly_its_set(
 ) -> None:
     # The CPU plugin beside the agent's static one: every CPU of the machine as a kubenode.io/cpu device.
     plugin = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", "tests/configs/cpu.yaml",
+        [sys.executable, "-m", "cli.main", "deviceplugin", "--config", str(cpu_config(tmp_path)),
          "--kubelet-dir", str(agent.plugin_dir)],
         cwd=REPO,
         env=agent.env(),

@@ -13,8 +13,7 @@ import pytest
 from agent.cm.devicemanager import DeviceManager
 from deviceplugin.config import PluginConfig, load_config, parse_config
 from deviceplugin.manager import PluginManager
-
-CONFIGS = Path(__file__).parent.parent / "configs"
+from tests.deviceplugin.support import CONFIGS, private_cdi
 
 
 @pytest.fixture
@@ -74,7 +73,7 @@ def run_plugin(kubelet_dir: Path) -> Iterator[Callable[..., PluginManager]]:
         if config is None:
             config = static_config()
         elif isinstance(config, dict):
-            config = parse_config(config)
+            config = parse_config(private_cdi(config, kubelet_dir))
         manager = PluginManager(config, str(kubelet_dir))
         thread = threading.Thread(target=manager.run, name="plugin-manager", daemon=True)
         thread.start()

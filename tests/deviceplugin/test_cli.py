@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.deviceplugin.conftest import CONFIGS, Kubelet
-from tests.deviceplugin.support import wait_until
+from tests.deviceplugin.conftest import Kubelet
+from tests.deviceplugin.support import CONFIGS, wait_until
 
 KUBENODE = [sys.executable, "-m", "cli.main"]
 

@@ -70,3 +70,22 @@ def test_daemonset_least_privilege() -> None:
         host_paths[m["name"]] for m in plugin["volumeMounts"] if m["name"] in host_paths and m.get("readOnly")
     }
     assert read_only == {"/var/lib/kubelet/pod-resources", "/opt/kubenode/cdi-hook"}
+
+
+def test_deleting_the_daemonset_leaves_no_spec_whose_hook_is_gone() -> None:
+    """The plugin cannot tell a deletion from a rolling update (both a SIGTERM) and running containers need
+    their entries on a restart, so no container removes the spec on stopping; what keeps it valid after
+    the DaemonSet is deleted is that its hook, the bundle, lives on a hostPath the deletion keeps
+    (docs/deviceplugin.md, "Upgrade, restart and uninstall")."""
+    documents = {
+        d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy/deviceplugin-daemonset.yaml").read_text())
+    }
+    pod = documents["DaemonSet"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["cdi-hook"]["hostPath"]["path"] == "/opt/kubenode/cdi-hook"
+    assert all("lifecycle" not in c for c in pod["initContainers"] + pod["containers"])
+    config = parse_config(yaml.safe_load(documents["ConfigMap"]["data"]["deviceplugin.yaml"]), source="cm")
+    [cpu] = [r.cpu for r in config.resources if r.backend == "cpu"]
+    assert cpu.cdi_hook_path is None  # the default: the bundle at /opt/kubenode/cdi-hook (hookcommand.py)
+    text = (ROOT / "deploy/deviceplugin-daemonset.yaml").read_text()
+    assert "kubenode-cpuset_*.json" in text and "then /opt/kubenode/cdi-hook" in text

@@ -16,8 +16,8 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
-from tests.deviceplugin.conftest import CONFIGS, Kubelet
-from tests.deviceplugin.support import plugin_client, wait_until
+from tests.deviceplugin.conftest import Kubelet
+from tests.deviceplugin.support import CONFIGS, plugin_client, wait_until
 
 KUBENODE = [sys.executable, "-m", "cli.main"]
 

@@ -13,7 +13,8 @@ import pytest
 from deviceplugin.config import default_socket_name, load_config
 from deviceplugin.endpoint import EndpointError
 from deviceplugin.manager import PluginManager
-from tests.deviceplugin.conftest import CONFIGS, Kubelet
+from tests.deviceplugin.conftest import Kubelet
+from tests.deviceplugin.support import CONFIGS
 
 RESOURCES = ("example.com/dongle", "example.com/accel")
 

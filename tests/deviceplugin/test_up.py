@@ -11,6 +11,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from tests.deviceplugin.support import cpu_config
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -21,7 +23,7 @@ def test_up_once_with_the_cpu_plugin_alone(tmp_path: Path) -> None:
     data = Path(tempfile.mkdtemp(prefix="kn-dp-up-", dir="/tmp"))
     result = subprocess.run(
         [sys.executable, "-m", "cli.main", "up", "--once", "--port", "0", "--data-dir", str(data),
-         "--plugin-config", str(REPO / "tests/configs/cpu.yaml"), "--pods", str(pods),
+         "--plugin-config", str(cpu_config(data)), "--pods", str(pods),
          "--cgroup-root", f"/kn-dp-up-{uuid.uuid4().hex[:8]}"],
         capture_output=True, text=True, timeout=90, cwd=REPO,
     )  # fmt: skip

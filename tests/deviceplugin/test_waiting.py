@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from deviceplugin.manager import WAIT_REMINDER_S, PluginManager
-from tests.deviceplugin.conftest import CONFIGS, Kubelet, static_config
+from tests.deviceplugin.conftest import Kubelet, static_config
+from tests.deviceplugin.support import CONFIGS
 
 KUBENODE = [sys.executable, "-m", "cli.main"]
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cm.cgroups.sweep import V1_MOUNT
 from harness.agent import REPO, AgentProcess
+from kubenode.cgroupsweep import V1_MOUNT
 from kubenode.kubeclient import NODES, PODS, KubeClient, load_kubeconfig
 from scheduler.profile import Configuration
 from scheduler.runner import LiveScheduler, RunOptions

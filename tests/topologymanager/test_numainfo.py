@@ -71,6 +71,8 @@ def test_sysfs_nodes(tmp_path: Path) -> None:
             11.11111111111111,
         ),
         ("0 NUMA node, 0 set in bitmask", (), {}, 0),
+        # Node 1 only devices report (sysfs has node 0's row alone): the kernel's 10 and 20 stand in.
+        ("sysfs 1 NUMA node, a reported node set too", (0, 1), {0: [10]}, 15),
     ],
 )
 def test_calculate_avg_distance_for(

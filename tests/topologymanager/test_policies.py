@@ -108,6 +108,37 @@ def test_single_numa_node_ignores_prefer_closest() -> None:
     run_cases(policy, kt.COMMON)
 
 
+# Hints naming node 1 on a machine whose sysfs lists node 0 only (static devices of a fake topology): node 1
+# is one of the machine's, so node 0 alone is not "every node" (issue 37: it read as "any", and the devices
+# were then allocated apart).
+REPORTED_NODE_CASES: list[tuple[str, list[kt.Provider], kt.Hint]] = [
+    (
+        "1 gpu + 1 nic, both on node 0 or node 1",
+        [{"gpu": [((0,), T), ((1,), T), ((0, 1), F)], "nic": [((0,), T), ((1,), T), ((0, 1), F)]}],
+        ((0,), T),
+    ),
+    (
+        "1 gpu + 2 nics, the nics only on node 1",
+        [{"gpu": [((0,), T), ((1,), T), ((0, 1), F)], "nic": [((1,), T), ((0, 1), F)]}],
+        ((1,), T),
+    ),
+    ("no node holds both", [{"gpu": [((0,), T), ((0, 1), F)], "nic": [((1,), T), ((0, 1), F)]}], (None, F)),
+    # A mask of every listed node with no other node named is still "any" (kube on a one-node machine).
+    ("only node 0 named", [{"gpu": [((0,), T)], "nic": [((0,), T)]}], (None, T)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "providers", "expected"), REPORTED_NODE_CASES, ids=[c[0] for c in REPORTED_NODE_CASES]
+)
+def test_single_numa_node_counts_the_nodes_hints_name(
+    name: str, providers: list[kt.Provider], expected: kt.Hint
+) -> None:
+    policy = Policy(SINGLE_NUMA_NODE, NUMAInfo((0,), {0: [10]}))
+    hint, admit = policy.merge(to_providers(providers))
+    assert (hint, admit) == (to_hint(expected), expected[1])
+
+
 @pytest.mark.parametrize("name", [BEST_EFFORT, RESTRICTED, SINGLE_NUMA_NODE])
 def test_admit_follows_preference(name: str) -> None:
     policy = Policy(name, info(kt.FOUR_NODES))

@@ -61,6 +61,9 @@ def test_ready_is_said_only_once_the_node_shows_every_plugin_resource(up: UpProc
     assert len(said_ready) == 1 and plugin < said_ready[0] < handover, "\n".join(lines)
     wanted = plugin_resources(up.data_dir / "plugins.yaml")
     assert wanted and all(name.startswith("kubenode.io/") for name in wanted), wanted
+    # Its CPU plugin keeps any CDI spec in the data dir, never in the host's /var/run/cdi (issue 44).
+    plugins = yaml.safe_load((up.data_dir / "plugins.yaml").read_text())["resources"]
+    assert [r["cpu"]["cdiSpecDir"] for r in plugins if r["backend"] == "cpu"] == [str(up.data_dir / "cdi")]
     rc, out, err = up.kubectl("describe", "node")
     assert rc == 0, err
     for section in ("Capacity:", "Allocatable:"):

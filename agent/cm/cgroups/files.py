@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from agent.cm.cgroups.api import CgroupError
+from kubenode.cgroupsweep import removed_meanwhile
 
 _HINTS = {
     errno.EINVAL: "the kernel refused the value (for a cpu quota: it may exceed the parent's quota)",
@@ -66,8 +67,10 @@ def read_pids(procs_path: str) -> set[int]:
     try:
         with open(procs_path, encoding="ascii") as handle:
             return {int(line) for line in handle if line.strip()}
-    except FileNotFoundError:
-        return set()
+    except OSError as err:
+        if removed_meanwhile(err):
+            return set()
+        raise
 
 
 def tree_pids(directory: str) -> set[int]:

@@ -30,6 +30,7 @@ from kubenode.cpuset import format_cpuset, parse_cpuset
 
 REQUIRED = ("cpu", "cpuacct", "cpuset", "memory")
 OPTIONAL = ("pids",)
+V1_CONTROLLERS = REQUIRED + OPTIONAL  # every controller a pod cgroup has a directory in
 # memory.limit_in_bytes reads back as 9223372036854771712 (page-rounded LONG_MAX) when unlimited.
 _MEMORY_UNLIMITED_FROM = 1 << 62
 _UNLIMITED = -1

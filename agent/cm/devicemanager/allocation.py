@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.cm.devicemanager.endpoint import PluginEndpoint, rpc_error_text
+from agent.cm.devicemanager.endpoint import PluginEndpoint
 from agent.cm.devicemanager.records import AllocationError, Device, PodRef, PreStartError
 from agent.cm.devicemanager.runoptions import merge_responses
 from agent.cm.devicemanager.selection import AskPreferred, select_devices
@@ -33,6 +33,7 @@ from agent.container.resources import ContainerResources
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.cpuset import parse_cpuset
 from kubenode.devicecontract import CPUSET_ENV, device_plugin_limits
+from kubenode.deviceplugin_client import rpc_error_text
 
 log = logging.getLogger("agent.cm.devicemanager.manager")
 

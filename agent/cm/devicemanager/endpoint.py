@@ -6,12 +6,12 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import grpc
 
-from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import DIAL_TIMEOUT_S, PRE_START_TIMEOUT_S
+from kubenode.deviceplugin_client import dial, plugin_stub, rpc_error_text
 
 log = logging.getLogger(__name__)
 
@@ -21,26 +21,6 @@ DEFAULT_RPC_TIMEOUT_S = 60.0
 # The dial-back at Register asks for the plugin's options with its own deadline: a plugin that never answers
 # costs its own Register this long, and nobody else's.
 OPTIONS_TIMEOUT_S = 10.0
-
-
-def plugin_stub(channel: grpc.Channel) -> Any:
-    """A DevicePlugin client stub (the generated module has no annotations, hence Any)."""
-    return api_pb2_grpc.DevicePluginStub(channel)
-
-
-def dial(socket_path: Path, timeout: float = DIAL_TIMEOUT_S) -> grpc.Channel:
-    """Open a channel to a unix socket and wait until it is ready (the kubelet's blocking dial)."""
-    channel = grpc.insecure_channel(
-        f"unix://{socket_path}", options=[("grpc.default_authority", "localhost")]
-    )
-    try:
-        grpc.channel_ready_future(channel).result(timeout=timeout)
-    except grpc.FutureTimeoutError:
-        channel.close()
-        raise TimeoutError(
-            f"failed to dial device plugin: {socket_path} not ready within {timeout:g} s"
-        ) from None
-    return channel
 
 
 class PluginEndpoint:
@@ -151,10 +131,3 @@ class PluginEndpoint:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
-
-
-def rpc_error_text(err: grpc.RpcError) -> str:
-    """A one-line description of a gRPC error: code name and details."""
-    code = err.code() if hasattr(err, "code") else None
-    details = err.details() if hasattr(err, "details") else str(err)
-    return f"{code.name if code else 'error'}: {details}"

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from agent.cm.devicemanager.endpoint import PluginEndpoint
 from agent.cm.devicemanager.records import Device, RegistrationEvent
-from agent.cm.devicemanager.registration import is_bare_file_name, is_serving, validate_register
+from agent.cm.devicemanager.registration import validate_register
 from agent.cm.devicemanager.state import DeviceTable, ResourceState
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
-from kubenode.deviceapi import HEALTHY
+from kubenode.deviceapi import HEALTHY, is_bare_file_name
+from kubenode.deviceplugin_client import is_serving
 
 log = logging.getLogger("agent.cm.devicemanager.manager")
 

@@ -12,11 +12,8 @@ Echoed names are cut (`go_quote`), so a 64 KB resource name cannot overflow the 
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import os
-import socket
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Protocol
 import grpc
 
 from kubenode.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from kubenode.deviceapi import KUBELET_SOCKET, MAX_ECHOED_ID, SUPPORTED_VERSIONS, clip_message
+from kubenode.deviceapi import MAX_ECHOED_ID, SUPPORTED_VERSIONS, clip_message, is_plugin_endpoint
 from kubenode.grpcaio import AioServer, in_thread
 from kubenode.model.resources import extended_resource_name_problem
 
@@ -39,16 +36,6 @@ def go_quote(value: str) -> str:
     if len(value) > MAX_ECHOED_ID:
         return f"{json.dumps(value[:MAX_ECHOED_ID])}...({len(value)} characters)"
     return json.dumps(value)
-
-
-def is_bare_file_name(endpoint: str) -> bool:
-    """An endpoint must name a socket directly inside the plugin directory."""
-    return bool(endpoint) and endpoint not in (".", "..") and "/" not in endpoint and "\0" not in endpoint
-
-
-def is_plugin_endpoint(endpoint: str) -> bool:
-    """A RegisterRequest endpoint we accept: a bare file name in the dir that is not kubelet.sock itself."""
-    return is_bare_file_name(endpoint) and endpoint != KUBELET_SOCKET
 
 
 def validate_register(request: api_pb2.RegisterRequest) -> str | None:
@@ -100,19 +87,6 @@ def bind_unix(server: _Bindable, path: Path) -> None:
         pass
     if server.add_insecure_port(f"unix://{path}") == 0:
         raise OSError(f"cannot listen on {path}")
-
-
-def is_serving(path: Path) -> bool:
-    """Whether something accepts connections on the unix socket right now (no waiting)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(os.fspath(path))
-        except OSError as err:
-            if err.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.EACCES, None):
-                log.debug("probe of %s: %s", path, err)
-            return False
-    return True
 
 
 class RegistrationServicer(api_pb2_grpc.RegistrationServicer):

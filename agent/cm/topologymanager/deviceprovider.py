@@ -10,6 +10,7 @@ manager keeps them until the pod ends), so nothing is "reusable" in the kubelet'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ from kubenode.model import Container, Pod
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
+
+log = logging.getLogger("agent.cm.topologymanager")
 
 
 class DeviceSnapshot:
@@ -60,17 +63,43 @@ class DeviceSnapshot:
     def reusable(self, pod_uid: str, resource: str) -> Collection[str]:
         return ()
 
+    def reported_nodes(self) -> dict[int, str]:
+        """Every NUMA node a device reports -> one device on it ("resource/id"), for the log."""
+        return {
+            node: f"{resource}/{device}"
+            for resource, devices in sorted(self.numa.items())
+            for device, nodes in sorted(devices.items(), reverse=True)
+            for node in nodes
+        }
+
 
 class DeviceManagerProvider:
     def __init__(self, devices: DeviceManager, numa_nodes: Iterable[int]) -> None:
         self.devices = devices
         self.numa_nodes = tuple(numa_nodes)
+        self._logged: set[int] = set()
 
     def get_topology_hints(self, pod: Pod, container: Container) -> ProviderHints:
-        return DeviceHintSource(DeviceSnapshot(self.devices), self.numa_nodes).container_hints(pod, container)
+        return self._source().container_hints(pod, container)
 
     def get_pod_topology_hints(self, pod: Pod) -> ProviderHints:
-        return DeviceHintSource(DeviceSnapshot(self.devices), self.numa_nodes).pod_hints(pod)
+        return self._source().pod_hints(pod)
+
+    def _source(self) -> DeviceHintSource:
+        """Hints over the machine's NUMA nodes and every node a device reports. A kubelet's devices can only
+        be on nodes sysfs lists; a static device may name any (a fake topology on a smaller machine), and
+        masks left without its node would count it nowhere: a gpu on node 1 and a nic on node 0 would both
+        fit "node 0", merged into "anywhere", and be allocated apart."""
+        snapshot = DeviceSnapshot(self.devices)
+        reported = snapshot.reported_nodes()
+        for node in sorted(set(reported) - set(self.numa_nodes) - self._logged):
+            self._logged.add(node)
+            log.warning(
+                "device %s reports NUMA node %d, which the machine's sysfs does not list (nodes %s); "
+                "the Topology Manager aligns on it as on the others",
+                reported[node], node, ",".join(map(str, self.numa_nodes)),
+            )  # fmt: skip
+        return DeviceHintSource(snapshot, {*self.numa_nodes, *reported})
 
     def allocate(self, pod: Pod, container: Container, affinity: TopologyHint) -> None:
         wanted = device_plugin_limits(container.limits)

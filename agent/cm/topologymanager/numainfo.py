@@ -9,7 +9,7 @@ no error. `closest` compares masks of equal width by their average pairwise dist
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,15 @@ class NUMAInfoError(ValueError):
 class NUMAInfo:
     nodes: tuple[int, ...]
     distances: Mapping[int, Sequence[int]] = field(default_factory=dict)
+
+    def including(self, nodes: Iterable[int]) -> NUMAInfo:
+        """This machine with `nodes` added: nodes that devices report though sysfs does not list them (a
+        fake topology's static devices, on a machine with fewer nodes). Their distances are unknown, so
+        `distance` gives them the kernel's defaults."""
+        extra = set(nodes) - set(self.nodes)
+        if not extra:
+            return self
+        return NUMAInfo(tuple(sorted({*self.nodes, *extra})), self.distances)
 
     def default_affinity(self) -> BitMask:
         """Every NUMA node of the machine."""
@@ -47,12 +56,24 @@ class NUMAInfo:
         return first if first_distance < second_distance else second
 
 
+LOCAL_DISTANCE, REMOTE_DISTANCE = 10, 20  # the kernel's defaults (include/linux/topology.h)
+
+
+def distance(distances: Mapping[int, Sequence[int]], a: int, b: int) -> int:
+    """The sysfs distance from node a to node b; the kernel's default where sysfs has no value for the pair
+    (a node only devices report)."""
+    row = distances.get(a)
+    if row is not None and b < len(row):
+        return row[b]
+    return LOCAL_DISTANCE if a == b else REMOTE_DISTANCE
+
+
 def average_distance(distances: Mapping[int, Sequence[int]], mask: BitMask) -> float:
     """Mean of the distances between every ordered pair of the mask's nodes (a node to itself included)."""
     bits = mask.bits()
     if not bits:
         return 0.0
-    total = sum(distances[a][b] for a in bits for b in bits)
+    total = sum(distance(distances, a, b) for a in bits for b in bits)
     return total / (len(bits) * len(bits))
 
 

@@ -38,13 +38,27 @@ class Policy:
         if self.name == NONE:
             return TopologyHint(), True
         filtered = filter_providers_hints(providers_hints)
+        # Every node a hint names is a node of the machine (see DeviceManagerProvider), listed by sysfs or
+        # not: "every node" (the default affinity, and "any" under single-numa-node) must count it too, or
+        # a mask of the only node sysfs lists would read as "anywhere" while devices lie on another one.
+        info = self.numa_info.including(hinted_nodes(filtered))
         if self.name == SINGLE_NUMA_NODE:
             filtered = filter_single_numa_hints(filtered)
-        best = HintMerger(self.numa_info, filtered, self.name, self.options).merge()
-        spans_all = best.affinity is not None and best.affinity.is_equal(self.numa_info.default_affinity())
+        best = HintMerger(info, filtered, self.name, self.options).merge()
+        spans_all = best.affinity is not None and best.affinity.is_equal(info.default_affinity())
         if self.name == SINGLE_NUMA_NODE and spans_all:
             best = TopologyHint(None, best.preferred)
         return best, self.can_admit(best)
+
+
+def hinted_nodes(all_hints: Sequence[Sequence[TopologyHint]]) -> set[int]:
+    return {
+        node
+        for hints in all_hints
+        for hint in hints
+        if hint.affinity is not None
+        for node in hint.affinity.bits()
+    }
 
 
 def filter_single_numa_hints(all_hints: Sequence[Sequence[TopologyHint]]) -> list[list[TopologyHint]]:

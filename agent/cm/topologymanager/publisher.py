@@ -72,8 +72,10 @@ class TopologyPublisher:
             per_node = zone_counts(numa, healthy, free)
             if per_node:
                 counts[status.name] = per_node
+        # A node only devices report (not in sysfs) is a zone too: the Topology Manager aligns on it.
+        zones = {*self.numa_nodes, *(node for per_node in counts.values() for node in per_node)}
         return topology_object(
-            self.node_name, self.policy, self.scope, self.numa_nodes, counts, self.distances, accounted
+            self.node_name, self.policy, self.scope, zones, counts, self.distances, accounted
         )
 
     def publish_once(self) -> None:

@@ -15,6 +15,7 @@ import grpc
 
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.api.cri.v1 import api_pb2_grpc as cri_grpc
+from kubenode.criendpoint import socket_path
 
 DEFAULT_TIMEOUT_S = 10.0  # the kubelet's runtimeRequestTimeout is 2 min; a local containerd answers in ms
 PULL_TIMEOUT_S = 120.0
@@ -33,19 +34,6 @@ class CRIError(Exception):
     @property
     def unavailable(self) -> bool:
         return self.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-
-def socket_path(endpoint: str) -> str:
-    """The socket path of a `unix://` endpoint (the only kind a node runtime uses); ValueError otherwise."""
-    if endpoint.startswith("unix://"):
-        path = endpoint.removeprefix("unix://")
-    elif endpoint.startswith("/"):
-        path = endpoint
-    else:
-        raise ValueError(f"container runtime endpoint {endpoint!r}: must be unix:///<absolute socket path>")
-    if not path.startswith("/"):
-        raise ValueError(f"container runtime endpoint {endpoint!r}: the socket path must be absolute")
-    return path
 
 
 class CRIClient:

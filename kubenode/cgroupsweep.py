@@ -1,9 +1,11 @@
 """Forced removal of a whole cgroup subtree, in every v1 hierarchy or on the v2 mount.
 
-The pod cgroup manager removes what it made, pod by pod. This is the blunt tool for test
-fixtures and benchmarks, where a root must be gone entirely whatever state a crash or a
-failed assertion left it in: kill every process under it, then remove the directories
-bottom-up, retrying while killed tasks are still leaving.
+The agent's pod cgroup manager removes what it made, pod by pod. This is the blunt tool for test
+fixtures, benchmarks and `kubenode up`'s last resort, where a root must be gone entirely whatever
+state a crash or a failed assertion left it in: kill every process under it, then remove the
+directories bottom-up, retrying while killed tasks are still leaving. It knows no controller by
+name: every hierarchy mounted under the v1 mount is swept, since runc makes a CRI pod's cgroup in
+all of them (devices, freezer, blkio, systemd, ...), not only in the agent's.
 """
 
 from __future__ import annotations
@@ -15,11 +17,25 @@ import signal
 import time
 from pathlib import Path
 
-from agent.cm.cgroups.detect import CGROUP_MOUNT
-from agent.cm.cgroups.v1 import OPTIONAL, REQUIRED, other_hierarchies
+CGROUP_MOUNT = Path("/sys/fs/cgroup")  # v2's one tree is mounted here
+V1_MOUNT = CGROUP_MOUNT  # and v1's hierarchies, one directory each, below it
 
-V1_MOUNT = CGROUP_MOUNT
-V1_CONTROLLERS = REQUIRED + OPTIONAL
+
+def removed_meanwhile(err: OSError) -> bool:
+    """Whether the error says the cgroup is gone: ENOENT when it went before the open, ENODEV (kernfs) when
+    it went between the open and the read. Cgroups are removed while they are read (by runc, by the agent's
+    own terminations); one that went is simply gone."""
+    return err.errno in (errno.ENOENT, errno.ENODEV)
+
+
+def v1_hierarchies(mount: Path = V1_MOUNT) -> list[Path]:
+    """Every hierarchy mounted under `mount`, each once by its real path (cpu and cpuacct are one)."""
+    try:
+        with os.scandir(mount) as entries:
+            found = {os.path.realpath(entry.path) for entry in entries if entry.is_dir()}
+    except FileNotFoundError:
+        return []
+    return [Path(path) for path in sorted(found)]
 
 
 def sweep_v1_root(
@@ -28,9 +44,7 @@ def sweep_v1_root(
     """SIGKILL everything under `root` in each v1 hierarchy and remove it; returns what stayed. Every
     mounted hierarchy is swept, not only the agent's controllers: runc makes a CRI pod's cgroup in all."""
     left = []
-    managed = {os.path.realpath(mount / c) for c in V1_CONTROLLERS if (mount / c).is_dir()}
-    hierarchies = [mount / c for c in V1_CONTROLLERS] + [Path(h) for h in other_hierarchies(mount, managed)]
-    for hierarchy in hierarchies:
+    for hierarchy in v1_hierarchies(mount):
         top = hierarchy / root.strip("/")
         if top.is_dir():
             _kill_each(top)
@@ -57,11 +71,8 @@ def _kill_each(top: Path) -> None:
     for current, _dirs, _files in os.walk(top):
         try:
             pids = Path(current, "cgroup.procs").read_text().split()
-        except FileNotFoundError:
-            continue
         except OSError as error:
-            # A cgroup removed (by runc, say) between the walk and the read answers ENODEV: it holds no task.
-            if error.errno == errno.ENODEV:
+            if removed_meanwhile(error):  # by runc, say, between the walk and the read: it holds no task
                 continue
             raise
         for pid in pids:

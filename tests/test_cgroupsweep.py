@@ -1,4 +1,4 @@
-"""The test sweep of a cgroup root (agent/cm/cgroups/sweep.py) on a plain directory tree as the v1 mount."""
+"""The test sweep of a cgroup root (kubenode/cgroupsweep.py) on a plain directory tree as the v1 mount."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cm.cgroups.sweep import sweep_v1_root
+from kubenode.cgroupsweep import sweep_v1_root
 
 
 def test_a_cgroup_removed_during_the_sweep_is_passed_over(

@@ -1,0 +1,57 @@
+"""The workload controllers on one set of shared informers, started once every informer has listed.
+
+`WorkloadControllers.start` starts the informers and, on a thread of its own (the leader election's
+callback must not block), waits for their first lists (kube's WaitForCacheSync) before any worker
+runs: a controller restarted in the middle of a scale counts the pods that already exist first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from controllers.daemonset import DaemonSetController
+from controllers.deployment import DeploymentController
+from controllers.framework import Controller, SharedInformers
+from controllers.garbagecollector import GarbageCollector
+from controllers.job import JobController
+from controllers.replicaset import ReplicaSetController
+from controllers.serviceaccount import ServiceAccountsController
+from kubenode.kubeclient import KubeClient
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadControllers:
+    def __init__(self, client: KubeClient, may_act: Callable[[], bool], stop: threading.Event) -> None:
+        self.informers = SharedInformers(client)
+        self._stop = stop
+        self.controllers: list[Controller] = [
+            GarbageCollector(client, self.informers, may_act),
+            ReplicaSetController(client, self.informers, may_act),
+            DeploymentController(client, self.informers, may_act),
+            DaemonSetController(client, self.informers, may_act),
+            JobController(client, self.informers, may_act),
+            ServiceAccountsController(client, self.informers, may_act),
+        ]
+        self._starter: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.informers.start()
+        self._starter = threading.Thread(target=self._start_workers, name="workload-controllers", daemon=True)
+        self._starter.start()
+
+    def _start_workers(self) -> None:
+        if not self.informers.wait_for_sync(self._stop):
+            return
+        for controller in self.controllers:
+            controller.start()
+        log.info("workload controllers started: %s", ", ".join(c.name for c in self.controllers))
+
+    def stop(self) -> None:
+        if self._starter is not None:
+            self._starter.join(10)
+        for controller in self.controllers:
+            controller.stop()
+        self.informers.stop()
