@@ -6,7 +6,7 @@ to the manifest directory. `attach(agent, devices, metrics)` then adds, on top o
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
 (agent/status/statusmanager.py, told of every sync), the prober's events, mirror pods for the static pods
-(agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
+(agent/nodestatus/mirrorpods.py), and with a device manager the node's NodeResourceTopology
 (agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
 in reverse.
 
