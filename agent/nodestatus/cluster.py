@@ -6,7 +6,7 @@ to the manifest directory. `attach(agent, devices, metrics)` then adds, on top o
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
 (agent/status/statusmanager.py, told of every sync), the prober's events, mirror pods for the static pods
-(agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
+(agent/nodestatus/mirrorpods.py), and with a device manager the node's NodeResourceTopology
 (agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
 in reverse.
 
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent
     from agent.cm.topologymanager.publisher import TopologyPublisher
     from agent.node import NodeAgent
+    from agent.nodestatus.mirrorpods import MirrorPods
     from agent.nodestatus.reporter import NodeStatusReporter
-    from agent.pod.mirrorpods import MirrorPods
     from agent.server.metrics import AgentMetrics
     from agent.status.statusmanager import StatusManager
     from kubenode.kubeclient.lease import LeaseRenewer
@@ -106,9 +106,9 @@ class ClusterMembership:
         """Wire the Node, Lease, pod status and mirror pods to `agent`; status_writers: the status
         manager's writer threads (its default unless given; hollow nodes keep few)."""
         from agent.cm.devicemanager import DeviceManager
+        from agent.nodestatus.mirrorpods import MirrorPods
         from agent.nodestatus.nodelease import node_lease
         from agent.nodestatus.reporter import NodeStatusReporter, host_facts
-        from agent.pod.mirrorpods import MirrorPods
         from agent.status.statusmanager import WRITERS, StatusManager
 
         config = self.config

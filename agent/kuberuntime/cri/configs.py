@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 
 from agent.cm.cgroups.formulas import QUOTA_PERIOD, milli_cpu_to_quota, milli_cpu_to_shares
+from agent.container.downwardapi import expand
+from agent.container.resources import NO_RESOURCES, ContainerResources
 from agent.kuberuntime.cri import labels
-from agent.kuberuntime.envvars import expand
 from agent.kuberuntime.securitycontext import raw_container
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
@@ -88,26 +89,6 @@ def container_resources(pod: Pod, c: Container, cpuset: str) -> cri.LinuxContain
     return resources
 
 
-def _device_specs(specs: Sequence[str]) -> list[cri.Device]:
-    devices = []
-    for spec in specs:
-        host, container, permissions = [*spec.split(":"), "", ""][:3]
-        devices.append(cri.Device(host_path=host, container_path=container, permissions=permissions or "rwm"))
-    return devices
-
-
-def _mount_specs(specs: Sequence[str]) -> list[cri.Mount]:
-    mounts = []
-    for spec in specs:
-        parts = spec.split(":")
-        mounts.append(
-            cri.Mount(
-                host_path=parts[0], container_path=parts[1], readonly=len(parts) > 2 and parts[2] == "ro"
-            )
-        )
-    return mounts
-
-
 def container_config(
     pod: Pod,
     c: Container,
@@ -115,9 +96,7 @@ def container_config(
     env: Mapping[str, str],
     restart_count: int,
     node: str,
-    cpuset: str,
-    device_specs: Sequence[str] = (),
-    mount_specs: Sequence[str] = (),
+    resources: ContainerResources = NO_RESOURCES,
     security: cri.LinuxContainerSecurityContext | None = None,
     volume_mounts: Sequence[cri.Mount] = (),
 ) -> cri.ContainerConfig:
@@ -137,10 +116,24 @@ def container_config(
         envs=[cri.KeyValue(key=k, value=v.encode()) for k, v in run_env.items()],
         log_path=f"{c.name}/{restart_count}.log",
         labels=labels.container_labels(pod, c, node),
-        annotations=labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
-        devices=_device_specs(device_specs),
-        mounts=[*volume_mounts, *_mount_specs(mount_specs)],
+        # The device plugins' annotations first, the kubelet's own over them (newContainerAnnotations).
+        annotations={
+            **resources.annotations,
+            **labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
+        },
+        devices=[
+            cri.Device(host_path=d.host_path, container_path=d.container_path, permissions=d.permissions)
+            for d in resources.devices
+        ],
+        mounts=[
+            *volume_mounts,
+            *(
+                cri.Mount(host_path=m.host_path, container_path=m.container_path, readonly=m.read_only)
+                for m in resources.mounts
+            ),
+        ],
+        CDI_devices=[cri.CDIDevice(name=name) for name in resources.cdi_devices],
         linux=cri.LinuxContainerConfig(
-            resources=container_resources(pod, c, cpuset), security_context=context
+            resources=container_resources(pod, c, resources.cpuset), security_context=context
         ),
     )

@@ -26,7 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
+from agent.container.resources import ContainerResources
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -34,14 +38,12 @@ from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, Im
 from agent.kuberuntime.cri.relist import CRIRelist
 from agent.kuberuntime.cri.security import verify_run_as_non_root
 from agent.kuberuntime.cri.streaming import CRIStreaming
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
+from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.stats.cri import CRIStats
-from agent.stats.usage import CgroupReading, PodUsage
+from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, container_mounts
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
@@ -54,7 +56,7 @@ CONFIG_ERROR_RETRY_S = 10.0
 PULL_FAILED_RESYNC_S = 1.0
 
 
-class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
+class CRIRuntime(CRIRelist, CRIStreaming):
     def __init__(
         self,
         endpoint: str,
@@ -77,6 +79,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         self.log_root = log_root
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.sequence = ContainerSequence(self.backoff, clock, self._launch)
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
@@ -97,7 +100,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
@@ -105,7 +108,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
     ) -> float | None:
         """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts.
         `fresh_cgroup` changes nothing here: the runtime, not the agent, puts containers in cgroups."""
-        from agent.pod.podrecord import ContainerRecord
+        from agent.container.podrecord import ContainerRecord
 
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
@@ -113,7 +116,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         try:
             self.relist(record)
             self._ensure_sandbox(pod, record)
-            self._start_due(pod, record, volumes or {}, device_env, hints, cancelled)
+            self.sequence.start_due(pod, record, volumes or {}, resources, hints, cancelled)
         except CRIError as exc:
             raise self._failed(exc) from None
         finally:
@@ -158,7 +161,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         c: Container,
         record: PodRecord,
         where: Mapping[str, MountedVolume],
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         rec = record.containers[c.name]
@@ -176,7 +179,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
-            env = container_env(pod, c, self.host, device_env, self._objects())
+            env = container_env(pod, c, self.host, resources.envs, self._objects())
             security = self._security(pod, c) if self._security is not None else None
             verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
             try:
@@ -203,9 +206,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             env=env,
             restart_count=attempt,
             node=self.node,
-            cpuset=record.cpuset,
-            device_specs=record.device_specs.get(c.name, ()),
-            mount_specs=record.mounts.get(c.name, ()),
+            resources=resources,
             security=security,
             volume_mounts=volume_mounts,
         )
