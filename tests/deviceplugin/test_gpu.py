@@ -97,7 +97,7 @@ def test_devices_allocation_and_topology(fake_host: tuple[Path, Path]) -> None:
         "nvidia.com/gpu", GpuOptions(id_strategy="index", sysfs_root=str(sysfs)), nvml=FakeNvml()
     )
     assert [d.id for d in by_index.devices()] == ["0", "1"]
-    # NVIDIA's variable names the plugin's IDs; CUDA's always the UUIDs, which CUDA matches whatever the order.
+    # NVIDIA's variable names the plugin's IDs; CUDA's always the UUIDs, which CUDA matches in any order.
     assert by_index.allocate(["1", "0"]).envs == {
         "NVIDIA_VISIBLE_DEVICES": "1,0",
         "CUDA_VISIBLE_DEVICES": f"{UUIDS[1]},{UUIDS[0]}",

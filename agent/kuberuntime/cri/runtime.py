@@ -8,7 +8,9 @@ syncPod (`sync_containers`), in kuberuntime's order:
   cgroup_parent, host network) -> for each container due (agent/kuberuntime/sequence.py: init containers,
   sidecars, app containers, restarts under the crash-loop backoff): PullImage under imagePullPolicy
   (cri/images.py), CreateContainer (cri/configs.py; the previous dead copy beyond the last is removed first,
-  as the kubelet's container GC keeps one), StartContainer.
+  as the kubelet's container GC keeps one), StartContainer. A container's CDI names go to the runtime as
+  CDIDevices where it applies CDI (cri/cdisupport.py); otherwise the agent resolves them first
+  (agent/cm/cdidevices.py) into env, devices and mounts, and an unresolvable one is CreateContainerError.
 Termination (`kill_pod`): StopContainer with the grace period (all containers at once), a last relist for the
 exit codes, then StopPodSandbox and RemovePodSandbox.
 A failed call because the runtime is gone raises RuntimeError naming the endpoint: the pod's status shows it
@@ -26,11 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agent.cm.cdidevices import CdiResolutionError
 from agent.container.downwardapi import ContainerConfigError, HostInfo
 from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.container.resources import ContainerResources
 from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
+from agent.kuberuntime.cri.cdisupport import runtime_applies_cdi
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -71,6 +75,8 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
         objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
         gc_policy: GCPolicy | None = None,
+        cdi: Callable[[ContainerResources], ContainerResources] | None = None,
+        cdi_setting: str = "auto",
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -83,6 +89,9 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
+        self._cdi = cdi  # resolves CDI names where the runtime does not (agent/cm/cdidevices.py)
+        self._cdi_setting = cdi_setting
+        self._applies_cdi: bool | None = None  # decided once the runtime answers
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
@@ -179,6 +188,13 @@ class CRIRuntime(CRIRelist, CRIStreaming):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
+            resources = self._resolve_cdi(resources)
+        except CdiResolutionError as exc:
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
+            return
+        try:
             env = container_env(pod, c, self.host, resources.envs, self._objects())
             security = self._security(pod, c) if self._security is not None else None
             verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
@@ -246,6 +262,32 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         )
         rec.adopted = False
         log.info("pod %s container %s started (%s)", pod.key, c.name, cid[:12])
+
+    def _resolve_cdi(self, resources: ContainerResources) -> ContainerResources:
+        """The resources as this runtime takes them: the CDI names kept for one that applies CDI, resolved
+        by the agent otherwise (hooks cannot travel through CRI: said once per container, not run)."""
+        if not resources.cdi_devices or self._cdi is None:
+            return resources
+        if self._applies_cdi is None:
+            version = self.version()
+            self._applies_cdi = runtime_applies_cdi(
+                self._cdi_setting,
+                version,
+                lambda: dict(self._call("Status", cri.StatusRequest(verbose=True)).info),
+            )
+            log.info(
+                "%s %s: CDI devices %s",
+                version.runtime_name,
+                version.runtime_version,
+                "applied by the runtime" if self._applies_cdi else "resolved by the agent",
+            )
+        if self._applies_cdi:
+            return resources
+        resolved = self._cdi(resources)
+        if resolved.cdi_edits is not None and resolved.cdi_edits.hooks:
+            hooks = ", ".join(h.path for h in resolved.cdi_edits.hooks)
+            log.warning("CDI hooks not run (CRI carries no hooks; enable CDI in the runtime): %s", hooks)
+        return resolved
 
     def _collect_dead(self, uid: str, name: str) -> int:
         """The container GC's per-container limit before a new copy (the newest dead ones stay, for
