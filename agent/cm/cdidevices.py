@@ -9,10 +9,12 @@ the moment before Allocate answered), the names resolved into merged container e
 ContainerResources additions:
   env          after the plugins' env, a CDI entry of the same name replacing theirs (containerd injects CDI
                after the spec's env from the plugins is built); the pod spec's own env still wins over both;
-  devices      one DeviceSpec per device node: the host node, the container path, the cgroup access;
   mounts       read-only when the options hold `ro`;
-  cdi_edits    the whole resolved edits, for what only our own runtime can apply (a node's type, major, minor
-               and mode in the container's /dev, hooks, additional GIDs).
+  cdi_edits    the whole resolved edits: its device nodes are the container's beside the plugins' `devices`
+               (a CDI node at a plugin device's path replacing it): the CRI config makes each a CRI device
+               (host node, container path, cgroup access), the process runtime a node in the container's
+               /dev with its type, numbers and mode (agent/kuberuntime/devfs.py `node_from_cdi`) and a
+               device cgroup rule; and its hooks and additional GIDs, which only our own runtime can apply.
 `cdi_devices` is emptied: the names are spent, so no runtime is asked to resolve them twice.
 An unknown name, or one whose spec did not parse, raises CdiResolutionError with one line naming the device
 and the spec file's error: the container fails with CreateContainerError and nothing is created on the host
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from agent.container.resources import ContainerResources, DeviceSpec, Mount
+from agent.container.resources import ContainerResources, Mount
 from kubenode.cdi.edits import ContainerEdits
 from kubenode.cdi.registry import SPEC_DIRS, UnresolvedDevices, load_registry
 
@@ -53,21 +55,17 @@ class CdiDevices:
 
 
 def with_edits(resources: ContainerResources, edits: ContainerEdits) -> ContainerResources:
-    """The edits as plain resources: env, device specs and mounts added, the names spent."""
+    """The edits as plain resources: env and mounts added, the edits kept, the names spent."""
     envs = dict(resources.envs)
     for entry in edits.env:
         name, _, value = entry.partition("=")
         envs[name] = value
-    devices = {d.container_path: d for d in resources.devices}
-    for node in edits.device_nodes:  # a CDI node at a plugin's path replaces it, as CDI's own injection does
-        devices[node.path] = DeviceSpec(node.path, node.source, node.cgroup_access)
     mounts = {m.container_path: m for m in resources.mounts}
     for mount in edits.mounts:
         mounts[mount.container_path] = Mount(mount.container_path, mount.host_path, "ro" in mount.options)
     return replace(
         resources,
         envs=envs,
-        devices=list(devices.values()),
         mounts=list(mounts.values()),
         cdi_devices=[],
         cdi_edits=edits,

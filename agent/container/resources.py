@@ -42,6 +42,7 @@ class ContainerResources:
     cdi_devices: list[str] = field(default_factory=list)
     cpuset: str = ""  # the CPUs the pod cgroup is pinned to ("" where unpinned)
     # The CDI names' edits once the agent resolved them (agent/cm/cdidevices.py); None where it did not.
+    # Their device nodes are the container's beside `devices` (which stay the plugins' DeviceSpecs).
     cdi_edits: ContainerEdits | None = None
 
     def with_cpuset(self, cpuset: str) -> ContainerResources:

@@ -11,6 +11,7 @@ from agent.apis.config import AgentConfig, load_config
 from agent.cm.cdidevices import CdiDevices, CdiResolutionError
 from agent.container.resources import ContainerResources, DeviceSpec, Mount
 from agent.kuberuntime.cri.cdisupport import runtime_applies_cdi
+from agent.kuberuntime.cri.configs import container_devices
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import ValidationError
 
@@ -56,10 +57,7 @@ def test_resolved_names_become_env_devices_and_mounts_and_are_spent(cdi: CdiDevi
     resolved = cdi.apply(given)
     # The plugins' env first, a CDI entry of the same name over it; the spec's own edits once.
     assert resolved.envs == {"SHARED": "cdi", "PLUGIN": "yes", "GPU_DRIVER": "555", "GPU": "0"}
-    assert resolved.devices == [
-        DeviceSpec("/dev/gpuctl", "/dev/gpuctl", "rwm"),  # the CDI node at the plugin's path replaces it
-        DeviceSpec("/dev/gpu0", "/dev/nvidia0", "rw"),
-    ]
+    assert resolved.devices == given.devices  # the plugins' own; the CDI nodes stay in cdi_edits
     assert resolved.mounts == [
         Mount("/plugin", "/host/plugin"),
         Mount("/fw", "/opt/fw", True),  # CDI's mounts parents first (by depth), as CDI injects them
@@ -68,6 +66,11 @@ def test_resolved_names_become_env_devices_and_mounts_and_are_spent(cdi: CdiDevi
     assert resolved.cdi_devices == [] and resolved.cpuset == "1"
     assert resolved.cdi_edits is not None
     assert [h.path for h in resolved.cdi_edits.hooks] == ["/usr/bin/gpu-hook"]  # for the process runtime
+    # The CRI config: the plugin's devices, then the CDI nodes, one at a plugin device's path replacing it.
+    assert [(d.container_path, d.host_path, d.permissions) for d in container_devices(resolved)] == [
+        ("/dev/gpu0", "/dev/nvidia0", "rw"),
+        ("/dev/gpuctl", "/dev/gpuctl", "rwm"),
+    ]
     assert cdi.apply(ContainerResources(envs={"A": "1"})) == ContainerResources(envs={"A": "1"})
 
 
