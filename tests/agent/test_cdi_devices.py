@@ -10,7 +10,8 @@ import pytest
 from agent.apis.config import AgentConfig, load_config
 from agent.cm.cdidevices import CdiDevices, CdiResolutionError
 from agent.container.resources import ContainerResources, DeviceSpec, Mount
-from agent.kuberuntime.cri.cdisupport import runtime_applies_cdi
+from agent.kuberuntime.cri.cdisupport import CdiForRuntime, runtime_applies_cdi
+from agent.kuberuntime.cri.client import CRIError
 from agent.kuberuntime.cri.configs import container_devices
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import ValidationError
@@ -115,6 +116,27 @@ def test_who_applies_cdi(
 
     assert runtime_applies_cdi(setting, version(name, release), status_info) is applies
     assert bool(asked) == (config is not None)  # Status only where the answer depends on it
+
+
+def test_the_runtime_is_asked_once_and_a_refused_status_means_the_agent_resolves(cdi: CdiDevices) -> None:
+    asked: list[str] = []
+
+    def version() -> cri.VersionResponse:
+        asked.append("Version")
+        return cri.VersionResponse(runtime_name="containerd", runtime_version="v1.7.2")
+
+    def call(method: str, request: object) -> object:
+        asked.append(method)
+        raise CRIError("unimplemented")  # not UNAVAILABLE: the answer is "no CDI", not "retry"
+
+    prepare = CdiForRuntime(cdi.apply, "auto", version, call).prepare
+    given = ContainerResources(cdi_devices=["example.com/gpu=1"])
+    assert prepare(ContainerResources(envs={"A": "1"})) == ContainerResources(envs={"A": "1"})
+    assert asked == []  # no CDI names: nothing to decide
+    assert prepare(given).envs == {"GPU": "1", "GPU_DRIVER": "555"} and prepare(given).cdi_devices == []
+    assert asked == ["Version", "Status"]
+    kept = CdiForRuntime(cdi.apply, "true", version, call).prepare(given)
+    assert kept is given  # the runtime applies them: the names travel as CDI_devices
 
 
 def test_the_cdi_settings_are_checked(tmp_path: Path) -> None:

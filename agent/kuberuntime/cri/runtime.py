@@ -34,7 +34,7 @@ from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, 
 from agent.container.resources import ContainerResources
 from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
-from agent.kuberuntime.cri.cdisupport import runtime_applies_cdi
+from agent.kuberuntime.cri.cdisupport import CdiForRuntime
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -89,9 +89,8 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
-        self._cdi = cdi  # resolves CDI names where the runtime does not (agent/cm/cdidevices.py)
-        self._cdi_setting = cdi_setting
-        self._applies_cdi: bool | None = None  # decided once the runtime answers
+        # CDI names kept for a runtime that applies them, resolved by the agent for one that does not.
+        self._cdi = CdiForRuntime(cdi, cdi_setting, self.version, self._call)
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
@@ -188,7 +187,7 @@ class CRIRuntime(CRIRelist, CRIStreaming):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
-            resources = self._resolve_cdi(resources)
+            resources = self._cdi.prepare(resources)
         except CdiResolutionError as exc:
             rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
             log.warning("pod %s container %s: %s", pod.key, c.name, exc)
@@ -262,32 +261,6 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         )
         rec.adopted = False
         log.info("pod %s container %s started (%s)", pod.key, c.name, cid[:12])
-
-    def _resolve_cdi(self, resources: ContainerResources) -> ContainerResources:
-        """The resources as this runtime takes them: the CDI names kept for one that applies CDI, resolved
-        by the agent otherwise (hooks cannot travel through CRI: said once per container, not run)."""
-        if not resources.cdi_devices or self._cdi is None:
-            return resources
-        if self._applies_cdi is None:
-            version = self.version()
-            self._applies_cdi = runtime_applies_cdi(
-                self._cdi_setting,
-                version,
-                lambda: dict(self._call("Status", cri.StatusRequest(verbose=True)).info),
-            )
-            log.info(
-                "%s %s: CDI devices %s",
-                version.runtime_name,
-                version.runtime_version,
-                "applied by the runtime" if self._applies_cdi else "resolved by the agent",
-            )
-        if self._applies_cdi:
-            return resources
-        resolved = self._cdi(resources)
-        if resolved.cdi_edits is not None and resolved.cdi_edits.hooks:
-            hooks = ", ".join(h.path for h in resolved.cdi_edits.hooks)
-            log.warning("CDI hooks not run (CRI carries no hooks; enable CDI in the runtime): %s", hooks)
-        return resolved
 
     def _collect_dead(self, uid: str, name: str) -> int:
         """The container GC's per-container limit before a new copy (the newest dead ones stay, for
