@@ -3,8 +3,9 @@
 Flow: the Topology Manager over the device manager -> the container manager (CPU pool, devices, topology,
 pod cgroups) -> the pod record store and the host's facts -> the process runtime, with the container
 manager's PreStartContainer; with a CRI endpoint, the CRI runtime beside it and the selector over both
-(agent/kuberuntime/cri/wiring.py) -> the NodeAgent, handed every part. Nothing is set on a part after it
-is built.
+(agent/kuberuntime/cri/wiring.py), with the CDI resolver over the configured spec directories
+(agent/cm/cdidevices.py) for a runtime that does not apply CDI -> the NodeAgent, handed every part.
+Nothing is set on a part after it is built.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.apis.config import AgentConfig
+from agent.cm.cdidevices import CdiDevices
 from agent.cm.cgroups import PodCgroups
 from agent.cm.containermanager import ContainerManager
 from agent.cm.topologymanager.deviceprovider import topology_manager_for
@@ -56,6 +58,7 @@ def compose_node(
         devices,
     )
     cm = ContainerManager(cgroups, devices, topology)
+    cdi = CdiDevices([Path(d) for d in config.cdi_spec_dirs])
     store = RecordStore(config.state_dir)
     host = HostInfo(config.node_name, allocatable=dict(allocatable or host_allocatable(config.max_pods)))
     process = ProcessRuntime(
@@ -77,5 +80,5 @@ def compose_node(
             cri_selector,  # grpc and the CRI client: only with an endpoint
         )
 
-        runtime = cri_selector(config, process, cm.pre_start, handler_of)
+        runtime = cri_selector(config, process, cm.pre_start, handler_of, cdi.apply)
     return NodeAgent(config, cm, runtime, store, host, sources, objects=objects, clock=clock)

@@ -5,14 +5,18 @@ The kubelet's RunContainerOptions (pkg/kubelet/container): the container manager
 Allocate answers merged (env, device specs, mounts, annotations, CDI device names:
 agent/cm/devicemanager/runoptions.py) and the cpuset the pod cgroup is pinned to. The process runtime
 applies the env (the rest: a later issue); the CRI runtime the env, devices, mounts, annotations, CDI
-names and cpuset. The pod record keeps each device-holding container's value (`to_json`/`from_json`)
-for the status endpoint.
+names and cpuset. Where the runtime does not apply CDI itself, agent/cm/cdidevices.py resolves the CDI
+names into env, devices and mounts as the container is created and keeps the whole resolved edits in
+`cdi_edits` (not saved: resolved again at each creation). The pod record keeps each device-holding
+container's value (`to_json`/`from_json`) for the status endpoint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kubenode.cdi.edits import ContainerEdits
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class ContainerResources:
     annotations: dict[str, str] = field(default_factory=dict)
     cdi_devices: list[str] = field(default_factory=list)
     cpuset: str = ""  # the CPUs the pod cgroup is pinned to ("" where unpinned)
+    # The CDI names' edits once the agent resolved them (agent/cm/cdidevices.py); None where it did not.
+    # Their device nodes are the container's beside `devices` (which stay the plugins' DeviceSpecs).
+    cdi_edits: ContainerEdits | None = None
 
     def with_cpuset(self, cpuset: str) -> ContainerResources:
         return replace(self, cpuset=cpuset)

@@ -102,6 +102,7 @@ class HollowFleet:
                     # A hollow node has no pods of its own to guard against: every one would watch (and
                     # evict for) this machine's memory and disk.
                     eviction_monitoring_period=0,
+                    node_features_dir=None,  # the host's feature files label the host's own node only
                 ),
                 self.client,
                 ledger,

@@ -6,7 +6,9 @@ Flow: `sandbox_config(pod, ...)` -> metadata (name, uid, namespace, attempt), th
 (and no hostname, which runc refuses without a UTS namespace of its own). `container_config(...)` -> command
 and args ($(VAR) expanded), env, working dir, the log path `<container>/<restart>.log`, the device plugins'
 devices and mounts, and the resources: CPU shares from the request, CFS quota from the limit, memory limit,
-the exclusive cpuset, and the QoS class's oom_score_adj.
+the exclusive cpuset, and the QoS class's oom_score_adj. Where the agent resolved the container's CDI names
+(agent/cm/cdidevices.py), their device nodes join the plugins' devices (one at the same container path
+replacing the plugin's, as CDI's injection does); otherwise the names go as CDI_devices.
 """
 
 from __future__ import annotations
@@ -89,6 +91,22 @@ def container_resources(pod: Pod, c: Container, cpuset: str) -> cri.LinuxContain
     return resources
 
 
+def container_devices(resources: ContainerResources) -> list[cri.Device]:
+    """The plugins' device specs, then the resolved CDI device nodes, by container path."""
+    devices = {
+        d.container_path: cri.Device(
+            host_path=d.host_path, container_path=d.container_path, permissions=d.permissions
+        )
+        for d in resources.devices
+    }
+    for node in resources.cdi_edits.device_nodes if resources.cdi_edits is not None else ():
+        devices.pop(node.path, None)  # replaced, and last, as the CDI library's Apply orders them
+        devices[node.path] = cri.Device(
+            host_path=node.source, container_path=node.path, permissions=node.cgroup_access
+        )
+    return list(devices.values())
+
+
 def container_config(
     pod: Pod,
     c: Container,
@@ -121,10 +139,7 @@ def container_config(
             **resources.annotations,
             **labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
         },
-        devices=[
-            cri.Device(host_path=d.host_path, container_path=d.container_path, permissions=d.permissions)
-            for d in resources.devices
-        ],
+        devices=container_devices(resources),
         mounts=[
             *volume_mounts,
             *(

@@ -8,7 +8,9 @@ syncPod (`sync_containers`), in kuberuntime's order:
   cgroup_parent, host network) -> for each container due (agent/kuberuntime/sequence.py: init containers,
   sidecars, app containers, restarts under the crash-loop backoff): PullImage under imagePullPolicy
   (cri/images.py), CreateContainer (cri/configs.py; the previous dead copy beyond the last is removed first,
-  as the kubelet's container GC keeps one), StartContainer.
+  as the kubelet's container GC keeps one), StartContainer. A container's CDI names go to the runtime as
+  CDIDevices where it applies CDI (cri/cdisupport.py); otherwise the agent resolves them first
+  (agent/cm/cdidevices.py) into env, devices and mounts, and an unresolvable one is CreateContainerError.
 Termination (`kill_pod`): StopContainer with the grace period (all containers at once), a last relist for the
 exit codes, then StopPodSandbox and RemovePodSandbox.
 A failed call because the runtime is gone raises RuntimeError naming the endpoint: the pod's status shows it
@@ -26,11 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agent.cm.cdidevices import CdiResolutionError
 from agent.container.downwardapi import ContainerConfigError, HostInfo
 from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.container.resources import ContainerResources
 from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
+from agent.kuberuntime.cri.cdisupport import CdiForRuntime
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -71,6 +75,8 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
         objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
         gc_policy: GCPolicy | None = None,
+        cdi: Callable[[ContainerResources], ContainerResources] | None = None,
+        cdi_setting: str = "auto",
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -83,6 +89,8 @@ class CRIRuntime(CRIRelist, CRIStreaming):
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
+        # CDI names kept for a runtime that applies them, resolved by the agent for one that does not.
+        self._cdi = CdiForRuntime(cdi, cdi_setting, self.version, self._call)
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
@@ -177,6 +185,13 @@ class CRIRuntime(CRIRelist, CRIStreaming):
                 PULL_FAILED_RESYNC_S if exc.reason == "ErrImagePull" else self.images.retry_in(pod, c.image)
             )
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
+            return
+        try:
+            resources = self._cdi.prepare(resources)
+        except CdiResolutionError as exc:
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
             return
         try:
             env = container_env(pod, c, self.host, resources.envs, self._objects())

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.apis.config import AgentConfig
+from agent.container.resources import ContainerResources
 from agent.kuberuntime.cri.client import CRIError
 from agent.kuberuntime.cri.runtime import CRIRuntime
 from agent.kuberuntime.cri.security import container_security
@@ -31,8 +32,10 @@ def cri_selector(
     process: ProcessRuntime,
     pre_start: Callable[[str, str], None],
     handler_of: Callable[[str], str] | None = None,
+    cdi: Callable[[ContainerResources], ContainerResources] | None = None,
 ) -> RuntimeSelector:
-    """The CRI runtime sharing the process runtime's record store, host facts, backoff and security policy."""
+    """The CRI runtime sharing the process runtime's record store, host facts, backoff and security policy;
+    `cdi` resolves CDI names where the runtime does not (agent/cm/cdidevices.py)."""
     cri = CRIRuntime(
         config.container_runtime_endpoint,
         process.store,
@@ -43,6 +46,8 @@ def cri_selector(
         pre_start=pre_start,
         security=functools.partial(container_security, policy=process.security),
         objects=lambda: process.objects,
+        cdi=cdi,
+        cdi_setting=config.cri_applies_cdi,
     )
     try:
         version = cri.version()
