@@ -13,12 +13,13 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.apis.config import AgentConfig, parse_listen
 from agent.cm.devicemanager import PodInfo
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource, PodSource
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
@@ -54,7 +55,7 @@ class RunningAgent:
         # copes with that. Not the server: shutdown() of one that never served would wait forever.
         if self.devices is not None:
             self._started.append("devices")
-            self.devices.start()
+            self.devices.start(functools.partial(active_pod_infos, self.agent))
         if self.cluster is not None:
             self._started.append("cluster")
             self.cluster.start_reporting()
@@ -75,7 +76,7 @@ class RunningAgent:
         if "agent" in self._started:
             self.agent.stop(terminate_pods=terminate_pods)
             if terminate_pods:
-                self.agent.cgroups.stop_and_remove_root()
+                self.agent.cm.cgroups.stop_and_remove_root()
         if "cluster" in self._started:
             self.cluster.stop()
         if "devices" in self._started and self.devices is not None:
@@ -103,8 +104,10 @@ def build_node_agent(
     devices: DeviceManager | None,
     extra_sources: Sequence[PodSource] = (),
     objects: ConfigObjects = NO_OBJECTS,
+    handler_of: Callable[[str], str] | None = None,
 ) -> NodeAgent:
-    """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`."""
+    """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`;
+    `handler_of`: the RuntimeClasses of the cluster joined."""
     from agent.cm.cgroups import make_pod_cgroups
     from agent.cm.cgroups.delegation import default_cgroup_root, leave_if_inside
     from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
@@ -128,17 +131,15 @@ def build_node_agent(
         for name, amount in reserved(config).items():
             if name in allocatable:
                 allocatable[name] = max(0, allocatable[name] - amount)
-    agent = NodeAgent(
-        config, cgroups, [source, *extra_sources], devices=devices, allocatable=allocatable, objects=objects
+    return compose_node(
+        config,
+        cgroups,
+        [source, *extra_sources],
+        devices=devices,
+        allocatable=allocatable,
+        objects=objects,
+        handler_of=handler_of,
     )
-    if config.container_runtime_endpoint:
-        from agent.kuberuntime.cri.wiring import with_cri_runtime
-
-        agent.runtime = with_cri_runtime(agent, config)
-    agent.runtime.backoff.initial = config.crash_loop_backoff_initial
-    if devices is not None:
-        devices.active_pods = functools.partial(active_pod_infos, agent)
-    return agent
 
 
 def build_agent(config: AgentConfig) -> RunningAgent:
@@ -156,15 +157,21 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.nodestatus.cluster import ClusterMembership
 
         cluster = ClusterMembership.connect(config)
+    handler_of = None
+    if cluster is not None and config.container_runtime_endpoint:
+        from agent.kuberuntime.cri.wiring import runtime_class_handlers
+
+        handler_of = runtime_class_handlers(cluster.client)
     agent = build_node_agent(
         config,
         devices,
         [cluster.source] if cluster is not None else [],
         cluster.objects if cluster is not None else NO_OBJECTS,
+        handler_of,
     )
     from agent.server.metrics import AgentMetrics
 
-    metrics = AgentMetrics(config.node_name, agent.pods)
+    metrics = AgentMetrics(config.node_name, agent.views.pods)
     agent.observers.append(metrics.pod_synced)
     agent.prober.count = metrics.probe_counted
     if devices is not None:
@@ -174,7 +181,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         host, port = parse_listen(config.listen)
         from agent.server.stats import StatsProvider
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
+        stats = StatsProvider(agent.views.pods, agent.cm.cgroups, config.node_name, lambda: agent.runtime)
         server = StatusServer(
             host,
             port,
@@ -192,7 +199,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.server.stats import StatsProvider
         from kubenode.hostnet import host_ip
 
-        stats = StatsProvider(agent.pods, agent.cgroups, config.node_name, lambda: agent.runtime)
+        stats = StatsProvider(agent.views.pods, agent.cm.cgroups, config.node_name, lambda: agent.runtime)
         reads = {"/stats/summary": stats.summary_route, "/metrics/resource": stats.resource_metrics_route}
         secure = build_secure_server(config, agent, cluster.client, config.node_ip or host_ip(), reads)
         # The Node names the secure port (daemonEndpoints) and the status port (an annotation); both are

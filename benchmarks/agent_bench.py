@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness/ lives a
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
-from agent.node import NodeAgent
 from agent.podworkers.types import SyncContext, UpdateType
 from harness.cgroupfs import sweep_root
 from kubenode.model import parse_pod
@@ -95,7 +95,7 @@ def bench_sync_pod(work: Path, samples_wanted: int = SYNC_SAMPLES) -> tuple[list
     """Each syncPod's wall time, and the process CPU seconds per sync (records made durable included)."""
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(config(root, work / "sync"), cgroups, [])
+    agent = compose_node(config(root, work / "sync"), cgroups, [])
     cgroups.start(agent.allocatable())
     ctx = SyncContext(threading.Event(), lambda: 30)
     samples = []
@@ -104,7 +104,7 @@ def bench_sync_pod(work: Path, samples_wanted: int = SYNC_SAMPLES) -> tuple[list
         for i in range(samples_wanted):
             pod = parse_pod({**pod_doc(i, run=False), "metadata": {"name": f"s{i}", "uid": f"sync-{i}"}})
             started = time.perf_counter()
-            agent.sync_pod(UpdateType.CREATE, pod, ctx)
+            agent.syncer.sync_pod(UpdateType.CREATE, pod, ctx)
             samples.append(time.perf_counter() - started)
         agent.store.flush()
         cpu = (time.process_time() - cpu_started) / samples_wanted
@@ -128,7 +128,7 @@ def bench_cold(work: Path, *, run: bool, pods: int = PODS, deadline: float = COL
     cfg = config(root, work / f"cold-{run}")
     write_manifests(cfg.manifests, run=run, pods=pods)
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
+    agent = compose_node(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
     # Told after each pod's sync: the clock is not read by a poll that takes the agent's lock every few
     # ms (all the pods' status views each time) while the pods are being made; the views are checked after.
     created: set[str] = set()
@@ -148,7 +148,7 @@ def bench_cold(work: Path, *, run: bool, pods: int = PODS, deadline: float = COL
         if not run:
             all_created.wait(deadline)
         while True:
-            views = agent.pods()
+            views = agent.views.pods()
             if run:
                 done = len(views) == pods and all(v.record.phase == "Running" for v in views)
             else:

@@ -35,9 +35,11 @@ from benchstats import percentile, report
 from cgroupfloor import RawCgroups
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
+from agent.container.podview import PodView
 from agent.eviction.podusage import disk_usage
-from agent.node import NodeAgent, PodView
+from agent.node import NodeAgent
 
 REPO = Path(__file__).resolve().parents[1]
 WRITERS = 10
@@ -146,11 +148,13 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
     cfg.eviction_monitoring_period = 0  # not in the background: each round below is timed on its own
     write_manifests(cfg.manifests, run=True)
     cgroups = make_pod_cgroups(root)
-    agent = NodeAgent(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
+    agent = compose_node(cfg, cgroups, [ManifestSource(cfg.manifests, cfg.node_name)])
     agent.start()
     try:
         deadline = time.monotonic() + DEADLINE_S
-        while not (len(views := agent.pods()) == PODS and all(v.record.phase == "Running" for v in views)):
+        while not (
+            len(views := agent.views.pods()) == PODS and all(v.record.phase == "Running" for v in views)
+        ):
             if time.monotonic() > deadline:
                 raise SystemExit(f"110 pods did not run within {DEADLINE_S:.0f} s")
             time.sleep(0.05)

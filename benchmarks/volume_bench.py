@@ -27,7 +27,7 @@ from agent_bench import config, sweep
 from benchstats import percentile, report
 
 from agent.cm.cgroups import make_pod_cgroups
-from agent.node import NodeAgent
+from agent.composition import compose_node
 from agent.podworkers.types import SyncContext, UpdateType
 from agent.util.configobjects import CONFIGMAPS, CachedConfigObjects
 from agent.volumemanager.mountutil import unmount_all_under
@@ -84,7 +84,7 @@ def bench(work: Path) -> dict[str, list[float]]:
     root = f"/kn-bench-{uuid.uuid4().hex[:8]}"
     cgroups = make_pod_cgroups(root)
     objects = CachedConfigObjects(fetch, ttl=60.0)
-    agent = NodeAgent(config(root, work), cgroups, [], objects=objects)
+    agent = compose_node(config(root, work), cgroups, [], objects=objects)
     cgroups.start(agent.allocatable())
     ctx = SyncContext(threading.Event(), lambda: 30)
     samples: dict[str, list[float]] = {"new": [], "new+volumes": [], "resync": [], "resync+volumes": []}
@@ -97,7 +97,7 @@ def bench(work: Path) -> dict[str, list[float]]:
                 suffix = "+volumes" if volumes else ""
                 for update, key in ((UpdateType.CREATE, "new"), (UpdateType.SYNC, "resync")):
                     started = time.perf_counter()
-                    agent.sync_pod(update, pod, ctx)
+                    agent.syncer.sync_pod(update, pod, ctx)
                     samples[key + suffix].append(time.perf_counter() - started)
     finally:
         for uid in uids:

@@ -40,12 +40,12 @@ from typing import Any
 
 from deviceplugin.hookcommand import HookCommand
 from kubenode.cpuset import format_cpuset, parse_cpuset
+from kubenode.devicecontract import CPUSET_ENV
 
 log = logging.getLogger(__name__)
 
 CDI_VERSION = "0.5.0"  # 0.5.0 allows device names that start with a digit; nothing newer is used
 KIND = "kubenode.io/cpuset"
-CPUSET_ENV = "KUBENODE_CPUSET"
 HOOK_NAME = "createRuntime"  # runs in the runtime's namespaces: host pid, host cgroup tree
 HOOK_TIMEOUT_S = 10  # a hung hook fails the container start instead of blocking it
 PODRESOURCES_TIMEOUT_S = 5.0

@@ -80,6 +80,7 @@ class StaticDevice:
     mounts: tuple[MountSpec, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     healthy: bool = True
+    cdi_devices: tuple[str, ...] = ()  # qualified CDI names Allocate answers (vendor/class=name)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ def _parse_static(node: _Node, replicas: int) -> StaticOptions:
     seen: set[str] = set()
     suffix = len(f"::{replicas - 1}") if replicas > 1 else 0
     for item in node.items("devices", required=True):
-        item.only("id", "numa", "deviceNodes", "mounts", "env", "health")
+        item.only("id", "numa", "deviceNodes", "mounts", "env", "health", "cdiDevices")
         device_id = item.scalar_text("id", "", required=True)
         if not device_id:
             item.fail("id", "must not be empty")
@@ -245,9 +246,24 @@ def _parse_static(node: _Node, replicas: int) -> StaticOptions:
                 mounts=tuple(_parse_mount(m) for m in item.items("mounts", default=[])),
                 env=item.str_map("env"),
                 healthy=health == HEALTHY,
+                cdi_devices=_parse_cdi_names(item),
             )
         )
     return StaticOptions(devices=tuple(devices), health_file=node.text("healthFile", None))
+
+
+def _parse_cdi_names(item: _Node) -> tuple[str, ...]:
+    from kubenode.cdi.names import CdiNameError, parse_qualified_name
+
+    names = item.raw("cdiDevices") if item.has("cdiDevices") else []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        item.fail("cdiDevices", "must be a list of CDI names (vendor/class=name)")
+    for name in names:
+        try:
+            parse_qualified_name(name)
+        except CdiNameError as exc:
+            item.fail("cdiDevices", str(exc))
+    return tuple(names)
 
 
 def _parse_numa(item: _Node) -> tuple[int, ...]:

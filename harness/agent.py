@@ -57,7 +57,12 @@ def _terminate(process: subprocess.Popen[str] | None, grace: float) -> None:
 
 class AgentProcess:
     def __init__(
-        self, kubeconfig: Path, *, settings: dict[str, Any] | None = None, plugin: bool = False
+        self,
+        kubeconfig: Path,
+        *,
+        settings: dict[str, Any] | None = None,
+        plugin: bool = False,
+        plugin_config: Path = REPO / "tests/configs/static.yaml",
     ) -> None:
         self.node = f"kn-{uuid.uuid4().hex[:8]}"
         self.root = f"/kn-cluster-{uuid.uuid4().hex[:10]}"
@@ -86,6 +91,7 @@ class AgentProcess:
         self.status_address = ""
         self.starts = 0
         self.want_plugin = plugin
+        self.plugin_config = plugin_config
 
     def env(self) -> dict[str, str]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRPC_ENABLE_FORK_SUPPORT": "false"}
@@ -134,7 +140,7 @@ class AgentProcess:
     def start_plugin(self) -> None:
         self.plugin = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "deviceplugin",
-             "--config", str(REPO / "tests/configs/static.yaml"), "--kubelet-dir", str(self.plugin_dir)],
+             "--config", str(self.plugin_config), "--kubelet-dir", str(self.plugin_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.kuberuntime.cri.runtime import CRIRuntime
-from agent.kuberuntime.cri.wiring import with_cri_runtime
-from agent.node import NodeAgent
+from agent.kuberuntime.selector import RuntimeSelector
 from agent.util.libc import LIBC, check
 from harness.manifests import fast_agent_config
 
@@ -65,9 +65,11 @@ def run_agent(
         container_runtime_endpoint=endpoint,
         pod_logs_dir=logs,
     )
-    agent = NodeAgent(config, make_pod_cgroups(root), [ManifestSource(manifests, NODE, rescan_interval=1.0)])
-    selector = with_cri_runtime(agent, config)
-    agent.runtime = selector
+    agent = compose_node(
+        config, make_pod_cgroups(root), [ManifestSource(manifests, NODE, rescan_interval=1.0)]
+    )
+    selector = agent.runtime
+    assert isinstance(selector, RuntimeSelector)  # the config names a CRI endpoint
     if point:
         kill_after(selector.cri, point, nth)
     agent.start()

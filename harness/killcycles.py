@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
-from agent.node import NodeAgent
 from agent.volumemanager.mountutil import mounts_under
 from harness.cgroupfs import process_tree
 from harness.manifests import fast_agent_config, write_manifest
@@ -47,7 +47,7 @@ def run_agent(root: str, manifests: Path, state: Path) -> None:
     """The child: an agent on the shared state, until it is killed."""
     logging.basicConfig(level=logging.ERROR)
     config = fast_agent_config(root, manifests, state, housekeeping_interval=0.2)
-    agent = NodeAgent(
+    agent = compose_node(
         config, make_pod_cgroups(root), [ManifestSource(manifests, "testnode", rescan_interval=1.0)]
     )
     agent.start()

@@ -4,7 +4,7 @@ The data goes to a temporary file in the same directory (named `TEMP_PREFIX...`,
 sweep leftovers; mkstemp creates it 0600, so the new file may hold a secret), is fsynced, renamed
 over the target, and the directory is fsynced so the rename itself is durable. On any failure the
 temporary file is removed and the target untouched. With `durable=False` both fsyncs are left to the
-caller (the agent's pod records batch them: agent/pod/groupcommit.py); the replacement is still atomic
+caller (the agent's pod records batch them: agent/container/groupcommit.py); the replacement is still atomic
 for any reader and survives the writer being killed, as the kernel holds it.
 """
 

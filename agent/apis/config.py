@@ -6,7 +6,8 @@ Config file keys (all optional) are the camelCase forms of the fields below, e.g
 `resyncInterval`,
 `manifestRescanInterval`, and the kubelet's `topologyManagerPolicy`, `topologyManagerScope`,
 `topologyManagerPolicyOptions` (with `sysfsRoot`, where the NUMA nodes and their distances are read; a
-fake tree works too).
+fake tree works too), `cdiSpecDirs` and `criAppliesCdi` (CDI, agent/cm/cdidevices.py), `nodeFeaturesDir`
+(the node labeller, agent/nodestatus/nodefeatures.py).
 Unknown keys are an error naming the file and the key.
 """
 
@@ -108,6 +109,13 @@ class AgentConfig:
     # (agent/kuberuntime/selector.py). CRI pods log under pod_logs_dir, the kubelet's podLogsDir.
     container_runtime_endpoint: str = ""
     pod_logs_dir: Path = Path("/var/log/pods")
+    # CDI (issue 37): where the specs are read, in priority order, when the agent resolves CDI names itself
+    # (process pods; a CRI runtime that does not apply CDI); and whether the CRI runtime applies them:
+    # auto (ask it: agent/kuberuntime/cri/cdisupport.py), true, false.
+    cdi_spec_dirs: list[str] = field(default_factory=lambda: ["/etc/cdi", "/var/run/cdi"])
+    cri_applies_cdi: str = "auto"
+    # Node Feature Discovery's local feature files, applied to the Node's labels (issue 38); None: off.
+    node_features_dir: Path | None = Path("/etc/kubernetes/node-feature-discovery/features.d")
 
     @property
     def joins_cluster(self) -> bool:
@@ -168,6 +176,16 @@ class AgentConfig:
                 socket_path(self.container_runtime_endpoint)
             except ValueError as exc:
                 raise ValidationError(source, "containerRuntimeEndpoint", str(exc)) from None
+        if not isinstance(self.cdi_spec_dirs, list) or not all(
+            isinstance(d, str) and d.startswith("/") for d in self.cdi_spec_dirs
+        ):
+            raise ValidationError(
+                source, "cdiSpecDirs", f"must be a list of absolute paths, got {self.cdi_spec_dirs!r}"
+            )
+        if self.cri_applies_cdi not in ("auto", "true", "false"):
+            raise ValidationError(
+                source, "criAppliesCdi", f"must be auto, true or false, got {self.cri_applies_cdi!r}"
+            )
         if self.max_pods < 1:
             raise ValidationError(source, "maxPods", "must be at least 1")
         if self.kubeconfig is not None and not Path(self.kubeconfig).is_file():
@@ -262,9 +280,14 @@ def load_config(path: Path | None) -> AgentConfig:
 
 def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     current = getattr(AgentConfig(), name)
+    if name == "cri_applies_cdi" and isinstance(value, bool):
+        return str(value).lower()  # YAML's true/false
     if name.startswith("eviction_") and isinstance(value, dict):
         return value  # thresholds as a mapping, as the kubelet's config file writes them
-    if name in ("manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root", "pod_logs_dir"):
+    if name in (
+        "manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root", "pod_logs_dir",
+        "node_features_dir",
+    ):  # fmt: skip
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")
         return Path(value) if value else None

@@ -39,6 +39,11 @@ class CPUPool:
         with self._lock:
             return self._exclusive.pop(uid, None) is not None
 
+    def exclusive(self, uid: str) -> frozenset[int]:
+        """The pod's exclusive CPUs (empty when it runs on the shared pool)."""
+        with self._lock:
+            return self._exclusive.get(uid, frozenset())
+
     def shared(self) -> str | None:
         """The shared pool in kernel list format, or None (use the parent's CPUs) when it is empty."""
         with self._lock:

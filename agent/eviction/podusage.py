@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.cm.cgroups import CgroupError, PodCgroups
+from agent.container.podrecord import PodRecord
 from agent.eviction.manager import SYSTEM_CRITICAL_PRIORITY, PodUsage
 from agent.logs.reader import log_files
-from agent.pod.podrecord import PodRecord
 from kubenode.model import Pod
 
 EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from agent.apis.config import AgentConfig
+from agent.composition import compose_node
 from agent.daemon import RunningAgent
 from agent.hollow.standins import FakeDevicePlugin, HollowCgroups, HollowLauncher, Ledger
 from agent.lifecycle.admission import host_allocatable
-from agent.node import NodeAgent
 from agent.nodestatus.cluster import ClusterMembership
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient
@@ -52,14 +52,13 @@ class HollowNode:
         self.plugin = FakeDevicePlugin()
         self.cluster = ClusterMembership.join(config, client, owns_client=False)
         self.launcher = HollowLauncher(config.node_name, ledger, time.time)
-        agent = NodeAgent(
+        agent = compose_node(
             config,
             HollowCgroups(),
             [self.cluster.source],
             allocatable=host_allocatable(config.max_pods),
             launcher=self.launcher,
         )
-        agent.runtime.backoff.initial = config.crash_loop_backoff_initial
         self.cluster.attach(agent, self.plugin, None, status_writers=STATUS_WRITERS)
         self.running = RunningAgent(config, agent, None, None, self.cluster)
 
@@ -103,6 +102,7 @@ class HollowFleet:
                     # A hollow node has no pods of its own to guard against: every one would watch (and
                     # evict for) this machine's memory and disk.
                     eviction_monitoring_period=0,
+                    node_features_dir=None,  # the host's feature files label the host's own node only
                 ),
                 self.client,
                 ledger,

@@ -5,5 +5,5 @@ containers (`processes.spawn` puts each child in the pod cgroup before exec), re
 crash-loop `backoff`, and kills them; `relist` (the PLEG's part) tells which have exited; `adoption`
 takes over processes a previous agent left running. `envvars` builds a container's environment and argv.
 It receives pods from podworkers/podsync and reports container states through the pod record
-(pod/podrecord.py) to status/.
+(container/podrecord.py) to status/.
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord, rfc3339
 from agent.kuberuntime.pleg import ProcessTable, mark_exited
 from agent.kuberuntime.processes import (
     UNKNOWN_EXIT_CODE,
@@ -22,7 +23,6 @@ from agent.kuberuntime.processes import (
     kill_session,
     stamped_processes,
 )
-from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord, rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterable
 
-from agent.kuberuntime.envvars import ContainerConfigError
+from agent.container.downwardapi import ContainerConfigError
 from agent.util.libc import LIBC, check
 
 # The kernel's capability numbers (include/uapi/linux/capability.h), by name without the CAP_ prefix.

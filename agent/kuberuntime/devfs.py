@@ -10,7 +10,7 @@ volumes are bound: at `/dev` of the namespace (root ""), so a volume whose mount
 (an emptyDir at /dev/shm, say) lands on top of it, and a later shadow of `/` binds this /dev back, not
 the host's. `/dev` then counts as a directory of the container's own (namespace.py's `fresh` set), so
 mount points can be made in it. The parent side is `dev_plan(...)`, called in the agent before the
-fork with the container's device specs (RunOptions.devices, as (host_path, container_path) pairs),
+fork with the container's device specs (ContainerResources.devices, as (host_path, container_path) pairs),
 the nodes of its resolved CDI edits (`node_from_cdi`), its privileged flag and the pod's shm
 directory; it stats every host node there, so a bad spec fails the container with one line. Every
 container then needs a namespace plan, even one without volumes (today only containers with volumes

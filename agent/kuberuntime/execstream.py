@@ -28,7 +28,9 @@ import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.kuberuntime.envvars import HostInfo, container_env
+from agent.container.downwardapi import HostInfo
+from agent.container.security import SecurityPolicy
+from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.processes import (
     IDENTITY_ENV,
     ProcessStartError,
@@ -36,7 +38,7 @@ from agent.kuberuntime.processes import (
     in_pod_cgroup,
     kill_session,
 )
-from agent.kuberuntime.securitycontext import ProcessSecurity, SecurityPolicy, process_security
+from agent.kuberuntime.securitycontext import ProcessSecurity, process_security
 from kubenode.model import Pod
 
 READ_CHUNK = 32 * 1024

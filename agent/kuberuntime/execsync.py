@@ -19,22 +19,16 @@ import selectors
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from agent.kuberuntime.envvars import HostInfo, container_env, expand
+from agent.container.downwardapi import HostInfo, expand
+from agent.container.execresult import ExecResult
+from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.execstream import private_mounts
 from agent.kuberuntime.processes import IDENTITY_ENV, ProcessStartError, kill_session, popen_in_cgroup
 from agent.kuberuntime.securitycontext import ProcessSecurity
 from kubenode.model import Container, Pod
 
 MAX_OUTPUT_BYTES = 10 * 1024  # the kubelet's maxReadLength for probe output
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    exit_code: int  # 128+signal when killed by a signal, as for containers
-    output: bytes
-    timed_out: bool = False
 
 
 def exec_in_container(

@@ -4,7 +4,7 @@
 run one at a time to completion, in order (a restartable init container, a sidecar, only
 has to be running); then every app container is started. A container that exited is
 restarted according to the pod's restartPolicy (Always; OnFailure when the exit code is
-not 0; Never) with the kubelet's crash-loop backoff (see `agent.kuberuntime.backoff`), during which it
+not 0; Never) with the kubelet's crash-loop backoff (see `agent.util.backoff`), during which it
 waits with reason CrashLoopBackOff. A process that cannot be started counts as a
 container that exited with 128 and reason StartError (as containerd reports it). A
 container with an image but no command is not run: kubenode pulls no images; its status
@@ -34,12 +34,26 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from agent.cm.cgroups.api import CgroupError
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.podrecord import (
+    RUNNING,
+    WAITING,
+    ContainerRecord,
+    PodRecord,
+    RecordStore,
+    RecordWriteError,
+    rfc3339,
+)
+from agent.container.resources import ContainerResources
+from agent.container.runtime import PodKillTarget
+from agent.container.security import SecurityPolicy
+from agent.container.streaming import StreamFlags
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_argv, container_env
+from agent.kuberuntime.envvars import container_argv, container_env
 from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
@@ -49,21 +63,11 @@ from agent.kuberuntime.processes import (
     kill_session,
     signal_session,
 )
-from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
+from agent.kuberuntime.securitycontext import process_security
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.kuberuntime.streaming import StreamFlags
-from agent.pod.podrecord import (
-    RUNNING,
-    WAITING,
-    ContainerRecord,
-    PodRecord,
-    RecordStore,
-    RecordWriteError,
-    rfc3339,
-)
-from agent.stats.usage import CgroupReading, PodUsage, process_pod_usage
+from agent.stats.usage import process_pod_usage
+from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
 from kubenode.model import Container, Pod
 
@@ -83,15 +87,7 @@ class _Where:
     volumes: Mapping[str, MountedVolume]
 
 
-class PodKillTarget(Protocol):
-    """What kill_pod needs from the cgroup layer (PodCgroups satisfies it)."""
-
-    def pids(self, uid: str) -> set[int]: ...
-
-    def signal_all(self, uid: str, sig: int) -> int: ...
-
-
-class ProcessRuntime(ContainerSequence):
+class ProcessRuntime:
     def __init__(
         self,
         state_dir: Path,
@@ -129,6 +125,7 @@ class ProcessRuntime(ContainerSequence):
         self.host = host
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.sequence = ContainerSequence(self.backoff, clock, self._launch)
         self.processes = ProcessTable()
 
     # ----- watching ----------------------------------------------------------------------------
@@ -200,7 +197,7 @@ class ProcessRuntime(ContainerSequence):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
@@ -220,7 +217,7 @@ class ProcessRuntime(ContainerSequence):
         hints: list[float] = []
         try:
             where = _Where(procs_files, volumes or {})
-            self._start_due(pod, record, where, device_env, hints, cancelled)
+            self.sequence.start_due(pod, record, where, resources, hints, cancelled)
         finally:
             # One write for all of this sync's starts; the stamped processes are found again without it.
             record.phase = pod_phase(pod, record)
@@ -235,7 +232,7 @@ class ProcessRuntime(ContainerSequence):
         c: Container,
         record: PodRecord,
         where: _Where,
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         rec = record.containers[c.name]
@@ -248,7 +245,7 @@ class ProcessRuntime(ContainerSequence):
             )
             return
         try:
-            env = container_env(pod, c, self.host, device_env, self.objects)
+            env = container_env(pod, c, self.host, resources.envs, self.objects)
             argv = container_argv(c, env)
             security = process_security(pod, c, self.security)
             namespace = self._namespace(pod, c, where.volumes)

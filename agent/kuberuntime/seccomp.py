@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.envvars import ContainerConfigError
+from agent.container.downwardapi import ContainerConfigError
 from agent.kuberuntime.seccompdefault import runtime_default_profile
 
 MAX_PROFILE_BYTES = 1 << 20

@@ -22,25 +22,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.security import SecurityPolicy
 from agent.kuberuntime.capabilities import container_capabilities, restrict_to
-from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.rootfs import private_mount_namespace, read_only_root
 from agent.kuberuntime.seccomp import build_filter, load_in_child, resolve_profile
 from agent.util.libc import LIBC, check
 from kubenode.model import Container, Pod
 
 _PR_SET_NO_NEW_PRIVS = 38
-
-
-@dataclass(frozen=True)
-class SecurityPolicy:
-    """The node's side: whether privileged containers may run, and where Localhost seccomp profiles live."""
-
-    allow_privileged: bool = True
-    seccomp_root: Path = Path("/var/lib/kubenode/seccomp")
 
 
 @dataclass(frozen=True)

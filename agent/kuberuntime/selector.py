@@ -17,16 +17,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.container.execresult import ExecResult, ExecRunner
+from agent.container.podrecord import PodRecord
+from agent.container.resources import ContainerResources
+from agent.container.runtime import PodKillTarget
+from agent.container.security import SecurityPolicy
+from agent.container.streaming import StreamFlags
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
 from agent.kuberuntime.cri.runtime import CRIRuntime
-from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES, ExecResult
-from agent.kuberuntime.runtime import PodKillTarget, ProcessRuntime
-from agent.kuberuntime.securitycontext import SecurityPolicy
-from agent.kuberuntime.streaming import StreamFlags
-from agent.pod.podrecord import PodRecord
-from agent.prober.handlers import ExecRunner, ProbeError
-from agent.stats.usage import CgroupReading, PodUsage
-from agent.volumemanager.manager import MountedVolume
+from agent.kuberuntime.execsync import MAX_OUTPUT_BYTES
+from agent.kuberuntime.runtime import ProcessRuntime
+from agent.prober.handlers import ProbeError
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Pod
 
 log = logging.getLogger(__name__)
@@ -42,12 +45,19 @@ def runtime_class_name(pod: Pod) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _own_name(name: str) -> str:
+    """Standalone: a RuntimeClass names its own handler."""
+    return name
+
+
 class RuntimeSelector:
-    def __init__(self, process: ProcessRuntime, cri: CRIRuntime) -> None:
+    def __init__(
+        self, process: ProcessRuntime, cri: CRIRuntime, handler_of: Callable[[str], str] | None = None
+    ) -> None:
         self.process = process
         self.cri = cri
         # RuntimeClass name -> handler; raises LookupError for a class that does not exist.
-        self.handler_of: Callable[[str], str] = lambda name: name
+        self.handler_of: Callable[[str], str] = handler_of if handler_of is not None else _own_name
         self._owner: dict[str, Runtime] = {}
         self._lock = threading.Lock()
 
@@ -83,14 +93,14 @@ class RuntimeSelector:
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
         fresh_cgroup: bool = False,
     ) -> float | None:
         return self.choose(pod).sync_containers(
-            pod, record, procs_files, device_env, cancelled, volumes, fresh_cgroup=fresh_cgroup
+            pod, record, procs_files, resources, cancelled, volumes, fresh_cgroup=fresh_cgroup
         )
 
     def pod_logs_dir(self, namespace: str, name: str, uid: str) -> Path:

@@ -1,10 +1,11 @@
 """The order in which a pod's containers start, shared by both runtimes (the kubelet's computePodActions).
 
-`ContainerSequence._start_due`: init containers one at a time to completion, in order (a restartable init
+`ContainerSequence.start_due`: init containers one at a time to completion, in order (a restartable init
 container, a sidecar, only has to be running), then every app container. A container that exited is restarted
 according to the pod's restartPolicy (Always; OnFailure when the exit code is not 0; Never) with the kubelet's
 crash-loop backoff, during which it waits with reason CrashLoopBackOff. What starting one container means is
-the runtime's `_launch`: a host process (runtime.ProcessRuntime) or a CRI container (cri/runtime.CRIRuntime).
+the `launch` the runtime gives it: a host process (runtime.ProcessRuntime) or a CRI container
+(cri/runtime.CRIRuntime).
 `pod_phase` is the kubelet's getPhase over the recorded container states.
 """
 
@@ -14,49 +15,45 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.pod.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
+from agent.container.podrecord import RUNNING, TERMINATED, WAITING, ContainerRecord, PodRecord
+from agent.container.resources import NO_RESOURCES, ContainerResources
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Container, Pod
+
+# Starts one container now (its restart count already advanced) and records the outcome: a host process
+# (runtime.ProcessRuntime) or a CRI container (cri/runtime.CRIRuntime). Its arguments: the pod, the container,
+# the pod's record, where the runtime starts it (its own type), the container's resources, the requeue hints.
+Launch = Callable[[Pod, Container, PodRecord, Any, ContainerResources, list[float]], None]
 
 
 class ContainerSequence:
-    backoff: CrashLoopBackoff
-    _clock: Callable[[], float]
+    def __init__(self, backoff: CrashLoopBackoff, clock: Callable[[], float], launch: Launch) -> None:
+        self.backoff = backoff
+        self._clock = clock
+        self._launch = launch
 
-    def _launch(
-        self,
-        pod: Pod,
-        c: Container,
-        record: PodRecord,
-        where: Any,
-        device_env: Mapping[str, str],
-        hints: list[float],
-    ) -> None:
-        """Start container `c` now (its restart count is already advanced); record the outcome."""
-        raise NotImplementedError
-
-    def _start_due(
+    def start_due(
         self,
         pod: Pod,
         record: PodRecord,
         where: Any,
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         hints: list[float],
         cancelled: threading.Event | None,
     ) -> None:
         for c in pod.init_containers:
             rec = record.containers[c.name]
-            env = device_env.get(c.name, {})
+            given = resources.get(c.name, NO_RESOURCES)
             if c.is_sidecar:
                 if rec.state != RUNNING:
-                    self._start_or_wait(pod, c, record, where, env, hints, init=True)
+                    self._start_or_wait(pod, c, record, where, given, hints, init=True)
                 if rec.state != RUNNING:
                     break  # later init containers wait for the sidecar to run
                 continue
             if rec.state == TERMINATED and rec.exit_code == 0:
                 continue
             if rec.state != RUNNING:
-                self._start_or_wait(pod, c, record, where, env, hints, init=True)
+                self._start_or_wait(pod, c, record, where, given, hints, init=True)
             break  # wait for this init container to complete
         else:
             for c in pod.containers:
@@ -64,8 +61,8 @@ class ContainerSequence:
                     return  # termination preempts the remaining starts
                 rec = record.containers[c.name]
                 if rec.state != RUNNING:
-                    env = device_env.get(c.name, {})
-                    self._start_or_wait(pod, c, record, where, env, hints, init=False)
+                    given = resources.get(c.name, NO_RESOURCES)
+                    self._start_or_wait(pod, c, record, where, given, hints, init=False)
 
     def _should_restart(self, pod: Pod, rec: ContainerRecord, init: bool) -> bool:
         code = rec.exit_code if rec.state == TERMINATED else rec.last_exit_code
@@ -79,7 +76,7 @@ class ContainerSequence:
         c: Container,
         record: PodRecord,
         where: Any,
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
         *,
         init: bool,
@@ -103,7 +100,7 @@ class ContainerSequence:
             if rec.state == TERMINATED:
                 rec.last_exit_code, rec.last_reason = rec.exit_code, rec.reason
             rec.restart_count += 1
-        self._launch(pod, c, record, where, device_env, hints)
+        self._launch(pod, c, record, where, resources, hints)
 
 
 def pod_phase(pod: Pod, record: PodRecord) -> str:

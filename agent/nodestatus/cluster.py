@@ -6,7 +6,8 @@ to the manifest directory. `attach(agent, devices, metrics)` then adds, on top o
 agent: the Node registration and status (agent/nodestatus/reporter.py, poked by every device-plugin
 change), the node Lease (agent/nodestatus/nodelease.py), the status manager with the event recorder
 (agent/status/statusmanager.py, told of every sync), the prober's events, mirror pods for the static pods
-(agent/pod/mirrorpods.py), and with a device manager the node's NodeResourceTopology
+(agent/nodestatus/mirrorpods.py), the node labeller of NFD's feature files (agent/nodestatus/nodefeatures.py,
+with `nodeFeaturesDir`), and with a device manager the node's NodeResourceTopology
 (agent/cm/topologymanager/publisher.py). `start()` starts them after the agent; `stop()` stops them
 in reverse.
 
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent
     from agent.cm.topologymanager.publisher import TopologyPublisher
     from agent.node import NodeAgent
+    from agent.nodestatus.mirrorpods import MirrorPods
+    from agent.nodestatus.nodefeatures import NodeFeatureLabeller
     from agent.nodestatus.reporter import NodeStatusReporter
-    from agent.pod.mirrorpods import MirrorPods
     from agent.server.metrics import AgentMetrics
     from agent.status.statusmanager import StatusManager
     from kubenode.kubeclient.lease import LeaseRenewer
@@ -67,6 +69,7 @@ class ClusterMembership:
     status: StatusManager | None = None
     mirrors: MirrorPods | None = None
     topology: TopologyPublisher | None = None
+    features: NodeFeatureLabeller | None = None
     owns_client: bool = True  # stop() closes the client
     _started: list[str] = field(default_factory=list)
 
@@ -106,9 +109,10 @@ class ClusterMembership:
         """Wire the Node, Lease, pod status and mirror pods to `agent`; status_writers: the status
         manager's writer threads (its default unless given; hollow nodes keep few)."""
         from agent.cm.devicemanager import DeviceManager
+        from agent.nodestatus.mirrorpods import MirrorPods
+        from agent.nodestatus.nodefeatures import NodeFeatureLabeller
         from agent.nodestatus.nodelease import node_lease
         from agent.nodestatus.reporter import NodeStatusReporter, host_facts
-        from agent.pod.mirrorpods import MirrorPods
         from agent.status.statusmanager import WRITERS, StatusManager
 
         config = self.config
@@ -130,6 +134,14 @@ class ClusterMembership:
         reporter = self.reporter
         agent.evictions.on_change = reporter.poke  # a pressure condition reaches the Node at once
         self.lease = node_lease(self.client, config, lambda: reporter.node_uid)
+        if config.node_features_dir is not None:
+            self.features = NodeFeatureLabeller(
+                self.client,
+                config.node_name,
+                config.node_features_dir,
+                registered=reporter.registered,
+                backoff_max=config.api_backoff_max,
+            )
         self.mirrors = MirrorPods(self.client, agent, config.node_name, lambda: reporter.node_uid)
         self.status = StatusManager(
             self.client,
@@ -189,6 +201,7 @@ class ClusterMembership:
             ("status", self.status),
             ("mirrors", self.mirrors),
             ("topology", self.topology),
+            ("features", self.features),
         ):
             if part is not None:
                 part.start()
@@ -202,6 +215,7 @@ class ClusterMembership:
             "status": self.status,
             "mirrors": self.mirrors,
             "topology": self.topology,
+            "features": self.features,
         }
         for name in reversed(self._started):
             part = parts[name]

@@ -15,63 +15,64 @@ its volumeMounts -> the pod's probes started (agent/prober).
 devices and CPUs freed, the record dropped
 unless a source still wants the pod.
 
-`PodSyncer` is NodeAgent's second part (after agent/pod/podmanager.py; agent/node.py owns the state).
+`PodSyncer` is handed its collaborators by agent/node.py: the node's PodTable (the records), the
+container manager, the runtime, the volume manager, the prober and the record store, and callbacks into the
+node (the active pods, a resync of the other pods when the shared CPU pool changed, the loop's wake-up,
+observers and pod events).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
-from agent.cm.cgroups import CgroupError, PodCgroups
-from agent.cm.cpupool import CPUPool
-from agent.cm.devicemanager import DeviceManagerError, PodRef
-from agent.kuberuntime.envvars import ContainerConfigError
-from agent.kuberuntime.interface import PodRuntime
-from agent.pod.podmanager import PodManager
-from agent.pod.podrecord import PodRecord
-from agent.podworkers.types import SyncContext, SyncResult, UpdatePodOptions, UpdateType
+from agent.cm.containermanager import ContainerManager, PodAllocation
+from agent.cm.devicemanager import DeviceManagerError
+from agent.container.podrecord import PodRecord, RecordStore
+from agent.container.runtime import PodRuntime
+from agent.pod.podtable import PodTable
+from agent.podworkers.types import SyncContext, SyncResult, UpdateType
 from agent.podworkers.workers import TERMINAL_PHASES
 from agent.prober.containers import unhealthy_containers
 from agent.prober.manager import ProbeManager
 from agent.volumemanager.manager import VolumeManager, VolumeSetupError
-from kubenode.cpuset import format_cpuset, parse_cpuset
-from kubenode.model import Container, Pod, QOSClass
-from kubenode.model.resources import is_extended_resource_name
+from kubenode.model import Pod, QOSClass
 
 log = logging.getLogger("agent.node")
 
-CPUSET_ENV = "KUBENODE_CPUSET"
 
-
-def device_plugin_limits(container: Container) -> dict[str, int]:
-    """The container's limits that the device manager allocates: positive extended
-    resources only (cpu, memory, hugepages-* and kubernetes.io/ names stay the kubelet's)."""
-    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
-
-
-class PodSyncer(PodManager):
-    cgroups: PodCgroups
-    runtime: PodRuntime  # the process runtime, or with a CRI endpoint the selector over both
-    cpu_pool: CPUPool
-    prober: ProbeManager
-    volumes: VolumeManager
-    # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount), when the
-    # agent joined a cluster.
-    pod_event: Callable[[Pod, str, str, str], None] | None
-    _qos_lock: threading.Lock
-
-    def _record(self, pod: Pod) -> PodRecord:
-        with self._lock:
-            record = self._records.get(pod.uid)
-            if record is None:
-                record = self._records[pod.uid] = PodRecord(pod.uid, pod.namespace, pod.name)
-            return record
+class PodSyncer:
+    def __init__(
+        self,
+        table: PodTable,
+        cm: ContainerManager,
+        runtime: PodRuntime,
+        volumes: VolumeManager,
+        prober: ProbeManager,
+        store: RecordStore,
+        *,
+        active_pods: Callable[[], list[Pod]],
+        resync_others: Callable[[str], None],
+        wake: Callable[[], None],
+        observe: Callable[[str, str, float | None], None],
+        pod_event: Callable[[Pod, str, str, str], None],
+    ) -> None:
+        self.table = table
+        self.cm = cm
+        self.runtime = runtime  # the process runtime, or with a CRI endpoint the selector over both
+        self.volumes = volumes
+        self.prober = prober
+        self.store = store
+        self._active_pods = active_pods
+        self._resync_others = resync_others  # the shared CPU pool changed: every other pod's cpuset follows
+        self._wake = wake  # the node's loop: housekeeping may release held pods
+        self._observe = observe
+        # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount).
+        self._pod_event = pod_event
 
     def sync_pod(self, update_type: UpdateType, pod: Pod, ctx: SyncContext) -> SyncResult:
-        record = self._record(pod)
+        record = self.table.record(pod)
         started = time.monotonic()
         try:
             result = self._sync_pod(pod, record, ctx)
@@ -94,11 +95,10 @@ class PodSyncer(PodManager):
         except VolumeSetupError as exc:
             for message in exc.messages():
                 log.warning("pod %s: %s", pod.key, message)
-                if self.pod_event is not None:
-                    self.pod_event(pod, "Warning", "FailedMount", message)
+                self._pod_event(pod, "Warning", "FailedMount", message)
             return SyncResult(requeue_after=exc.retry_after)
         try:
-            device_env, exclusive = self._allocate_devices(pod, record)
+            allocation = self.cm.allocate(pod)
         except DeviceManagerError as exc:
             if record.containers:
                 raise  # it ran before: retry (with backoff) rather than fail a running pod
@@ -107,23 +107,24 @@ class PodSyncer(PodManager):
             record.message = f"Allocate failed due to {exc}, which is unexpected"
             log.warning("pod %s: %s", pod.key, record.message)
             return SyncResult(terminal=True)
-        if exclusive and self.cpu_pool.assign(pod.uid, exclusive):
+        self._record_devices(pod, record, allocation)
+        if allocation.pool_changed:
             self._resync_others(pod.uid)
-        cpuset = format_cpuset(exclusive) if exclusive else self.cpu_pool.shared()
+        cpuset = allocation.cpuset
         if ctx.cancelled.is_set():
             return SyncResult()
-        if not self.cgroups.exists(pod):
+        if not self.cm.cgroups.exists(pod):
             if self.runtime.running_pids(pod.uid):
                 # The pod cgroup vanished under running processes: kill them, then recreate (kubelet SyncPod).
                 log.warning("pod %s: pod cgroup missing while containers run; restarting them", pod.key)
-                self.runtime.kill_pod(pod.uid, record, self.cgroups, lambda: 1)
+                self.runtime.kill_pod(pod.uid, record, self.cm.cgroups, lambda: 1)
                 if pod.restart_policy == "Never":
                     return SyncResult(terminal=True)
             if pod.qos_class == QOSClass.BURSTABLE:
                 # Only the burstable tier's shares follow the pods (the sum of their CPU requests); the other
                 # tiers are set at start and checked by housekeeping, so no other pod changes a tier.
-                self._update_qos([p for p in self.active_pods() if p.uid != pod.uid] + [pod])
-        info = self.cgroups.ensure(pod, cpuset)
+                self.cm.update_qos([p for p in self._active_pods() if p.uid != pod.uid] + [pod])
+        info = self.cm.cgroups.ensure(pod, cpuset)
         record.cgroup, record.cpuset = info.name, cpuset or ""
         if ctx.cancelled.is_set():
             return SyncResult()
@@ -131,8 +132,8 @@ class PodSyncer(PodManager):
         hint = self.runtime.sync_containers(
             pod,
             record,
-            self.cgroups.procs_files(pod),
-            device_env,
+            self.cm.cgroups.procs_files(pod),
+            allocation.resources,
             ctx.cancelled,
             volumes,
             fresh_cgroup=info.created,
@@ -150,57 +151,22 @@ class PodSyncer(PodManager):
             self.prober.event(pod, unhealthy.container, "Normal", "Killing", unhealthy.message)
             self.runtime.kill_container(record, unhealthy.container, unhealthy.grace)
 
-    def _pre_start_devices(self, pod_uid: str, container: str) -> None:
-        """PreStartContainer for the container's devices where their plugin asks for it."""
-        if self.devices is None:
-            return
-        try:
-            self.devices.pre_start(pod_uid, container)
-        except DeviceManagerError as exc:
-            raise ContainerConfigError(str(exc)) from None
-
-    def _resync_others(self, uid: str) -> None:
-        """The shared CPU pool changed: every other running pod gets its cpuset rewritten now."""
-        for other in self.active_pods():
-            if other.uid != uid:
-                self.workers.update_pod(UpdatePodOptions(UpdateType.SYNC, other))
-
-    def _allocate_devices(self, pod: Pod, record: PodRecord) -> tuple[dict[str, dict[str, str]], set[int]]:
-        """Devices for every container; returns their run envs and the pod's exclusive CPUs (may be empty)."""
-        envs: dict[str, dict[str, str]] = {}
-        cpus: set[int] = set()
-        ref = PodRef(pod.uid, pod.namespace, pod.name)
-        for c in pod.all_containers:
-            wanted = device_plugin_limits(c)
-            if not wanted:
-                continue
-            if self.devices is None:
-                raise RuntimeError(
-                    f"container {c.name} asks for {', '.join(wanted)} but no device manager runs"
-                )
-            options = self.devices.allocate(ref, c.name, wanted)
-            envs[c.name] = dict(options.envs)
-            record.device_specs[c.name] = [
-                f"{d.host_path}:{d.container_path}:{d.permissions}" for d in options.devices
-            ]
-            record.mounts[c.name] = [
-                f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in options.mounts
-            ]
-            if CPUSET_ENV in options.envs:
-                cpus |= parse_cpuset(options.envs[CPUSET_ENV])
-        if self.devices is not None and envs:
+    def _record_devices(self, pod: Pod, record: PodRecord, allocation: PodAllocation) -> None:
+        """What the containers that hold devices got, in the record (the status endpoint shows it)."""
+        for name in allocation.with_devices:
+            record.resources[name] = allocation.resources[name]
+        if self.cm.devices is not None and allocation.with_devices:
             record.devices = {
                 a.container: {r: list(ids) for r, ids in a.devices.items()}
-                for a in self.devices.allocations()
+                for a in self.cm.devices.allocations()
                 if a.pod.uid == pod.uid
             }
-        return envs, cpus
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None:
-        record = self._record(pod)
+        record = self.table.record(pod)
         started = time.monotonic()
-        self._observe(pod.uid, "killing")
-        self.runtime.kill_pod(pod.uid, record, self.cgroups, ctx.grace_period, ctx.cancelled)
+        self._observe(pod.uid, "killing", None)
+        self.runtime.kill_pod(pod.uid, record, self.cm.cgroups, ctx.grace_period, ctx.cancelled)
         if record.phase not in TERMINAL_PHASES:
             codes = [c.exit_code for c in record.containers.values() if not c.init]
             record.phase = "Succeeded" if codes and all(code == 0 for code in codes) else "Failed"
@@ -208,35 +174,22 @@ class PodSyncer(PodManager):
         self._observe(pod.uid, "kill", started)
 
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
-        self.cgroups.destroy(pod.uid)
+        self.cm.cgroups.destroy(pod.uid)
         self.volumes.unmount_pod(pod.uid)
-        if self.devices is not None:
-            self.devices.free_pod(pod.uid)
-        if self.topology is not None:
-            self.topology.remove_pod(pod.uid)
-        if self.cpu_pool.release(pod.uid):
+        if self.cm.release(pod.uid):
             self._resync_others(pod.uid)
         self.runtime.forget(pod.uid)
         self.prober.remove_pod(pod.uid)
-        with self._lock:
-            wanted = pod.uid in self._desired
+        with self.table.lock:
+            wanted = pod.uid in self.table.desired
             if not wanted:
-                self._records.pop(pod.uid, None)
-                self._adopted.discard(pod.uid)
+                self.table.drop_record(pod.uid)
         if wanted:
-            self.store.save(self._record(pod))
+            self.store.save(self.table.record(pod))
         else:
             self.store.delete(pod.uid)
             self.runtime.remove_logs(pod.namespace, pod.name, pod.uid)
-        self._update_qos(self.active_pods())
+        self.cm.update_qos(self._active_pods())
         log.info("pod %s (%s) terminated and cleaned up", pod.key, pod.uid)
-        self.workers.queue.enqueue("", 0)  # housekeeping can release held pods now
-        self._observe(pod.uid, "terminated")
-
-    def _update_qos(self, active: list[Pod]) -> None:
-        # Serialized: workers of different pods would otherwise race on the tier files.
-        with self._qos_lock:
-            try:
-                self.cgroups.update_qos_cgroups(active)
-            except CgroupError as exc:
-                log.warning("updating QoS cgroups: %s", exc)
+        self._wake()  # housekeeping can release held pods now
+        self._observe(pod.uid, "terminated", None)

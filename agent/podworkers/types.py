@@ -56,7 +56,9 @@ class SyncContext:
         return self._grace()
 
 
-class PodSyncer(Protocol):
+class SyncHandler(Protocol):
+    """What the pod workers call for one pod (podsync.PodSyncer implements it)."""
+
     def sync_pod(self, update_type: UpdateType, pod: Pod, ctx: SyncContext) -> SyncResult: ...
 
     def sync_terminating_pod(self, pod: Pod, ctx: SyncContext) -> None: ...

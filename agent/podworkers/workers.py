@@ -21,7 +21,7 @@
 - `sync_known_pods` marks every orphan (a pod no longer desired) deleted: a running one
   starts terminating, one whose worker never started is finished at once without a sync.
 
-The syncer (the agent) implements `PodSyncer`; the clock and the random source used for
+The syncer (podsync.PodSyncer) implements `SyncHandler`; the clock and the random source used for
 jitter are injectable so tests can drive backoff and resync deterministically.
 """
 
@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from agent.podworkers.types import (
-    PodSyncer,
     SyncContext,
+    SyncHandler,
     SyncResult,
     UpdatePodOptions,
     UpdateType,
@@ -83,7 +83,7 @@ class _Status:
 class PodWorkers:
     def __init__(
         self,
-        syncer: PodSyncer,
+        syncer: SyncHandler,
         *,
         queue: WorkQueue | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -1,8 +1,9 @@
 """The agent's side of the prober: a container's state for a worker, its exec runner, its kill decision.
 
-`container_view` reads a container record (agent/pod/podrecord.py) into the worker's `ContainerView`; the
-container ID is the restart count and pid, so a restart or an adoption by a restarted agent starts the
-probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a pod, with its
+`container_view` reads a container record (agent/container/podrecord.py) into the worker's
+`ContainerView`; the container ID is the restart count and pid, so a restart or an adoption by a restarted
+agent starts the probe's state over. `exec_runner` binds `execsync.exec_in_container` to one container of a
+pod, with its
 securityContext.
 `unhealthy_containers` is what SyncPod asks before starting containers: each running container whose
 liveness or startup probe has failed, with the kubelet's Killing message and the grace period to use
@@ -14,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo
-from agent.kuberuntime.execsync import ExecResult, exec_in_container
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.execresult import ExecResult, ExecRunner
+from agent.container.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
+from agent.container.security import SecurityPolicy
+from agent.kuberuntime.execsync import exec_in_container
 from agent.kuberuntime.processes import ProcessStartError
-from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
-from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
-from agent.prober.handlers import ExecRunner, ProbeError
+from agent.kuberuntime.securitycontext import process_security
+from agent.prober.handlers import ProbeError
 from agent.prober.manager import ProbeManager
 from agent.prober.worker import ContainerView
 from kubenode.model import Pod

@@ -22,11 +22,11 @@ import http.client
 import socket
 import ssl
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.kuberuntime.execsync import ExecResult
+from agent.container.execresult import ExecRunner
 from agent.prober.spec import ContainerPort, ProbeSpec
 from kubenode import __version__
 
@@ -49,10 +49,6 @@ class Result(enum.StrEnum):
 class Outcome:
     result: Result
     output: str = ""
-
-
-# (command, timeout seconds) -> the command's result; bound by the manager to one container.
-ExecRunner = Callable[[Sequence[str], float], ExecResult]
 
 
 def resolve_port(value: Any, ports: Sequence[ContainerPort], container: str) -> int:

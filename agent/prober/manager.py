@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
-from agent.prober.handlers import ExecRunner, Outcome, ProbeError, Result, run_probe
+from agent.container.execresult import ExecRunner
+from agent.prober.handlers import Outcome, ProbeError, Result, run_probe
 from agent.prober.spec import ProbeSpec, ProbeType, probes_of
 from agent.prober.worker import ContainerView, ProbeWorker, Verdict
 from kubenode.model import Pod

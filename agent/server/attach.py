@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aiohttp import WSMsgType, web
 
-from agent.kuberuntime.streaming import StreamFlags
+from agent.container.streaming import StreamFlags
 from agent.server.channels import CLOSE, MAX_MESSAGE, PROTOCOLS, STDIN, STDOUT, refuse, status
 from agent.server.streamproxy import Upstream, proxy_remotecommand
 

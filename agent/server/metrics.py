@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceEvent
-    from agent.node import PodView
+    from agent.container.podview import PodView
     from agent.prober.spec import ProbeSpec
     from kubenode.model import Pod
 

@@ -20,13 +20,14 @@ from typing import Any, TypeVar, cast
 
 import psutil
 
-from agent.kuberuntime.envvars import ContainerConfigError
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.podrecord import RUNNING, ContainerRecord
+from agent.container.podview import PodView
+from agent.container.streaming import StreamFlags
 from agent.kuberuntime.execstream import ExecSpec, exec_spec
 from agent.kuberuntime.runtime import ProcessRuntime, wants_stdin
 from agent.kuberuntime.securitycontext import raw_container
-from agent.kuberuntime.streaming import StreamFlags
-from agent.node import NodeAgent, PodView
-from agent.pod.podrecord import RUNNING, ContainerRecord
+from agent.node import NodeAgent
 from agent.server.attach import AttachTarget, ResolveAttach
 from agent.server.portforward import PortCheck, ResolvePod
 from agent.server.remotecommand import Resolve
@@ -52,7 +53,7 @@ class PodTargets:
         return await asyncio.get_running_loop().run_in_executor(None, call, *args)
 
     def _view(self, namespace: str, name: str) -> PodView | Refusal:
-        for view in self._agent.pods():
+        for view in self._agent.views.pods():
             if view.pod is not None and view.pod.namespace == namespace and view.pod.name == name:
                 return view
         return (
@@ -98,7 +99,7 @@ class PodTargets:
         if upstream is not None:
             return upstream
         try:
-            files = self._agent.cgroups.procs_files(pod)
+            files = self._agent.cm.cgroups.procs_files(pod)
             policy = self._agent.runtime.security
             return exec_spec(pod, container, command, files, self._agent.host, policy, found.record.pid)
         except ContainerConfigError as exc:
@@ -116,7 +117,7 @@ class PodTargets:
     # ----- attach ----------------------------------------------------------------------------------
 
     def _still_running(self, uid: str, container: str, log_path: str) -> bool:
-        for view in self._agent.pods():
+        for view in self._agent.views.pods():
             if view.record.uid == uid:
                 rec = view.record.containers.get(container)
                 return rec is not None and rec.state == RUNNING and rec.log_path == log_path
@@ -157,7 +158,7 @@ class PodTargets:
     # ----- port-forward ----------------------------------------------------------------------------
 
     def _refusal(self, name: str, uid: str, declared: set[int], port: int) -> str | None:
-        if port in declared or port in listening_ports(self._agent.cgroups.pids(uid)):
+        if port in declared or port in listening_ports(self._agent.cm.cgroups.pids(uid)):
             return None
         return (
             f"error forwarding port {port} to pod {name}: the pod declares no such port"

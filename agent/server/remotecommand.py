@@ -24,9 +24,9 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from agent.container.streaming import StreamFlags
 from agent.kuberuntime.execstream import ExecSession, ExecSpec
 from agent.kuberuntime.processes import ProcessStartError
-from agent.kuberuntime.streaming import StreamFlags
 from agent.server.channels import (
     CLOSE,
     MAX_MESSAGE,

@@ -4,7 +4,7 @@ Flow: a scrape calls `StatsProvider.collect()`, which reads
 - the node: CPU from /proc/stat (busy time of every CPU), memory working set as MemTotal - MemAvailable
   from /proc/meminfo, available bytes, the pid limit and the number of processes (/proc);
 - each pod the agent runs with a pod cgroup and a running container: the runtime that runs it answers
-  `pod_usage` (agent/kuberuntime/interface.py), given a reader of the pod cgroup (cumulative CPU from
+  `pod_usage` (agent/container/runtime.py), given a reader of the pod cgroup (cumulative CPU from
   cpuacct.usage on v1 or cpu.stat usage_usec on v2; working set as usage less inactive file pages; the
   pids in it). The process runtime shares the cgroup's numbers out between containers by their processes;
   the CRI runtime asks containerd (ListPodSandboxStats, or ListContainerStats): agent/stats/.
@@ -31,13 +31,13 @@ import orjson
 import psutil
 
 from agent.cm.cgroups import CgroupError
-from agent.pod.podrecord import RUNNING, PodRecord
-from agent.stats.usage import PodUsage, Usage
+from agent.container.podrecord import RUNNING, PodRecord
+from agent.container.usage import PodUsage, Usage
 
 if TYPE_CHECKING:
     from agent.cm.cgroups import PodCgroups
-    from agent.kuberuntime.interface import PodRuntime
-    from agent.node import PodView
+    from agent.container.podview import PodView
+    from agent.container.runtime import PodRuntime
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JSON_CONTENT_TYPE = "application/json"

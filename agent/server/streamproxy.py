@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from agent.kuberuntime.streaming import StreamFlags
+from agent.container.streaming import StreamFlags
 from agent.server.channels import (
     CLOSE,
     ERROR,

@@ -26,10 +26,10 @@ from typing import Any
 
 import grpc
 
+from agent.container.podrecord import PodRecord
+from agent.container.usage import CgroupReading, PodUsage, Usage, running_names
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIError
-from agent.pod.podrecord import PodRecord
-from agent.stats.usage import CgroupReading, PodUsage, Usage, running_names
 from kubenode.api.cri.v1 import api_pb2 as cri
 
 log = logging.getLogger(__name__)

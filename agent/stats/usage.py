@@ -1,4 +1,4 @@
-"""What one reading of a pod's resource usage is, and the process runtime's way of taking it.
+"""The process runtime's way of reading a pod's resource usage (the types are agent/container/usage.py).
 
 `PodUsage` is the pod's cumulative CPU, memory working set and process count, and each running container's,
 each with the time it was sampled (a CRI runtime stamps its own; the rate between two readings is taken
@@ -13,37 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 import psutil
 
+from agent.container.podrecord import PodRecord
+from agent.container.usage import CgroupReading, PodUsage, Usage, running_names
 from agent.kuberuntime.processes import stamped_processes
-from agent.pod.podrecord import RUNNING, PodRecord
-
-
-@dataclass(frozen=True)
-class Usage:
-    cpu_ns: int  # cumulative
-    memory_working_set: int
-    processes: int = 0
-    sampled: float = field(default_factory=time.time)  # unix seconds of the reading
-
-
-@dataclass(frozen=True)
-class PodUsage:
-    pod: Usage
-    containers: Mapping[str, Usage]  # running containers by name
-    ids: Mapping[str, str] = field(default_factory=dict)  # container name -> the runtime's id, where known
-
-
-# The pod cgroup's usage and the pids in it (CgroupError or OSError when it is gone or unreadable).
-CgroupReading = Callable[[], tuple[Usage, set[int]]]
-
-
-def running_names(record: PodRecord) -> list[str]:
-    return [c.name for c in record.containers.values() if c.state == RUNNING]  # sidecars too
 
 
 def container_shares(pids: set[int]) -> dict[str, Usage]:

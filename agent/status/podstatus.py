@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
+from agent.container.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord
 from agent.prober.spec import readiness_gates
 from kubenode.kubeclient.timefmt import rfc3339
 from kubenode.model import Container, Pod

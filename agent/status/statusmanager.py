@@ -27,10 +27,10 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.config.apisource import API_SOURCE, ApiPod
 from agent.status.podstatus import api_pod_status, rejected_status
@@ -41,8 +41,43 @@ from kubenode.kubeclient.informer import Backoff
 from kubenode.kubeclient.timefmt import rfc3339
 
 if TYPE_CHECKING:
-    from agent.node import NodeAgent, PodView
-    from agent.server.metrics import AgentMetrics
+    from agent.container.podview import PodView
+    from agent.prober.manager import ProbeManager
+
+
+class _Finished(Protocol):
+    def is_finished(self, uid: str) -> bool: ...
+
+
+class _Views(Protocol):
+    def record_uids(self) -> set[str]: ...
+
+    def pod_views(self, uids: Iterable[str]) -> dict[str, PodView]: ...
+
+
+class NodePods(Protocol):
+    """What the status manager reads of the node (NodeAgent is one)."""
+
+    @property
+    def prober(self) -> ProbeManager: ...
+
+    @property
+    def workers(self) -> _Finished: ...
+
+    @property
+    def views(self) -> _Views: ...
+
+
+class _Histogram(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
+class StartMetrics(Protocol):
+    """The metric the status manager feeds (AgentMetrics is one)."""
+
+    @property
+    def pod_start_duration(self) -> _Histogram: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +104,11 @@ class StatusManager(BackgroundLoop):
     def __init__(
         self,
         client: KubeClient,
-        agent: NodeAgent,
+        agent: NodePods,
         host_ip: str,
         *,
         recorder: EventRecorder | None = None,
-        metrics: AgentMetrics | None = None,
+        metrics: StartMetrics | None = None,
         mirror_of: Callable[[str], StatusTarget | None] = lambda uid: None,
         resync_interval: float = 10.0,
         backoff_max: float = 10.0,
@@ -173,7 +208,7 @@ class StatusManager(BackgroundLoop):
         # Only the views of the pods handed out are built: a round runs after each pod's sync (and every
         # DELETE_POLL_S while a deletion is pending), and building all views then made each round cost
         # O(pods of the node), so a node's status work grew with the square of its pods.
-        records = self.agent.record_uids() if resync else set()
+        records = self.agent.views.record_uids() if resync else set()
         with self._lock:
             batch = self._dirty | self._awaiting_delete
             if self._failed and time.monotonic() >= self._retry_at:
@@ -194,7 +229,7 @@ class StatusManager(BackgroundLoop):
             ready = batch - self._in_flight
             self._dirty = batch & self._in_flight  # after their write in progress
             self._in_flight |= ready
-        views = self.agent.pod_views(ready)
+        views = self.agent.views.pod_views(ready)
         for uid in sorted(ready):
             future = self._pool.submit(self._sync_logged, uid, views.get(uid))
             future.add_done_callback(functools.partial(self._written, uid))

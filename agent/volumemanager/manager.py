@@ -29,10 +29,10 @@ import logging
 import os
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
-from agent.kuberuntime.envvars import HostInfo
+from agent.container.downwardapi import HostInfo
+from agent.container.volumes import MountedVolume
 from agent.util.configobjects import NO_OBJECTS, ConfigLookupError, ConfigObjects
 from agent.volumemanager import atomicwriter, mountutil
 from agent.volumemanager.hostpath import HostPathError, check_host_path
@@ -61,19 +61,6 @@ PLUGIN_DIRS = {
 MEMORY_BACKED_KINDS = (SECRET, PROJECTED)
 BACKOFF_INITIAL_S = 0.5  # the kubelet's exponential backoff for volume operations
 BACKOFF_MAX_S = 122.0
-
-
-@dataclass(frozen=True)
-class MountedVolume:
-    name: str
-    path: str  # on the host
-    # configMap, secret, downwardAPI and projected volumes are read-only in every container, as in kube.
-    read_only: bool = False
-    # emptyDir and hostPath: a subPath that does not exist is made (a directory), as the kubelet does.
-    makes_subpaths: bool = False
-    # emptyDir: the pod's own directory in the state dir, so a mount point under its mountPath may be made
-    # in it (a hostPath is the host's: a mount point below it is made in a shadow instead).
-    pod_owned: bool = False
 
 
 def fs_group(pod: Pod) -> int | None:

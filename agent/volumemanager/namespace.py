@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
+from agent.container.volumes import MountedVolume
 from agent.volumemanager import mountutil
-from agent.volumemanager.manager import MountedVolume
 from kubenode.model import Container
 
 SHADOW_FLAGS = mountutil.MS_NOSUID | mountutil.MS_NODEV

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, field_value, resource_value
+from agent.container.downwardapi import ContainerConfigError, HostInfo, field_value, resource_value
 from agent.util.configobjects import CONFIGMAPS, SECRETS, ConfigObjects, not_found
 from agent.volumemanager.atomicwriter import FileProjection
 from kubenode.model import Pod

@@ -25,10 +25,11 @@ from deviceplugin.config import CpuOptions
 from deviceplugin.hookcommand import HookCommandError, check_present, hook_command
 from deviceplugin.packing import pack
 from kubenode.cpuset import format_cpuset
+from kubenode.devicecontract import CPUSET_ENV
 
 log = logging.getLogger(__name__)
 
-CPUSET_ENV = cdi.CPUSET_ENV
+
 CPUSET_ANNOTATION = "kubenode.io/cpuset"
 
 

@@ -27,6 +27,11 @@ from deviceplugin.mps import MpsDaemon, MpsError
 log = logging.getLogger(__name__)
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+# CUDA's own filter, by UUID whatever the ID strategy (CUDA takes `GPU-<uuid>` entries and numbers the ones
+# it sees from 0). The container's /dev and device cgroup already hold only its GPUs, so CUDA would see
+# just those anyway; the variable makes the same true where they do not (a process pod on a host without
+# device isolation) and tells a user's program which GPUs are its own.
+CUDA_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 IDLE_WAIT_S = 1.0  # how often the monitor looks up from NVML's event wait to notice stop()
 
@@ -93,7 +98,10 @@ class GpuBackend(Backend):
         cdi = self.options.cdi_kind
         nodes = [f"nvidia{self._gpus[i].minor}" for i in ids] + list(CONTROL_DEVICES)
         allocation = ContainerAllocation(
-            envs={VISIBLE_DEVICES_ENV: ",".join(ids)},
+            envs={
+                VISIBLE_DEVICES_ENV: ",".join(ids),
+                CUDA_VISIBLE_DEVICES_ENV: ",".join(self._gpus[i].uuid for i in ids),
+            },
             device_nodes=[DeviceNode(str(dev / n), f"/dev/{n}", "rw") for n in nodes if (dev / n).exists()],
             cdi_devices=[f"{cdi}={self._gpus[i].uuid}" for i in ids] if self.options.cdi else [],
         )

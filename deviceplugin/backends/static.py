@@ -58,7 +58,10 @@ class StaticBackend(Backend):
             device = self._declared[device_id]
             result.merge(
                 ContainerAllocation(
-                    envs=dict(device.env), device_nodes=list(device.device_nodes), mounts=list(device.mounts)
+                    envs=dict(device.env),
+                    device_nodes=list(device.device_nodes),
+                    mounts=list(device.mounts),
+                    cdi_devices=list(device.cdi_devices),
                 )
             )
         return result

@@ -1,13 +1,13 @@
 """The CDI devices on this node: every spec in the spec directories, by qualified name, and `resolve`.
 
 Flow (wiring): when a container is created, the runtime calls
-`load_registry().resolve(run_options.cdi_devices)` (the names the device plugins returned, deduplicated
-by the device manager); the merged ContainerEdits (`.applied()`) give the container its env (before the
-pod spec's env, after the plugins' envs, as containerd's CDI injection does), its device nodes (each a
-device rule with `cgroup_access`, agent/cm/devicecgroup/rules.py, and a node in its /dev,
-agent/kuberuntime/devfs.py), its mounts and its hooks. An unknown name fails the container with one
-line naming it. The directories are read at each call (a plugin may have written its spec the moment
-before Allocate answered); a node has a handful of small files.
+`load_registry().resolve(resources.cdi_devices)` (its ContainerResources: the names the device plugins
+returned, deduplicated by the device manager); the merged ContainerEdits (`.applied()`) give the
+container its env (before the pod spec's env, after the plugins' envs, as containerd's CDI injection
+does), its device nodes (each a device rule with `cgroup_access`, agent/cm/devicecgroup/rules.py, and a
+node in its /dev, agent/kuberuntime/devfs.py), its mounts and its hooks. An unknown name fails the
+container with one line naming it. The directories are read at each call (a plugin may have written
+its spec the moment before Allocate answered); a node has a handful of small files.
 
 Directory rules, as the CDI reference library (pkg/cdi/cache.go, spec-dirs.go) has them: directories in
 priority order, `/etc/cdi` then `/var/run/cdi`; in each, the regular `*.json` and `*.yaml` files in

@@ -18,6 +18,7 @@ Modules:
 - `client`: `KubeClient` with get / list / list_all / create / update / patch (strategic, merge, json) /
   delete (grace, uid and resourceVersion preconditions) / watch, with the config's TLS and auth;
   `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`,
+  the DRA kinds (`RESOURCE_SLICES`, `DEVICE_CLASSES`, `RESOURCE_CLAIMS`),
   `NODE_RESOURCE_TOPOLOGIES`.
 - `transport`: the unary verbs' HTTP/1.1 over kept-alive connections (watches stream over urllib3).
 - `reactor`: `KubeClient.request_async(method, path, done, ...)`: the same requests, many in flight from
@@ -39,12 +40,15 @@ Nothing here imports an engine (agent/, scheduler/, apiserver/, deviceplugin/).
 """
 
 from kubenode.kubeclient.client import (
+    DEVICE_CLASSES,
     EVENTS,
     LEASES,
     NAMESPACES,
     NODE_RESOURCE_TOPOLOGIES,
     NODES,
     PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     KubeClient,
     Resource,
 )
@@ -65,12 +69,15 @@ from kubenode.kubeclient.errors import (
 )
 
 __all__ = [
+    "DEVICE_CLASSES",
     "EVENTS",
     "LEASES",
     "NAMESPACES",
     "NODES",
     "NODE_RESOURCE_TOPOLOGIES",
     "PODS",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_SLICES",
     "AlreadyExists",
     "ApiError",
     "ClientConfig",

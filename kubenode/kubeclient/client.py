@@ -79,6 +79,14 @@ NODES = Resource("nodes", "Node", namespaced=False)
 NAMESPACES = Resource("namespaces", "Namespace", namespaced=False)
 EVENTS = Resource("events", "Event")
 LEASES = Resource("leases", "Lease", group="coordination.k8s.io")
+# Dynamic Resource Allocation: the scheduler allocates, the agent prepares, `kubenode trace pod` explains.
+RESOURCE_SLICES = Resource(
+    "resourceslices", "ResourceSlice", group="resource.k8s.io", version="v1", namespaced=False
+)
+DEVICE_CLASSES = Resource(
+    "deviceclasses", "DeviceClass", group="resource.k8s.io", version="v1", namespaced=False
+)
+RESOURCE_CLAIMS = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
 # The per-NUMA-zone resources a node publishes (the noderesourcetopology-api CRD's shape).
 NODE_RESOURCE_TOPOLOGIES = Resource(
     "noderesourcetopologies",

@@ -17,8 +17,8 @@ import pytest
 from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.cm.devicemanager import DeviceManager
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
-from agent.node import NodeAgent
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from harness.manifests import fast_agent_config
 from kubenode.cgroupsweep import V1_MOUNT, sweep_v1_root
@@ -125,7 +125,7 @@ class Harness:
         self.config = dataclasses.replace(fast_agent_config(root, manifests, state_dir), **settings)
         self.cgroups = make_pod_cgroups(root)
         self.source = ManifestSource(manifests, "testnode", rescan_interval=1.0)
-        self.agent = NodeAgent(
+        self.agent = compose_node(
             self.config,
             self.cgroups,
             [self.source],

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.apis.config import load_config
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env, expand
+from agent.container.downwardapi import ContainerConfigError, HostInfo, expand
+from agent.kuberuntime.envvars import container_env
 from agent.lifecycle.admission import admit
 from kubenode.model import Container, EnvVar, Pod, ValidationError
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.kuberuntime.envvars import HostInfo
+from agent.container.downwardapi import HostInfo
+from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore
 from agent.kuberuntime.runtime import ProcessRuntime
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Container, Pod
 from tests.agent.support import wait_until
 
@@ -121,7 +121,7 @@ class NoCgroup:
 
 
 def test_pre_start_runs_before_every_start_and_its_failure_holds_the_container(tmp_path: Path) -> None:
-    from agent.kuberuntime.envvars import ContainerConfigError
+    from agent.container.downwardapi import ContainerConfigError
 
     calls: list[tuple[str, str]] = []
     refuse = {"now": True}

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from agent.node import device_plugin_limits
-from kubenode.model import Container
+from kubenode.devicecontract import device_plugin_limits
 
 
 def test_only_positive_extended_resources_go_to_the_device_manager() -> None:
@@ -17,8 +16,8 @@ def test_only_positive_extended_resources_go_to_the_device_manager() -> None:
         "example.com/gpu": 1,
         "example.com/unused": 0,
     }
-    assert device_plugin_limits(Container("c", limits=limits)) == {"kubenode.io/cpu": 2, "example.com/gpu": 1}
+    assert device_plugin_limits(limits) == {"kubenode.io/cpu": 2, "example.com/gpu": 1}
 
 
 def test_a_container_without_extended_resources_asks_for_no_devices() -> None:
-    assert device_plugin_limits(Container("c", limits={"cpu": 1000, "memory": 2**20})) == {}
+    assert device_plugin_limits({"cpu": 1000, "memory": 2**20}) == {}

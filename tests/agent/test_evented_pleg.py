@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.hollow.standins import HollowCgroups, HollowLauncher, Ledger
 from agent.kuberuntime.pleg import (
@@ -25,7 +26,6 @@ from agent.kuberuntime.pleg import (
 )
 from agent.kuberuntime.pleg.evented import MAX_STREAM_RETRIES, ContainerEventStream
 from agent.lifecycle.admission import host_allocatable
-from agent.node import NodeAgent
 from harness.manifests import fast_agent_config
 from tests.agent.support import pod_manifest, wait_until
 
@@ -120,7 +120,7 @@ class HollowAgent:
     def __init__(self, manifests: Path, state_dir: Path) -> None:
         self.config = fast_agent_config("/unused", manifests, state_dir)  # relist_interval 0.1 s
         self.launcher = HollowLauncher("testnode", Ledger(None), lambda: 0.0)
-        self.agent = NodeAgent(
+        self.agent = compose_node(
             self.config,
             HollowCgroups(),
             [ManifestSource(manifests, "testnode", rescan_interval=1.0)],
@@ -138,7 +138,7 @@ class HollowAgent:
 
     def running_pid(self, name: str) -> int:
         def pid() -> int | None:
-            for view in self.agent.pods():
+            for view in self.agent.views.pods():
                 if view.record.name == name and view.record.phase == "Running":
                     return view.record.containers["main"].pid
             return None
@@ -148,7 +148,7 @@ class HollowAgent:
 
     def wait_stopped(self, name: str) -> None:
         def stopped() -> bool:
-            views = [v for v in self.agent.pods() if v.record.name == name]
+            views = [v for v in self.agent.views.pods() if v.record.name == name]
             return bool(views) and views[0].record.containers["main"].exit_code == 128 + signal.SIGTERM
 
         wait_until(stopped, 10, f"{name}'s stop recorded")
@@ -170,7 +170,7 @@ def test_a_stopped_container_is_seen_without_a_relist(manifests: Path, hollow: H
     relists = hollow.relists
     hollow.launcher.signal(pid, signal.SIGTERM)  # the pretend container ends, as if it exited
     hollow.wait_stopped("a")
-    wait_until(lambda: any(v.record.phase == "Failed" for v in hollow.agent.pods()), 10, "a Failed")
+    wait_until(lambda: any(v.record.phase == "Failed" for v in hollow.agent.views.pods()), 10, "a Failed")
     assert hollow.relists == relists  # the event did it, not a relist
 
 

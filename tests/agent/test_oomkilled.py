@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from agent.cm.cgroups.files import read_flat_key
-from agent.kuberuntime.envvars import HostInfo
+from agent.container.downwardapi import HostInfo
+from agent.container.podrecord import TERMINATED, PodRecord, RecordStore
 from agent.kuberuntime.processes import HOST_LAUNCHER, ContainerProcess
 from agent.kuberuntime.runtime import ProcessRuntime
-from agent.pod.podrecord import TERMINATED, PodRecord, RecordStore
 from harness.manifests import write_manifest
 from kubenode.cgroupsweep import V1_MOUNT
 from kubenode.model import Container, Pod

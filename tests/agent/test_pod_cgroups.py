@@ -297,9 +297,9 @@ def test_no_pod_is_added_while_the_workers_learn_the_admitted_pods(
     another_thread_got_the_lock: list[bool] = []
 
     def try_the_lock() -> None:
-        got = h.agent._lock.acquire(timeout=0)
+        got = h.agent.table.lock.acquire(timeout=0)
         if got:
-            h.agent._lock.release()
+            h.agent.table.lock.release()
         another_thread_got_the_lock.append(got)
 
     def sync_known_pods(desired: Any) -> Any:

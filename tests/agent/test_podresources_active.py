@@ -27,10 +27,9 @@ def test_pod_without_devices_is_listed_while_active(
 ) -> None:
     socket_path = short_dir / "pod-resources.sock"
     devices = DeviceManager(short_dir, tmp_path / "devices", podresources_socket=socket_path)
-    devices.start()
+    h = make_harness(devices=devices)
+    devices.start(functools.partial(active_pod_infos, h.agent))
     try:
-        h = make_harness(devices=devices)
-        devices.active_pods = functools.partial(active_pod_infos, h.agent)
         h.start()
         path = write_manifest(manifests, "plain.yaml", pod_manifest("plain"))
         h.wait_phase("plain", "Running")

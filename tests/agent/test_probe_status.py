@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord
 from agent.status.podstatus import api_pod_status
 from kubenode.model import Container, Pod
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.pod.podrecord import PodRecord, RecordStore
+from agent.container.podrecord import PodRecord, RecordStore
 from tests.agent.support import wait_until
 
 

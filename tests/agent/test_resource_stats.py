@@ -8,9 +8,9 @@ import os
 from types import SimpleNamespace
 from typing import Any, cast
 
-from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.container.usage import CgroupReading, PodUsage, Usage
 from agent.server.stats import StatsProvider, meminfo, node_cpu_ns
-from agent.stats.usage import CgroupReading, PodUsage, Usage
 
 
 def test_node_cpu_counts_busy_time_only() -> None:

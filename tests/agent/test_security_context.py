@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.security import SecurityPolicy
 from agent.kuberuntime.capabilities import (
     CAPABILITY_NUMBERS,
     RUNTIME_DEFAULT,
     all_capabilities,
     container_capabilities,
 )
-from agent.kuberuntime.envvars import ContainerConfigError
 from agent.kuberuntime.seccomp import resolve_profile
-from agent.kuberuntime.securitycontext import SecurityPolicy, process_security
+from agent.kuberuntime.securitycontext import process_security
 from agent.lifecycle.admission import admit
 from harness.manifests import write_manifest
 from kubenode.model import Container, Pod

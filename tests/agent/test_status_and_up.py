@@ -16,9 +16,9 @@ import pytest
 
 from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import SourceSnapshot
 from agent.daemon import RunningAgent
-from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
 from agent.volumemanager.mountutil import mounts_under
 from cli.main import main
@@ -120,7 +120,7 @@ def test_a_failed_start_is_undone_by_stop(cgroup_root: str, tmp_path: Path) -> N
     """`kubenode up` stops what failed half-way: the cgroup root made before the failure goes too."""
     config = AgentConfig(state_dir=tmp_path / "state", cgroup_root=cgroup_root, device_plugin_dir=None)
     cgroups = make_pod_cgroups(cgroup_root)
-    running = RunningAgent(config, NodeAgent(config, cgroups, [BrokenSource()]), None)
+    running = RunningAgent(config, compose_node(config, cgroups, [BrokenSource()]), None)
     with pytest.raises(OSError, match="unreadable"):
         running.start()
     assert cgroup_dirs(cgroup_root), "the agent made its cgroups before the source failed"

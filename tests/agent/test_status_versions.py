@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import agent.status.statusmanager as statusmanager
-from agent.node import PodView
-from agent.pod.podrecord import PodRecord
+from agent.container.podrecord import PodRecord
+from agent.container.podview import PodView
 from agent.status import podstatus
 from agent.status.statusmanager import StatusManager
 from kubenode.model.parse import parse_pod
@@ -43,15 +43,16 @@ class Agent:
             },
             "api",
         )
-        self.views = {UID: PodView(pod, PodRecord(UID, "default", "p"), "sync")}
+        self.known = {UID: PodView(pod, PodRecord(UID, "default", "p"), "sync")}
         self.prober = Prober()
         self.workers = Workers()
+        self.views = self  # NodeAgent.views: the pods with a record, and their views
 
     def record_uids(self) -> set[str]:
-        return set(self.views)
+        return set(self.known)
 
     def pod_views(self, uids: Any) -> dict[str, PodView]:
-        return {uid: self.views[uid] for uid in uids if uid in self.views}
+        return {uid: self.known[uid] for uid in uids if uid in self.known}
 
 
 class Client:
@@ -101,7 +102,7 @@ def test_a_periodic_resync_computes_only_pods_synced_since(computed: list[str]) 
         manager.resync()  # forced (mirror pods appeared): every pod
         round_of(manager, resync=False)
         assert computed == [UID] * 4
-        del agent.views[UID]  # the record is gone: the pod is forgotten, and not computed again
+        del agent.known[UID]  # the record is gone: the pod is forgotten, and not computed again
         round_of(manager, resync=True)
         round_of(manager, resync=True)
         assert computed == [UID] * 4 and UID not in manager._computed and UID not in manager._versions

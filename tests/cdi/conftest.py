@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cm.devicemanager import DeviceManager, PodRef, RunOptions
+from agent.cm.devicemanager import DeviceManager, PodRef
+from agent.container.resources import ContainerResources
 from tests.cdi.podman import Podman, PodmanMissing
 from tests.deviceplugin.support import wait_until
 
@@ -75,7 +76,7 @@ class Node:
             stderr = self.close()
             raise AssertionError(f"the cpu plugin did not register with the device manager: {stderr}")
 
-    def allocate(self, cpus: int = 1) -> tuple[str, RunOptions]:
+    def allocate(self, cpus: int = 1) -> tuple[str, ContainerResources]:
         uid = uuid.uuid4().hex
         options = self.manager.allocate(PodRef(uid, "default", f"pod-{uid[:6]}"), "main", {RESOURCE: cpus})
         return uid, options

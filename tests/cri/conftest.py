@@ -59,6 +59,7 @@ def joined_agent(
     logs_dir: Path,
     *,
     plugin: bool = False,
+    plugin_config: Path | None = None,
     **settings: Any,
 ) -> Iterator[AgentProcess]:
     """An agent on `containerd`, joined to `api` as its node, for a module fixture to yield; closed after,
@@ -70,6 +71,8 @@ def joined_agent(
         **settings,
     }
     process = AgentProcess(api.kubeconfig, settings=settings, plugin=plugin)
+    if plugin_config is not None:
+        process.plugin_config = plugin_config
     process.kubeconfig = api.kubeconfig_for(f"system:node:{process.node}", ["system:nodes"])
     try:
         yield process.start()

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient
 from agent.kuberuntime.cri.configs import pod_log_directory, sandbox_config
-from agent.kuberuntime.cri.wiring import with_cri_runtime
-from agent.node import NodeAgent
 from harness.containerd import ContainerdProcess
 from harness.crikillcycles import listed
 from harness.manifests import fast_agent_config, write_manifest
@@ -125,8 +124,7 @@ def test_sandboxes_no_pod_owns_are_removed_at_start_and_others_stay(
         container_runtime_endpoint=containerd.endpoint,
         pod_logs_dir=logs,
     )
-    agent = NodeAgent(config, make_pod_cgroups(cgroup_root), [ManifestSource(manifests, NODE)])
-    agent.runtime = with_cri_runtime(agent, config)
+    agent = compose_node(config, make_pod_cgroups(cgroup_root), [ManifestSource(manifests, NODE)])
     agent.start()
     try:
         wait_until(lambda: not sandboxes_of(client, "stray-running"), 60, "the running stray sandbox removed")

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from agent.container.downwardapi import HostInfo
+from agent.container.podrecord import RecordStore
 from agent.kuberuntime.cri.client import CRIClient
 from agent.kuberuntime.cri.runtime import CRIRuntime
-from agent.kuberuntime.envvars import HostInfo
-from agent.pod.podrecord import RecordStore
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess

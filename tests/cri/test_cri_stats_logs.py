@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.container.usage import PodUsage, Usage
 from agent.kuberuntime.cri.client import CRIClient
-from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
 from agent.stats.cri import CRIStats
-from agent.stats.usage import PodUsage, Usage
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from harness.containerd import ContainerdProcess

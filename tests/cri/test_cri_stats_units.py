@@ -9,10 +9,10 @@ from typing import Any
 import grpc
 import pytest
 
+from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord
+from agent.container.usage import Usage
 from agent.kuberuntime.cri.client import CRIError
-from agent.pod.podrecord import RUNNING, ContainerRecord, PodRecord
 from agent.stats.cri import CRIStats
-from agent.stats.usage import Usage
 from kubenode.api.cri.v1 import api_pb2 as cri
 
 

@@ -7,15 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent.cm.devicemanager import (
-    AllocationError,
-    DeviceManager,
-    DeviceSpec,
-    Mount,
-    PodRef,
-    PreStartError,
-    checkpoint,
-)
+from agent.cm.devicemanager import AllocationError, DeviceManager, PodRef, PreStartError, checkpoint
+from agent.container.resources import DeviceSpec, Mount
 from tests.conformance.fake_device_plugin import FakeDevice, FakePlugin
 
 RES = "example.com/fake"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cm.devicemanager import AllocationError, Device, Mount
+from agent.cm.devicemanager import AllocationError, Device
 from agent.cm.devicemanager.runoptions import merge_responses
 from agent.cm.devicemanager.selection import select_devices
+from agent.container.resources import Mount
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 
 FREE = [Device("a", True, frozenset({0})), Device("b", True, frozenset({1})), Device("c", True, frozenset())]

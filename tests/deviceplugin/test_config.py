@@ -52,6 +52,17 @@ def static(*device_ids: str, **extra: Any) -> dict[str, Any]:
             "serial",
         ),
         ([], "resources", "at least one"),
+        (
+            [
+                {
+                    "name": "example.com/d",
+                    "backend": "static",
+                    "static": {"devices": [{"id": "a", "cdiDevices": ["x"]}]},
+                }
+            ],
+            "resources[0].static.devices[0].cdiDevices",
+            "CDI device 'x' is not qualified",
+        ),
     ],
 )
 def test_invalid_config_names_file_and_field(resources: list[Any], field: str, words: str) -> None:
@@ -92,6 +103,14 @@ def test_gpu_and_static_options_parse() -> None:
     assert gpu.gpu.ignored_xids == {13} and gpu.gpu.fail_on_init_error
     assert dev.replicas == 3 and dev.static.devices[0].id == "0"
     assert gpu.socket == "kubenode-nvidia.com-gpu.sock"
+
+
+def test_a_static_device_may_answer_cdi_names() -> None:
+    device = {"id": "a", "cdiDevices": ["example.com/dongle=a"]}
+    config = parse_config(
+        {"resources": [{"name": "example.com/d", "backend": "static", "static": {"devices": [device]}}]}
+    )
+    assert config.resources[0].static.devices[0].cdi_devices == ("example.com/dongle=a",)
 
 
 def test_kubelet_dir_precedence(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,10 +10,11 @@ import pytest
 
 from agent.cm.devicemanager import PodRef
 from deviceplugin.backend import Device
-from deviceplugin.backends.cpu import CPUSET_ANNOTATION, CPUSET_ENV, CpuBackend
+from deviceplugin.backends.cpu import CPUSET_ANNOTATION, CpuBackend
 from deviceplugin.config import CpuOptions
 from deviceplugin.manager import PluginManager
 from kubenode.cpuset import format_cpuset, parse_cpuset
+from kubenode.devicecontract import CPUSET_ENV
 from tests.deviceplugin.conftest import Kubelet
 
 # node0: CPUs 0-3, node1: CPUs 4-7; siblings (0,2) (1,3) (4,6) (5,7), numbered as many Intel machines do.

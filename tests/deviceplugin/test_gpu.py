@@ -86,7 +86,7 @@ def test_devices_allocation_and_topology(fake_host: tuple[Path, Path]) -> None:
         (UUIDS[1], True, ()),  # numa_node -1: no topology
     ]
     allocation = backend.allocate([UUIDS[1]])
-    assert allocation.envs == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1]}
+    assert allocation.envs == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1], "CUDA_VISIBLE_DEVICES": UUIDS[1]}
     assert [(n.host_path, n.container_path) for n in allocation.device_nodes] == [
         (str(dev / "nvidia1"), "/dev/nvidia1"),
         (str(dev / "nvidiactl"), "/dev/nvidiactl"),
@@ -97,6 +97,11 @@ def test_devices_allocation_and_topology(fake_host: tuple[Path, Path]) -> None:
         "nvidia.com/gpu", GpuOptions(id_strategy="index", sysfs_root=str(sysfs)), nvml=FakeNvml()
     )
     assert [d.id for d in by_index.devices()] == ["0", "1"]
+    # NVIDIA's variable names the plugin's IDs; CUDA's always the UUIDs, which CUDA matches in any order.
+    assert by_index.allocate(["1", "0"]).envs == {
+        "NVIDIA_VISIBLE_DEVICES": "1,0",
+        "CUDA_VISIBLE_DEVICES": f"{UUIDS[1]},{UUIDS[0]}",
+    }
 
 
 def test_xid_makes_unhealthy_and_probes_recover(fake_host: tuple[Path, Path]) -> None:

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from agent.kuberuntime.envvars import HostInfo
+from agent.container.downwardapi import HostInfo
 from agent.kuberuntime.execsync import exec_in_container
 from agent.prober.handlers import (
     USER_AGENT,

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent.kuberuntime.execsync import ExecResult
-from agent.prober.handlers import ExecRunner
+from agent.container.execresult import ExecResult, ExecRunner
 from agent.prober.manager import ProbeManager
 from agent.prober.spec import ProbeSpec, ProbeType, parse_probe, probes_of
 from agent.prober.worker import ContainerView

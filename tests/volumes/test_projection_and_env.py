@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.kuberuntime.envvars import container_env
 from agent.util.configobjects import CachedConfigObjects, ConfigLookupError, decode_object
 from agent.volumemanager.projection import ProjectionError, volume_payload
 from kubenode.model import Pod, ValidationError, parse_pod

@@ -1,13 +1,13 @@
 """Pod and QoS cgroups for the node agent, as the kubelet's pod container manager makes them.
 
-Public API (agent.cm.cgroups.api): `make_pod_cgroups`, the `PodCgroups` protocol, `ResourceConfig`,
+Public API: `make_pod_cgroups` (manager.py), and from api.py the `PodCgroups` protocol, `ResourceConfig`,
 `PodCgroupInfo` and `CgroupError`. Beyond the contract, the object `make_pod_cgroups` returns
 (`manager.PodCgroupManager`) has `version` (1 or 2) and `backend`, and `read_limits` returns the
 raw interface files plus normalised keys `cpu_quota` ("max" when unlimited), `cpu_period`,
 `cpu_shares` (v1) or `cpu_weight` (v2), `memory_limit`, `pids_limit` and `cpuset`.
 
 Modules, one job each:
-- `api`: the contract types and the factory.
+- `api`: the contract types.
 - `formulas`: MilliCPUToShares/Quota, the shares <-> weight conversion, ResourceConfigForPod.
 - `naming`: cgroupfs and systemd names for tiers and pods; UID checks before any path is made.
 - `validate`: value checks run before anything is written.
@@ -16,12 +16,13 @@ Modules, one job each:
 - `backend`: the per-version operations the manager needs (`Hierarchies`).
 - `v1`: cgroup v1 through its interface files, one hierarchy per controller.
 - `v2`: cgroup v2 through its files, with an injectable mkdir/rmdir for tests on a plain tree.
-- `manager`: QoS tiers, pod cgroups, listing, signalling and destroying, on one backend.
+- `manager`: QoS tiers, pod cgroups, listing, signalling and destroying, on one backend; the factory.
 
 Thread safety: calls for different pods may run in parallel (pod workers); directory creation
 is serialised inside the manager.
 """
 
-from agent.cm.cgroups.api import CgroupError, PodCgroupInfo, PodCgroups, ResourceConfig, make_pod_cgroups
+from agent.cm.cgroups.api import CgroupError, PodCgroupInfo, PodCgroups, ResourceConfig
+from agent.cm.cgroups.manager import make_pod_cgroups
 
 __all__ = ["CgroupError", "PodCgroupInfo", "PodCgroups", "ResourceConfig", "make_pod_cgroups"]

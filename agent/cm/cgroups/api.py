@@ -1,14 +1,13 @@
 """The pod cgroup API the agent's pod lifecycle codes against (see package docstring).
 
 `PodCgroups` is a Protocol so the lifecycle's tests can use an in-memory double; the
-real implementation comes from `make_pod_cgroups`.
+real implementation comes from `make_pod_cgroups` (manager.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, Protocol
 
 from kubenode.model import Pod, QOSClass
@@ -95,30 +94,3 @@ class PodCgroups(Protocol):
 
     def stop_and_remove_root(self) -> None:
         """Remove the empty tiers and the root (tests, `kubenode up` exit)."""
-
-
-def make_pod_cgroups(
-    cgroup_root: str = "/",
-    driver: Driver = "cgroupfs",
-    *,
-    mount_root: Path = Path("/sys/fs/cgroup"),
-    version: Literal[1, 2] | None = None,
-    pids_limit: int = -1,
-    enforce_cpu_limits: bool = True,
-) -> PodCgroups:
-    """The pod cgroup manager for this host.
-
-    version None detects as the kubelet does: statfs(mount_root).f_type == CGROUP2_SUPER_MAGIC
-    means v2; a hybrid host (tmpfs plus cgroup2 at unified/) is v1. cgroup_root is where
-    `kubepods` goes (tests use a unique root such as /kn-test-<random>).
-    """
-    from agent.cm.cgroups.manager import build_manager
-
-    return build_manager(
-        cgroup_root,
-        driver,
-        mount_root=mount_root,
-        version=version,
-        pids_limit=pids_limit,
-        enforce_cpu_limits=enforce_cpu_limits,
-    )

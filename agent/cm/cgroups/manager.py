@@ -271,3 +271,28 @@ def build_manager(
     return PodCgroupManager(
         backend, cgroup_root, driver, pids_limit=pids_limit, enforce_cpu_limits=enforce_cpu_limits
     )
+
+
+def make_pod_cgroups(
+    cgroup_root: str = "/",
+    driver: Driver = "cgroupfs",
+    *,
+    mount_root: Path = Path("/sys/fs/cgroup"),
+    version: Literal[1, 2] | None = None,
+    pids_limit: int = -1,
+    enforce_cpu_limits: bool = True,
+) -> PodCgroups:
+    """The pod cgroup manager for this host.
+
+    version None detects as the kubelet does: statfs(mount_root).f_type == CGROUP2_SUPER_MAGIC
+    means v2; a hybrid host (tmpfs plus cgroup2 at unified/) is v1. cgroup_root is where
+    `kubepods` goes (tests use a unique root such as /kn-test-<random>).
+    """
+    return build_manager(
+        cgroup_root,
+        driver,
+        mount_root=mount_root,
+        version=version,
+        pids_limit=pids_limit,
+        enforce_cpu_limits=enforce_cpu_limits,
+    )

@@ -5,7 +5,7 @@ v1.py (the cgroup v1 devices controller), bpfprog.py (the cgroup v2 program, as 
 (bpf(2): load, attach, query, detach, replace), choose.py (which of the two a host gets).
 
 Wiring (for the runtimes, once agent/ is restructured), per container, in the agent:
-1. Before forking: `rules.container_rules([(d.host_path, d.permissions) for d in run_options.devices],
+1. Before forking: `rules.container_rules([(d.host_path, d.permissions) for d in resources.devices],
    privileged)` plus, for CDI devices, the rules of the resolved edits' device nodes
    (kubenode.cdi.resolve). Any DeviceRuleError fails the container with its one line.
 2. Make the container's cgroup in the device controller's tree and enforce the rules:

@@ -2,7 +2,7 @@
 
 Flow (wiring, after issue 37's agent restructuring): for each container the runtime builds its rule list
 with `container_rules(devices, privileged)`: the default allow list, then one rule per device spec that
-the device manager's RunOptions carries (`rule_for_device(host_path, permissions)`, which stats the host
+the container's ContainerResources carries (`rule_for_device(host_path, permissions)`, which stats the host
 node in the agent, before anything is forked, so a bad spec fails the container with one line naming
 it). The list goes to `v1.apply_v1` (cgroup v1 and hybrid hosts) or `bpf.replace_device_program`
 (cgroup v2); both start from "deny everything" and read the list through `effective()`, the same

@@ -17,22 +17,23 @@ API (all methods are thread-safe):
     DeviceManager(plugin_dir, state_dir, *, stop_grace_period=300.0, clock=time.monotonic,
                   podresources_socket=None, on_register=None, rpc_timeout=60.0,
                   dial_timeout=10.0, active_pods=None)
-    start() / stop()
+    start(active_pods=None) / stop()
     capacity() / allocatable() / available() -> dict[str, int]
     resources() -> list[ResourceStatus]          # devices (ID, health, NUMA), connected, options, allocated
     describe_resources(dm.resources()) -> str    # a printable table of the same (devicemanager.listing)
-    allocate(pod, container, requests, numa_hint=None) -> RunOptions
+    allocate(pod, container, requests, numa_hint=None) -> ContainerResources
         # every device-plugin (extended) resource of the container at once; other names (cpu, memory) are
         # ignored; idempotent for a container that already holds devices; AllocationError rolls back
     pre_start(pod_uid, container)                # PreStartContainer (30 s) where the plugin requires it
-    run_options(pod_uid, container) -> RunOptions | None
+    run_options(pod_uid, container) -> ContainerResources | None
     free_pod(pod_uid) / retain_pods(live_pod_uids)
     allocations() -> list[ContainerAllocation]   # pod, container, resource -> IDs, NUMA per ID, cpu_ids
     wait_for_resource(name, timeout) -> bool     # registered and first device list received
     wait_for(predicate, timeout) -> bool         # predicate re-checked on every state change
 
-`active_pods` (also a settable attribute) returns the agent's active pods as `PodInfo`s; with it PodResources
-List/Get cover every active pod, as the kubelet's do (a pod without devices is listed with its containers).
+`active_pods` (given to the constructor or to `start`) returns the agent's active pods as `PodInfo`s; with it
+PodResources List/Get cover every active pod, as the kubelet's do (a pod without devices is listed with its
+containers).
 `on_register` receives a `RegistrationEvent` for every Register call, accepted or not (used by
 `kubenode conformance`). Calls the kubelet makes without a deadline (options, Allocate, preferred allocation)
 get `rpc_timeout` here so one hung plugin cannot stall the agent forever.
@@ -54,18 +55,15 @@ from agent.cm.devicemanager.records import (
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager.listing import describe_resources
-    from agent.cm.devicemanager.manager import DeviceEvent, DeviceManager
-    from agent.cm.devicemanager.runoptions import DeviceSpec, Mount, RunOptions
+    from agent.cm.devicemanager.manager import DeviceManager
+    from agent.cm.devicemanager.state import DeviceEvent
 
 # The names whose modules load grpc and protobuf (~28 MiB): imported on first use, so an agent without
 # device plugins (--device-plugin-dir none) never loads them; the records above are plain dataclasses.
 _LAZY = {
     "describe_resources": "agent.cm.devicemanager.listing",
-    "DeviceEvent": "agent.cm.devicemanager.manager",
+    "DeviceEvent": "agent.cm.devicemanager.state",
     "DeviceManager": "agent.cm.devicemanager.manager",
-    "DeviceSpec": "agent.cm.devicemanager.runoptions",
-    "Mount": "agent.cm.devicemanager.runoptions",
-    "RunOptions": "agent.cm.devicemanager.runoptions",
 }
 
 
@@ -87,13 +85,10 @@ __all__ = [
     "DeviceEvent",
     "DeviceManager",
     "DeviceManagerError",
-    "DeviceSpec",
-    "Mount",
     "PodInfo",
     "PodRef",
     "PreStartError",
     "RegistrationEvent",
     "ResourceStatus",
-    "RunOptions",
     "describe_resources",
 ]

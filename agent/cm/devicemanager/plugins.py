@@ -1,29 +1,28 @@
 """Plugin registration and the plugins' streams: the device manager's endpoints (the kubelet's
 devicemanager ManagerImpl: Register, its endpoint per resource and genericDeviceUpdateCallback).
 
-Flow: a plugin's Register on kubelet.sock -> `_handle_register`: the request is validated
+Flow: a plugin's Register on kubelet.sock -> `handle_register`: the request is validated
 (version, resource name, a bare socket file name), the manager dials the plugin back and asks
 for its options -> `_attach` makes that endpoint the resource's (closing an earlier one, whose
 stream end is then ignored) and opens ListAndWatch -> every list `_on_update`s the resource's
 devices (health, NUMA) and is checkpointed -> a stream that ends `_on_stream_end`s: every
-device turns unhealthy until the plugin registers again, and `_expire_locked` drops the
+device turns unhealthy until the plugin registers again, and `expire_locked` drops the
 resource after `stop_grace_period`. Listeners hear registered, devices, disconnected and
 expired (and allocated, from agent/cm/devicemanager/allocation.py).
 
-`PluginEndpoints` is the first of DeviceManager's parts (agent/cm/devicemanager/manager.py owns the state).
+`PluginEndpoints` is one of DeviceManager's parts; the state it shares with them is state.DeviceTable.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.cm.devicemanager.endpoint import PluginEndpoint
 from agent.cm.devicemanager.records import Device, RegistrationEvent
 from agent.cm.devicemanager.registration import validate_register
+from agent.cm.devicemanager.state import DeviceTable, ResourceState
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import HEALTHY, is_bare_file_name
 from kubenode.deviceplugin_client import is_serving
@@ -31,56 +30,27 @@ from kubenode.deviceplugin_client import is_serving
 log = logging.getLogger("agent.cm.devicemanager.manager")
 
 
-@dataclass(frozen=True)
-class DeviceEvent:
-    """What a listener hears: a plugin `registered`, its `devices` changed, it `disconnected`, its resource
-    `expired` (gone past the grace period), or devices were `allocated` (taking `seconds`)."""
-
-    kind: str
-    resource: str
-    seconds: float = 0.0
-
-
-@dataclass
-class ResourceState:
-    name: str
-    devices: dict[str, Device] = field(default_factory=dict)
-    endpoint: PluginEndpoint | None = None
-    stopped_at: float | None = None
-    listed: bool = False
-    restored: bool = False  # known from the checkpoint; its plugin has not registered since the restart
-
-
 class PluginEndpoints:
-    plugin_dir: Path
-    stop_grace_period: float
-    _clock: Callable[[], float]
-    _on_register: Callable[[RegistrationEvent], None] | None
-    _rpc_timeout: float
-    _dial_timeout: float
-    _lock: threading.RLock
-    _changed: threading.Condition
-    _resources: dict[str, ResourceState]
-    _stopping: bool
-    _listeners: list[Callable[[DeviceEvent], None]]
+    def __init__(
+        self,
+        table: DeviceTable,
+        plugin_dir: Path,
+        *,
+        stop_grace_period: float,
+        clock: Callable[[], float],
+        on_register: Callable[[RegistrationEvent], None] | None,
+        rpc_timeout: float,
+        dial_timeout: float,
+    ) -> None:
+        self.table = table
+        self.plugin_dir = plugin_dir
+        self.stop_grace_period = stop_grace_period
+        self._clock = clock
+        self._on_register = on_register
+        self._rpc_timeout = rpc_timeout
+        self._dial_timeout = dial_timeout
 
-    def add_listener(self, listener: Callable[[DeviceEvent], None]) -> None:
-        """Call `listener` on every registration, device change, disconnect, expiry and allocation (from
-        gRPC and worker threads, sometimes with the manager's lock held): keep it quick, e.g. set an event,
-        and never call back into the manager from it."""
-        self._listeners.append(listener)
-
-    def _notify(self, kind: str, resource: str, seconds: float = 0.0) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(DeviceEvent(kind, resource, seconds))
-            except Exception:
-                log.exception("device listener failed")
-
-    def _save_locked(self) -> None:
-        raise NotImplementedError  # the checkpoint: agent/cm/devicemanager/allocation.py
-
-    def _handle_register(self, request: api_pb2.RegisterRequest) -> str | None:
+    def handle_register(self, request: api_pb2.RegisterRequest) -> str | None:
         at = self._clock()
         error = validate_register(request)
         socket_path = self.plugin_dir / request.endpoint
@@ -100,7 +70,7 @@ class PluginEndpoints:
             log.warning("rejected registration of %r: %s", request.resource_name, error)
         else:
             log.info("registered %s at %s", request.resource_name, socket_path)
-            self._notify("registered", request.resource_name)
+            self.table.notify("registered", request.resource_name)
         if self._on_register is not None:
             self._on_register(
                 RegistrationEvent(
@@ -123,11 +93,11 @@ class PluginEndpoints:
 
     def _attach(self, endpoint: PluginEndpoint) -> str | None:
         """Make `endpoint` the resource's plugin (replacing any earlier one) and open its stream."""
-        with self._lock:
-            if self._stopping:
+        with self.table.lock:
+            if self.table.stopping:
                 endpoint.close()
                 return "device manager is stopping"
-            resource = self._resources.setdefault(endpoint.resource, ResourceState(endpoint.resource))
+            resource = self.table.resources.setdefault(endpoint.resource, ResourceState(endpoint.resource))
             old = resource.endpoint
             resource.endpoint = endpoint
             resource.stopped_at = None
@@ -140,8 +110,8 @@ class PluginEndpoints:
         return None
 
     def _on_update(self, endpoint: PluginEndpoint, response: api_pb2.ListAndWatchResponse) -> None:
-        with self._lock:
-            resource = self._resources.get(endpoint.resource)
+        with self.table.lock:
+            resource = self.table.resources.get(endpoint.resource)
             if resource is None or resource.endpoint is not endpoint:
                 return
             devices: dict[str, Device] = {}
@@ -150,14 +120,14 @@ class PluginEndpoints:
                 devices[d.ID] = Device(d.ID, d.health == HEALTHY, nodes)
             resource.devices = devices
             resource.listed = True
-            self._save_locked()
-            self._changed.notify_all()
-        self._notify("devices", endpoint.resource)
+            self.table.save_locked()
+            self.table.changed.notify_all()
+        self.table.notify("devices", endpoint.resource)
 
     def _on_stream_end(self, endpoint: PluginEndpoint) -> None:
-        with self._lock:
-            resource = self._resources.get(endpoint.resource)
-            if self._stopping or resource is None or resource.endpoint is not endpoint:
+        with self.table.lock:
+            resource = self.table.resources.get(endpoint.resource)
+            if self.table.stopping or resource is None or resource.endpoint is not endpoint:
                 return
             log.warning(
                 "plugin of %s disconnected; its devices are unhealthy until it registers again", resource.name
@@ -165,23 +135,23 @@ class PluginEndpoints:
             resource.endpoint = None
             resource.stopped_at = self._clock()
             resource.devices = {i: Device(i, False, d.numa_nodes) for i, d in resource.devices.items()}
-            self._save_locked()
-            self._changed.notify_all()
+            self.table.save_locked()
+            self.table.changed.notify_all()
         endpoint.close()
-        self._notify("disconnected", endpoint.resource)
+        self.table.notify("disconnected", endpoint.resource)
 
-    def _expire_locked(self) -> None:
+    def expire_locked(self) -> None:
         now = self._clock()
         expired = [
             r.name
-            for r in self._resources.values()
+            for r in self.table.resources.values()
             if r.stopped_at is not None and now - r.stopped_at >= self.stop_grace_period
         ]
         for name in expired:
             log.info("dropping %s: its plugin has been gone for %.0f s", name, self.stop_grace_period)
-            del self._resources[name]
+            del self.table.resources[name]
         if expired:
-            self._save_locked()
-            self._changed.notify_all()
+            self.table.save_locked()
+            self.table.changed.notify_all()
         for name in expired:
-            self._notify("expired", name)
+            self.table.notify("expired", name)

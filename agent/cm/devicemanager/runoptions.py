@@ -1,42 +1,20 @@
-"""What the agent applies to a container: the merge of every resource's ContainerAllocateResponse."""
+"""What the agent applies to a container: the merge of every resource's ContainerAllocateResponse, typed
+(agent/container/resources.py)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TypeVar
 
+from agent.container.resources import ContainerResources, DeviceSpec, Mount
 from kubenode.api.deviceplugin.v1beta1 import api_pb2
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Mount:
-    container_path: str
-    host_path: str
-    read_only: bool = False
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    container_path: str
-    host_path: str
-    permissions: str = "rwm"
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    envs: dict[str, str] = field(default_factory=dict)
-    mounts: list[Mount] = field(default_factory=list)
-    devices: list[DeviceSpec] = field(default_factory=list)
-    annotations: dict[str, str] = field(default_factory=dict)
-    cdi_devices: list[str] = field(default_factory=list)
-
-
-def merge_responses(responses: Iterable[tuple[str, api_pb2.ContainerAllocateResponse]]) -> RunOptions:
+def merge_responses(responses: Iterable[tuple[str, api_pb2.ContainerAllocateResponse]]) -> ContainerResources:
     """Merge (resource, response) pairs like the kubelet: the first value wins, conflicts are only logged.
 
     Env and annotation keys, and mount and device container paths, are the keys compared; CDI names are
@@ -57,7 +35,7 @@ def merge_responses(responses: Iterable[tuple[str, api_pb2.ContainerAllocateResp
             _keep_first(devices, d.container_path, spec, resource)
         for c in response.cdi_devices:
             cdi.setdefault(c.name, None)
-    return RunOptions(envs, list(mounts.values()), list(devices.values()), annotations, list(cdi))
+    return ContainerResources(envs, list(mounts.values()), list(devices.values()), annotations, list(cdi))
 
 
 def _merge_map(into: dict[str, str], values: Mapping[str, str], resource: str, what: str) -> None:

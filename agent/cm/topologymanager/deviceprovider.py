@@ -19,8 +19,8 @@ from agent.cm.topologymanager.devicehints import DeviceHintSource, DeviceNUMA
 from agent.cm.topologymanager.hints import ProviderHints, TopologyHint
 from agent.cm.topologymanager.manager import TopologyManager, new_manager
 from agent.cm.topologymanager.policies import NONE
+from kubenode.devicecontract import device_plugin_limits
 from kubenode.model import Container, Pod
-from kubenode.model.resources import is_extended_resource_name
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
@@ -73,11 +73,6 @@ class DeviceSnapshot:
         }
 
 
-def device_requests(container: Container) -> dict[str, int]:
-    """The container's device-plugin resources (positive extended-resource limits), as podsync allocates."""
-    return {r: n for r, n in container.limits.items() if n > 0 and is_extended_resource_name(r)}
-
-
 class DeviceManagerProvider:
     def __init__(self, devices: DeviceManager, numa_nodes: Iterable[int]) -> None:
         self.devices = devices
@@ -107,7 +102,7 @@ class DeviceManagerProvider:
         return DeviceHintSource(snapshot, {*self.numa_nodes, *reported})
 
     def allocate(self, pod: Pod, container: Container, affinity: TopologyHint) -> None:
-        wanted = device_requests(container)
+        wanted = device_plugin_limits(container.limits)
         if not wanted:
             return
         hint = None if affinity.affinity is None else frozenset(affinity.affinity.bits())

@@ -6,7 +6,9 @@ Flow: `sandbox_config(pod, ...)` -> metadata (name, uid, namespace, attempt), th
 (and no hostname, which runc refuses without a UTS namespace of its own). `container_config(...)` -> command
 and args ($(VAR) expanded), env, working dir, the log path `<container>/<restart>.log`, the device plugins'
 devices and mounts, and the resources: CPU shares from the request, CFS quota from the limit, memory limit,
-the exclusive cpuset, and the QoS class's oom_score_adj.
+the exclusive cpuset, and the QoS class's oom_score_adj. Where the agent resolved the container's CDI names
+(agent/cm/cdidevices.py), their device nodes join the plugins' devices (one at the same container path
+replacing the plugin's, as CDI's injection does); otherwise the names go as CDI_devices.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 import psutil
 
 from agent.cm.cgroups.formulas import QUOTA_PERIOD, milli_cpu_to_quota, milli_cpu_to_shares
+from agent.container.downwardapi import expand
+from agent.container.resources import NO_RESOURCES, ContainerResources
 from agent.kuberuntime.cri import labels
-from agent.kuberuntime.envvars import expand
 from agent.kuberuntime.securitycontext import raw_container
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
@@ -88,24 +91,20 @@ def container_resources(pod: Pod, c: Container, cpuset: str) -> cri.LinuxContain
     return resources
 
 
-def _device_specs(specs: Sequence[str]) -> list[cri.Device]:
-    devices = []
-    for spec in specs:
-        host, container, permissions = [*spec.split(":"), "", ""][:3]
-        devices.append(cri.Device(host_path=host, container_path=container, permissions=permissions or "rwm"))
-    return devices
-
-
-def _mount_specs(specs: Sequence[str]) -> list[cri.Mount]:
-    mounts = []
-    for spec in specs:
-        parts = spec.split(":")
-        mounts.append(
-            cri.Mount(
-                host_path=parts[0], container_path=parts[1], readonly=len(parts) > 2 and parts[2] == "ro"
-            )
+def container_devices(resources: ContainerResources) -> list[cri.Device]:
+    """The plugins' device specs, then the resolved CDI device nodes, by container path."""
+    devices = {
+        d.container_path: cri.Device(
+            host_path=d.host_path, container_path=d.container_path, permissions=d.permissions
         )
-    return mounts
+        for d in resources.devices
+    }
+    for node in resources.cdi_edits.device_nodes if resources.cdi_edits is not None else ():
+        devices.pop(node.path, None)  # replaced, and last, as the CDI library's Apply orders them
+        devices[node.path] = cri.Device(
+            host_path=node.source, container_path=node.path, permissions=node.cgroup_access
+        )
+    return list(devices.values())
 
 
 def container_config(
@@ -115,9 +114,7 @@ def container_config(
     env: Mapping[str, str],
     restart_count: int,
     node: str,
-    cpuset: str,
-    device_specs: Sequence[str] = (),
-    mount_specs: Sequence[str] = (),
+    resources: ContainerResources = NO_RESOURCES,
     security: cri.LinuxContainerSecurityContext | None = None,
     volume_mounts: Sequence[cri.Mount] = (),
 ) -> cri.ContainerConfig:
@@ -137,10 +134,21 @@ def container_config(
         envs=[cri.KeyValue(key=k, value=v.encode()) for k, v in run_env.items()],
         log_path=f"{c.name}/{restart_count}.log",
         labels=labels.container_labels(pod, c, node),
-        annotations=labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
-        devices=_device_specs(device_specs),
-        mounts=[*volume_mounts, *_mount_specs(mount_specs)],
+        # The device plugins' annotations first, the kubelet's own over them (newContainerAnnotations).
+        annotations={
+            **resources.annotations,
+            **labels.container_annotations(pod, c, restart_count, raw_container(pod, c.name)),
+        },
+        devices=container_devices(resources),
+        mounts=[
+            *volume_mounts,
+            *(
+                cri.Mount(host_path=m.host_path, container_path=m.container_path, readonly=m.read_only)
+                for m in resources.mounts
+            ),
+        ],
+        CDI_devices=[cri.CDIDevice(name=name) for name in resources.cdi_devices],
         linux=cri.LinuxContainerConfig(
-            resources=container_resources(pod, c, cpuset), security_context=context
+            resources=container_resources(pod, c, resources.cpuset), security_context=context
         ),
     )

@@ -22,12 +22,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, RecordWriteError, rfc3339
 from agent.kuberuntime.cri import labels
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.gc import ContainerGC, held_pods, newest_first
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, RecordWriteError, rfc3339
 from kubenode.api.cri.v1 import api_pb2 as cri
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,9 @@ syncPod (`sync_containers`), in kuberuntime's order:
   cgroup_parent, host network) -> for each container due (agent/kuberuntime/sequence.py: init containers,
   sidecars, app containers, restarts under the crash-loop backoff): PullImage under imagePullPolicy
   (cri/images.py), CreateContainer (cri/configs.py; the previous dead copy beyond the last is removed first,
-  as the kubelet's container GC keeps one), StartContainer.
+  as the kubelet's container GC keeps one), StartContainer. A container's CDI names go to the runtime as
+  CDIDevices where it applies CDI (cri/cdisupport.py); otherwise the agent resolves them first
+  (agent/cm/cdidevices.py) into env, devices and mounts, and an unresolvable one is CreateContainerError.
 Termination (`kill_pod`): StopContainer with the grace period (all containers at once), a last relist for the
 exit codes, then StopPodSandbox and RemovePodSandbox.
 A failed call because the runtime is gone raises RuntimeError naming the endpoint: the pod's status shows it
@@ -26,7 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
+from agent.cm.cdidevices import CdiResolutionError
+from agent.container.downwardapi import ContainerConfigError, HostInfo
+from agent.container.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
+from agent.container.resources import ContainerResources
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
+from agent.kuberuntime.cri.cdisupport import CdiForRuntime
 from agent.kuberuntime.cri.client import CRIClient, CRIError
 from agent.kuberuntime.cri.configs import container_config, pod_log_directory, sandbox_config
 from agent.kuberuntime.cri.gc import ContainerGC, GCPolicy, newest_first
@@ -34,14 +42,12 @@ from agent.kuberuntime.cri.images import IMAGE_BACKOFF_INITIAL_S, ImageError, Im
 from agent.kuberuntime.cri.relist import CRIRelist
 from agent.kuberuntime.cri.security import verify_run_as_non_root
 from agent.kuberuntime.cri.streaming import CRIStreaming
-from agent.kuberuntime.envvars import ContainerConfigError, HostInfo, container_env
+from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.pleg import mark_exited
 from agent.kuberuntime.sequence import ContainerSequence, pod_phase
-from agent.pod.podrecord import RUNNING, WAITING, PodRecord, RecordStore, rfc3339
 from agent.stats.cri import CRIStats
-from agent.stats.usage import CgroupReading, PodUsage
+from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.manager import MountedVolume
 from agent.volumemanager.namespace import MountPlanError, container_mounts
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.model import Container, Pod
@@ -54,7 +60,7 @@ CONFIG_ERROR_RETRY_S = 10.0
 PULL_FAILED_RESYNC_S = 1.0
 
 
-class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
+class CRIRuntime(CRIRelist, CRIStreaming):
     def __init__(
         self,
         endpoint: str,
@@ -69,6 +75,8 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         security: Callable[[Pod, Container], cri.LinuxContainerSecurityContext] | None = None,
         objects: Callable[[], ConfigObjects] = lambda: NO_OBJECTS,
         gc_policy: GCPolicy | None = None,
+        cdi: Callable[[ContainerResources], ContainerResources] | None = None,
+        cdi_setting: str = "auto",
     ) -> None:
         self.endpoint = endpoint
         self.store = store
@@ -77,9 +85,12 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         self.log_root = log_root
         self._clock = clock
         self.backoff = backoff if backoff is not None else CrashLoopBackoff(clock)
+        self.sequence = ContainerSequence(self.backoff, clock, self._launch)
         self._pre_start = pre_start
         self._security = security
         self._objects = objects  # ConfigMaps and Secrets for env, once the agent joins a cluster
+        # CDI names kept for a runtime that applies them, resolved by the agent for one that does not.
+        self._cdi = CdiForRuntime(cdi, cdi_setting, self.version, self._call)
         self._lock = threading.Lock()
         self._client: CRIClient | None = None
         self.images = ImagePuller(self.client, clock)
@@ -97,7 +108,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,
@@ -105,7 +116,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
     ) -> float | None:
         """As the process runtime's; `volumes` (the volume manager's, on the host) become CRI mounts.
         `fresh_cgroup` changes nothing here: the runtime, not the agent, puts containers in cgroups."""
-        from agent.pod.podrecord import ContainerRecord
+        from agent.container.podrecord import ContainerRecord
 
         for c in pod.all_containers:
             record.containers.setdefault(c.name, ContainerRecord(c.name, init=c in pod.init_containers))
@@ -113,7 +124,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         try:
             self.relist(record)
             self._ensure_sandbox(pod, record)
-            self._start_due(pod, record, volumes or {}, device_env, hints, cancelled)
+            self.sequence.start_due(pod, record, volumes or {}, resources, hints, cancelled)
         except CRIError as exc:
             raise self._failed(exc) from None
         finally:
@@ -158,7 +169,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
         c: Container,
         record: PodRecord,
         where: Mapping[str, MountedVolume],
-        device_env: Mapping[str, str],
+        resources: ContainerResources,
         hints: list[float],
     ) -> None:
         rec = record.containers[c.name]
@@ -176,7 +187,14 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             hints.append(wait or IMAGE_BACKOFF_INITIAL_S)
             return
         try:
-            env = container_env(pod, c, self.host, device_env, self._objects())
+            resources = self._cdi.prepare(resources)
+        except CdiResolutionError as exc:
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            log.warning("pod %s container %s: %s", pod.key, c.name, exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
+            return
+        try:
+            env = container_env(pod, c, self.host, resources.envs, self._objects())
             security = self._security(pod, c) if self._security is not None else None
             verify_run_as_non_root(pod, c, lambda: self.images.user(image_ref))
             try:
@@ -203,9 +221,7 @@ class CRIRuntime(ContainerSequence, CRIRelist, CRIStreaming):
             env=env,
             restart_count=attempt,
             node=self.node,
-            cpuset=record.cpuset,
-            device_specs=record.device_specs.get(c.name, ()),
-            mount_specs=record.mounts.get(c.name, ()),
+            resources=resources,
             security=security,
             volume_mounts=volume_mounts,
         )

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.kuberuntime.envvars import ContainerConfigError
+from agent.container.downwardapi import ContainerConfigError
+from agent.container.security import SecurityPolicy
 from agent.kuberuntime.securitycontext import (
-    SecurityPolicy,
     check_privileged,
     pod_text,
     security_contexts,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agent.container.streaming import StreamFlags
 from agent.kuberuntime.cri.client import CRIError
-from agent.kuberuntime.streaming import StreamFlags
 from kubenode.api.cri.v1 import api_pb2 as cri
 
 

@@ -3,7 +3,7 @@
 generic.py: the process table and the relist (every `relist_interval`, the kubelet's generic PLEG);
 evented.py: the Evented PLEG (KEP-3386), for a runtime that streams its container events: the relist then runs
 every 300 s as a safety net, and again at its own period if the stream keeps failing. Either hands a pod whose
-container stopped to the pod workers (NodeAgent's loop, agent/node.py) for a sync.
+container stopped to the pod workers (the node's loop, agent/node.py) for a sync.
 """
 
 from agent.kuberuntime.pleg.evented import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from agent.container.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord, rfc3339
 from agent.kuberuntime.processes import UNKNOWN_EXIT_CODE, AdoptedProcess, ContainerProcess
-from agent.pod.podrecord import RUNNING, TERMINATED, ContainerRecord, PodRecord, rfc3339
 
 
 class ProcessTable:

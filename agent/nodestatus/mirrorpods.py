@@ -107,7 +107,7 @@ class MirrorPods(BackgroundLoop):
         with self._lock:
             if self._mirrors:
                 return self.interval
-        return self.interval if self.agent.has_sources_besides(API_SOURCE) else None
+        return self.interval if self.agent.views.has_sources_besides(API_SOURCE) else None
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -130,7 +130,7 @@ class MirrorPods(BackgroundLoop):
             mirrors = dict(self._mirrors)
         static = {
             v.pod.key: v.pod
-            for v in self.agent.views_not_from(API_SOURCE)
+            for v in self.agent.views.views_not_from(API_SOURCE)
             if v.pod is not None and v.worker not in ("terminated", "rejected")
         }
         for key, mirror in list(mirrors.items()):

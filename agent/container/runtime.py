@@ -11,14 +11,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent.kuberuntime.backoff import CrashLoopBackoff
-from agent.kuberuntime.runtime import PodKillTarget
-from agent.kuberuntime.securitycontext import SecurityPolicy
-from agent.kuberuntime.streaming import StreamFlags
-from agent.pod.podrecord import PodRecord
-from agent.stats.usage import CgroupReading, PodUsage
-from agent.volumemanager.manager import MountedVolume
+from agent.container.podrecord import PodRecord
+from agent.container.resources import ContainerResources
+from agent.container.security import SecurityPolicy
+from agent.container.streaming import StreamFlags
+from agent.container.usage import CgroupReading, PodUsage
+from agent.container.volumes import MountedVolume
+from agent.util.backoff import CrashLoopBackoff
 from kubenode.model import Pod
+
+
+class PodKillTarget(Protocol):
+    """What kill_pod needs from the cgroup layer (PodCgroups satisfies it)."""
+
+    def pids(self, uid: str) -> set[int]: ...
+
+    def signal_all(self, uid: str, sig: int) -> int: ...
 
 
 class PodRuntime(Protocol):
@@ -30,7 +38,7 @@ class PodRuntime(Protocol):
         pod: Pod,
         record: PodRecord,
         procs_files: Sequence[str],
-        device_env: Mapping[str, Mapping[str, str]],
+        resources: Mapping[str, ContainerResources],
         cancelled: threading.Event | None = None,
         volumes: Mapping[str, MountedVolume] | None = None,
         *,

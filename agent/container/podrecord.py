@@ -7,7 +7,7 @@ every sync (see `agent.kuberuntime.runtime`), so a lost or stale record never le
 
 Writes are atomic: a temporary file in the same directory renamed over the record, so an agent
 started after a SIGKILL at any point reads the newest record. They are made durable in rounds: the file
-and its directory are fsynced by the process's group committer (agent/pod/groupcommit.py) together
+and its directory are fsynced by the process's group committer (agent/container/groupcommit.py) together
 with every other record saved meanwhile, not in the pod's sync; `RecordStore.flush` waits for that
 (the agent's stop does). A failed write (ENOSPC, EIO) removes its temporary file,
 leaves the previous record as it was and raises `RecordWriteError`, which the sync reports
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent.pod.groupcommit import COMMITTER
+from agent.container.groupcommit import COMMITTER
+from agent.container.resources import ContainerResources
 from kubenode.atomicfile import TEMP_PREFIX, write_atomically
 from kubenode.model.parse import is_valid_uid
 
@@ -83,10 +84,12 @@ class PodRecord:
     cgroup: str = ""
     cpuset: str = ""
     start_time: str = ""
-    # container -> resource -> device IDs, and container -> "host:container" device/mount specs
+    # container -> resource -> device IDs
     devices: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    device_specs: dict[str, list[str]] = field(default_factory=dict)
-    mounts: dict[str, list[str]] = field(default_factory=dict)
+    # container -> what its device plugins answered (device specs, mounts, env...), for those that hold
+    # devices: saved typed ("resources"); the string lists older agents saved ("device_specs", "mounts") are
+    # not read, the pod's next sync fills this from the device manager's checkpoint.
+    resources: dict[str, ContainerResources] = field(default_factory=dict)
     containers: dict[str, ContainerRecord] = field(default_factory=dict)
 
     @property
@@ -99,6 +102,7 @@ class PodRecord:
     def to_json(self) -> dict[str, Any]:
         """The saved form; it shares the record's lists and dicts, so encode it before the record changes."""
         data = {name: getattr(self, name) for name in _POD_FIELDS}
+        data["resources"] = {name: r.to_json() for name, r in self.resources.items()}
         data["containers"] = {name: c.to_json() for name, c in self.containers.items()}
         return data
 
@@ -118,15 +122,25 @@ class PodRecord:
             if record.name != name:
                 raise ValueError(f"containers.{name}.name: does not match its key")
             containers[name] = record
-        fields = _known(cls, {k: v for k, v in data.items() if k != "containers"}, "")
-        return cls(**fields, containers=containers)
+        raw_resources = data.get("resources") or {}
+        if not isinstance(raw_resources, dict):
+            raise ValueError("resources: must be an object")
+        resources = {}
+        for name, r in raw_resources.items():
+            try:
+                resources[name] = ContainerResources.from_json(r)
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise ValueError(f"resources.{name}: {exc}") from None
+        fields = _known(cls, {k: v for k, v in data.items() if k not in _NESTED}, "")
+        return cls(**fields, resources=resources, containers=containers)
 
 
 # The fields to_json writes (asdict would deep-copy every value first: a third of a save's time).
 _CONTAINER_SAVED = tuple(
     f.name for f in fields(ContainerRecord) if f.name not in ("finished_clock", "started_clock", "adopted")
 )
-_POD_FIELDS = tuple(f.name for f in fields(PodRecord) if f.name != "containers")
+_NESTED = ("containers", "resources")  # each saved by its own type's to_json
+_POD_FIELDS = tuple(f.name for f in fields(PodRecord) if f.name not in _NESTED)
 
 
 # Expected JSON types of the saved fields (dataclass annotations are strings under `from __future__`).
@@ -137,7 +151,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "int | None": (int, type(None)),
     "float | None": (float, int, type(None)),
     "dict[str, dict[str, list[str]]]": (dict,),
-    "dict[str, list[str]]": (dict,),
 }
 
 
@@ -145,7 +158,7 @@ def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     """The saved fields of `cls` in `data`, each checked against its declared type."""
     result = {}
     for name, f in cls.__dataclass_fields__.items():  # type: ignore[attr-defined]
-        if name not in data or name == "containers":
+        if name not in data or name in _NESTED:
             continue
         value = data[name]
         expected = _TYPES.get(str(f.type))
