@@ -2,10 +2,10 @@
 file), `kubenode controller-manager` (the `default` ServiceAccount, `kube-root-ca.crt`) and the agent as its
 node, all real processes.
 
-A pod created with no volumes gets the `kube-api-access-*` projected volume and the env from the API server's
-admission and the agent; inside it, the official client's `load_incluster_config()` reaches the API server,
-which says `system:serviceaccount:default:default` may not list pods (403, so it knows who asks); a RoleBinding
-added to the policy file then lets it. Once the pod is deleted, its token is refused (401). A second pod with
+A pod created with no volumes gets the `kube-api-access-*` projected volume and the env from the API
+server's admission and the agent; inside it, the official client's `load_incluster_config()` reaches the
+API server, which says `system:serviceaccount:default:default` may not list pods (403, so it knows who
+asks); a RoleBinding added to the policy file then lets it. Once the pod is deleted, its token is refused (401). A second pod with
 `automountServiceAccountToken: false` has neither volume nor token.
 """
 
@@ -75,9 +75,11 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def api(policy: Path) -> Iterator[ApiServerProcess]:
     """This module's own server: its RBAC policy file changes during the test."""
     require_cgroup_v1()
-    with ApiServerProcess(args=["--authorization-policy-file", str(policy)]) as server:
-        with ControllerManagerProcess(server.data_dir / "controller-manager.kubeconfig"):
-            yield server
+    with (
+        ApiServerProcess(args=["--authorization-policy-file", str(policy)]) as server,
+        ControllerManagerProcess(server.data_dir / "controller-manager.kubeconfig"),
+    ):
+        yield server
 
 
 @pytest.fixture(scope="module")
