@@ -5,8 +5,8 @@ node, all real processes.
 A pod created with no volumes gets the `kube-api-access-*` projected volume and the env from the API
 server's admission and the agent; inside it, the official client's `load_incluster_config()` reaches the
 API server, which says `system:serviceaccount:default:default` may not list pods (403, so it knows who
-asks); a RoleBinding added to the policy file then lets it. Once the pod is deleted, its token is refused (401). A second pod with
-`automountServiceAccountToken: false` has neither volume nor token.
+asks); a RoleBinding added to the policy file then lets it. Once the pod is deleted, its token is refused
+(401). A second pod with `automountServiceAccountToken: false` has neither volume nor token.
 """
 
 from __future__ import annotations
