@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 
 from agent.token.manager import IssuedToken, Requester, TokenError, TokenSpec
-from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import ApiError, KubeClient
 from kubenode.kubeclient.client import Resource
 
 SERVICEACCOUNTS = Resource("serviceaccounts", "ServiceAccount")
@@ -17,7 +17,10 @@ SERVICEACCOUNTS = Resource("serviceaccounts", "ServiceAccount")
 
 def api_requester(client: KubeClient) -> Requester:
     def request(namespace: str, account: str, spec: TokenSpec) -> IssuedToken:
-        answer = client.create(SERVICEACCOUNTS, spec.body(), namespace, name=account, subresource="token")
+        try:
+            answer = client.create(SERVICEACCOUNTS, spec.body(), namespace, name=account, subresource="token")
+        except ApiError as exc:  # the server's own words, as the kubelet's event quotes them
+            raise TokenError(exc.message) from None
         status = answer.get("status") or {}
         token, expiry = status.get("token"), status.get("expirationTimestamp")
         if not isinstance(token, str) or not token or not isinstance(expiry, str):

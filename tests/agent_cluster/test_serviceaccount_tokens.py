@@ -26,7 +26,7 @@ from harness.controllermanager import ControllerManagerProcess
 from kubenode.kubeclient import KubeClient, load_kubeconfig
 from kubenode.kubeclient.client import PODS
 from tests.agent.support import require_cgroup_v1
-from tests.agent_cluster.support import gone, phase_is, wait_until
+from tests.agent_cluster.support import events_for, gone, phase_is, wait_until
 
 SETTINGS = {"configMapAndSecretTtl": 0.5, "resyncInterval": 1.0}
 MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -179,3 +179,36 @@ def _b64(text: str) -> bytes:
     import base64
 
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_a_refused_token_request_is_a_failed_mount_retried_until_it_works(
+    api: ApiServerProcess, admin: KubeClient, node: AgentProcess
+) -> None:
+    account = f"robot-{uuid.uuid4().hex[:6]}"
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+    assert api.request("POST", "/api/v1/namespaces/default/serviceaccounts", sa)[0] == 201
+    name = f"robot-pod-{uuid.uuid4().hex[:6]}"
+    # Admitted while the account exists; deleted before the agent asks for the pod's token.
+    body = _pod(name, "", ["sh", "-c", f"cat {MOUNT}/token >/dev/null && echo has-token; sleep 600"])
+    del body["spec"]["nodeName"]
+    body["spec"]["serviceAccountName"] = account
+    admin.create(PODS, body, "default")
+    assert api.request("DELETE", f"/api/v1/namespaces/default/serviceaccounts/{account}")[0] == 200
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"name": node.node},
+    }
+    assert api.request("POST", f"/api/v1/namespaces/default/pods/{name}/binding", binding)[0] == 201
+
+    def failed_mount() -> list[dict[str, Any]]:
+        return [e for e in events_for(admin, name, "FailedMount") if "failed to fetch token" in e["message"]]
+
+    (event, *_) = wait_until(failed_mount, 30, f"a FailedMount event\n{node.log()}")
+    assert event["message"].startswith('MountVolume.SetUp failed for volume "kube-api-access-')
+    assert event["message"].endswith(f': failed to fetch token: serviceaccounts "{account}" not found')
+    assert api.request("POST", "/api/v1/namespaces/default/serviceaccounts", sa)[0] == 201
+    wait_until(lambda: phase_is(admin, name, "Running"), 60, "the pod Running once the account is back")
+    wait_until(lambda: "has-token" in _logs(node, name), 30, "the token in the pod")
+    admin.delete(PODS, name, "default", grace_period_seconds=0)
