@@ -27,20 +27,10 @@ from kubenode.kubeclient import KubeClient, load_kubeconfig
 from kubenode.kubeclient.client import PODS
 from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import events_for, gone, phase_is, wait_until
+from tests.apiserver.test_serviceaccount_tokens import ROLE_BINDING
 
 SETTINGS = {"configMapAndSecretTtl": 0.5, "resyncInterval": 1.0}
 MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-ROLE_BINDING = """apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: pod-reader, namespace: default}
-rules: [{apiGroups: [""], resources: [pods], verbs: [get, list, watch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: default-reads-pods, namespace: default}
-subjects: [{kind: ServiceAccount, name: default, namespace: default}]
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
-"""
 # What runs in the pod: the official client, configured from inside the pod only.
 IN_POD = f"""
 import os, time
