@@ -29,6 +29,7 @@ from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.kuberuntime.runtime import ProcessRuntime
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
+from agent.token.manager import TokenManager
 from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 
@@ -47,9 +48,12 @@ def compose_node(
     objects: ConfigObjects = NO_OBJECTS,
     launcher: Launcher = HOST_LAUNCHER,
     handler_of: Callable[[str], str] | None = None,
+    tokens: TokenManager | None = None,
+    api_endpoint: tuple[str, int] | None = None,
 ) -> NodeAgent:
     """The agent with its parts; `handler_of` resolves a RuntimeClass to its CRI handler (with a CRI
-    endpoint; by default a class names its own handler)."""
+    endpoint; by default a class names its own handler); `tokens` and `api_endpoint` (the cluster joined)
+    give pods their ServiceAccount tokens and KUBERNETES_SERVICE_HOST/PORT."""
     topology = topology_manager_for(
         config.topology_manager_policy,
         config.topology_manager_scope,
@@ -60,7 +64,11 @@ def compose_node(
     cm = ContainerManager(cgroups, devices, topology)
     cdi = CdiDevices([Path(d) for d in config.cdi_spec_dirs])
     store = RecordStore(config.state_dir)
-    host = HostInfo(config.node_name, allocatable=dict(allocatable or host_allocatable(config.max_pods)))
+    host = HostInfo(
+        config.node_name,
+        allocatable=dict(allocatable or host_allocatable(config.max_pods)),
+        api_endpoint=api_endpoint,
+    )
     process = ProcessRuntime(
         config.state_dir,
         store,
@@ -81,4 +89,4 @@ def compose_node(
         )
 
         runtime = cri_selector(config, process, cm.pre_start, handler_of, cdi.apply)
-    return NodeAgent(config, cm, runtime, store, host, sources, objects=objects, clock=clock)
+    return NodeAgent(config, cm, runtime, store, host, sources, objects=objects, tokens=tokens, clock=clock)

@@ -24,6 +24,7 @@ from agent.config.sources import ManifestSource, PodSource
 from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
+from agent.token.manager import TokenManager
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
 
@@ -105,6 +106,8 @@ def build_node_agent(
     extra_sources: Sequence[PodSource] = (),
     objects: ConfigObjects = NO_OBJECTS,
     handler_of: Callable[[str], str] | None = None,
+    tokens: TokenManager | None = None,
+    api_endpoint: tuple[str, int] | None = None,
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`;
     `handler_of`: the RuntimeClasses of the cluster joined."""
@@ -139,6 +142,8 @@ def build_node_agent(
         allocatable=allocatable,
         objects=objects,
         handler_of=handler_of,
+        tokens=tokens,
+        api_endpoint=api_endpoint,
     )
 
 
@@ -168,6 +173,8 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         [cluster.source] if cluster is not None else [],
         cluster.objects if cluster is not None else NO_OBJECTS,
         handler_of,
+        cluster.tokens if cluster is not None else None,
+        cluster.api_endpoint if cluster is not None else None,
     )
     from agent.server.metrics import AgentMetrics
 

@@ -53,6 +53,7 @@ from agent.prober.containers import container_view, exec_runner
 from agent.prober.manager import ProbeManager
 from agent.prober.worker import ContainerView
 from agent.status.endpoint import pod_list
+from agent.token.manager import TokenManager
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from agent.volumemanager.manager import VolumeManager
 from kubenode.model import Pod
@@ -84,6 +85,7 @@ class NodeAgent:
         sources: Sequence[PodSource],
         *,
         objects: ConfigObjects = NO_OBJECTS,
+        tokens: TokenManager | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Assembled by agent/composition.py (`compose_node`), which builds the runtime first."""
@@ -95,7 +97,7 @@ class NodeAgent:
         self.host = host
         self.runtime = runtime
         self.table = PodTable()
-        self.volumes = VolumeManager(config.state_dir, self.host, objects)
+        self.volumes = VolumeManager(config.state_dir, self.host, objects, tokens)
         # (pod, type, reason, message): the kubelet's events about a pod as a whole (FailedMount), set when
         # the agent joins a cluster.
         self.pod_event: Callable[[Pod, str, str, str], None] | None = None

@@ -92,6 +92,12 @@ def register(subparsers: Any) -> None:
         default="1h",
         help="how long events are kept after they last happened (e.g. 1h, 30m, 90s; default 1h)",
     )
+    parser.add_argument(
+        "--service-account-issuer",
+        default="",
+        help="the `iss` of ServiceAccount tokens, also the API audience "
+        "(default https://kubernetes.default.svc.cluster.local, as kubeadm)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -115,5 +121,6 @@ def run(args: argparse.Namespace) -> int:
         watch_cache_size=args.default_watch_cache_size,
         event_ttl=args.event_ttl,
         bookmark_interval=args.watch_bookmark_interval,
+        service_account_issuer=args.service_account_issuer,
     )
     return run_daemon(options)

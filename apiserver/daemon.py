@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from apiserver.handlers import tokenrequest
 from apiserver.handlers.app import build_app, fast_handle
 from apiserver.handlers.common import ApiContext
 from apiserver.handlers.fasthttp import FastServer
@@ -66,6 +67,7 @@ class Options:
     watch_cache_size: int = 10000
     bookmark_interval: float = 5.0
     event_ttl: float = 3600.0
+    service_account_issuer: str = ""  # --service-account-issuer; "" is kubeadm's (auth/satokens.py)
 
 
 def lock_data_dir(data_dir: Path) -> int:
@@ -178,6 +180,23 @@ def _pod_security(config: Any, store: Store) -> Any:
     return PodSecurity(config, namespace_labels, pods)
 
 
+def _service_accounts(ctx: ApiContext, data_dir: Path, issuer_url: str, static: Any) -> Any:
+    """Bound ServiceAccount tokens: the signing key with the PKI, the TokenRequest issuer, the admission
+    plugin that mounts them, and the authenticator that takes them before the static tokens."""
+    from apiserver.admission.serviceaccount import ServiceAccountAdmission
+    from apiserver.auth.saauthn import ServiceAccountAuthenticator, store_lookup
+    from apiserver.auth.satokens import DEFAULT_ISSUER, TokenIssuer, ensure_signing_key
+
+    try:
+        issuer = TokenIssuer(ensure_signing_key(data_dir), issuer_url or DEFAULT_ISSUER)
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"service-account signing key: {exc}") from None
+    ctx.extras[tokenrequest.ISSUER_KEY] = issuer
+    lookup = store_lookup(ctx.store)
+    ctx.mutators.append(ServiceAccountAdmission(lambda ns, name: lookup("serviceaccounts", ns, name)))
+    return ServiceAccountAuthenticator(issuer, lookup, static, ctx.clock)
+
+
 async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
@@ -228,6 +247,7 @@ async def serve(options: Options) -> None:
         authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
     ctx.validators.append(_pod_security(pod_security, store))
+    authenticator = _service_accounts(ctx, data_dir, options.service_account_issuer, authenticator)
     # pods/log, exec, attach and portforward reach the agents over TLS with this server's kubelet client
     # certificate; nodes get their serving certificates from kubelet-serving CSRs signed by the same CA.
     from apiserver.auth.certificates import SIGNER_KEY
@@ -240,6 +260,7 @@ async def serve(options: Options) -> None:
     try:
         await _ensure_namespaces(ctx)
         app = build_app(ctx, authenticator, authorizer)
+        tokenrequest.add_routes(app, authenticator.issuer)
         runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)
         await runner.setup()
         assert runner.server is not None

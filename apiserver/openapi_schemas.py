@@ -68,6 +68,7 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("batch", "v1", "Job", "V1Job"),
     ("batch", "v1", "JobList", "V1JobList"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
+    ("authentication.k8s.io", "v1", "TokenRequest", "AuthenticationV1TokenRequest"),
     # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
     ("", "v1", "Status", "V1Status"),
     ("", "v1", "DeleteOptions", "V1DeleteOptions"),

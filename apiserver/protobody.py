@@ -3,9 +3,9 @@
 Field numbers are those of k8s.io/api and apimachinery's generated.proto. Only the kinds kubectl's typed
 clients write here are read: Namespace (`kubectl create namespace`), DeleteOptions (typed deletes, e.g.
 `drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers), ConfigMap and Secret
-(`kubectl create configmap|secret`), Service (`kubectl create service`), the self-reviews of `kubectl auth`
-(auth/reviews.py) and the workloads `kubectl create` writes (protoworkloads.py). Any other kind
-gets `None`, which the caller answers with 415 as before.
+(`kubectl create configmap|secret`), Service (`kubectl create service`), TokenRequest (`kubectl create
+token`), the self-reviews of `kubectl auth` (auth/reviews.py) and the workloads `kubectl create` writes
+(protoworkloads.py). Any other kind gets `None`, which the caller answers with 415 as before.
 """
 
 from __future__ import annotations
@@ -206,6 +206,21 @@ def secret(data: bytes) -> dict[str, Any]:
     return out
 
 
+def token_request(raw: bytes) -> dict[str, Any]:
+    """authentication/v1 TokenRequest (`kubectl create token`): spec = 2 {audiences 1 (repeated),
+    boundObjectRef 3 {kind 1, apiVersion 2, name 3, uid 4}, expirationSeconds 4}."""
+    spec_raw = pw.message(raw, 2)
+    spec: dict[str, Any] = {"audiences": [a.decode() for a in pw.repeated(spec_raw, 1)]}
+    if (seconds := pw.varint(spec_raw, 4)) is not None:
+        spec["expirationSeconds"] = seconds
+    if ref := pw.message(spec_raw, 3):
+        keys = ("kind", "apiVersion", "name", "uid")
+        spec["boundObjectRef"] = {
+            key: pw.string(ref, i) for i, key in enumerate(keys, 1) if pw.string(ref, i)
+        }
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+
+
 DECODERS = {
     "Namespace": namespace,
     "DeleteOptions": delete_options,
@@ -216,6 +231,7 @@ DECODERS = {
     "SelfSubjectRulesReview": rules_review,
     "ConfigMap": config_map,
     "Secret": secret,
+    "TokenRequest": token_request,
 }
 
 

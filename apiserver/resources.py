@@ -137,6 +137,7 @@ NODE_RESOURCE_TOPOLOGIES = ResourceInfo(
 SERVICEACCOUNTS = ResourceInfo(
     "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", namespaced=True, verbs=ALL_VERBS,
     short_names=("sa",),
+    subresources=(SubresourceInfo("token", "TokenRequest", ("create",), "authentication.k8s.io", "v1"),),
 )  # fmt: skip
 
 

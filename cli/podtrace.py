@@ -33,6 +33,7 @@ from kubenode.kubeclient import EVENTS, PODS, KubeClient, KubeError, NotFound, l
 
 # The agent's base env, and the identity it stamps on each process it spawns (agent/kuberuntime/processes.py).
 AGENT_BASE_ENV = ("PATH", "HOSTNAME", "KUBENODE_CONTAINER")
+SERVICE_ENV_PREFIXES = ("KUBERNETES_SERVICE_", "KUBERNETES_PORT")  # the agent's default/kubernetes variables
 SCHEDULING_REASONS = ("Scheduled", "FailedScheduling")
 
 
@@ -109,7 +110,9 @@ def trace_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
         pid = (statuses.get(cname) or {}).get("pid")
         environ = cgroupview.environment(pid) if pid else {}
         plugin_env = {
-            k: v for k, v in sorted(environ.items()) if k not in AGENT_BASE_ENV and k not in spec_env[cname]
+            k: v
+            for k, v in sorted(environ.items())
+            if k not in AGENT_BASE_ENV and k not in spec_env[cname] and not k.startswith(SERVICE_ENV_PREFIXES)
         }
         result["containers"].append(
             {

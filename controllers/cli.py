@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -21,7 +22,7 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "controller-manager",
         help="run the node lifecycle, garbage collector, ReplicaSet, Deployment, DaemonSet, Job and "
-        "ServiceAccount controllers",
+        "ServiceAccount controllers and the root CA publisher",
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     parser.add_argument(
@@ -42,6 +43,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument(
+        "--root-ca-file",
+        help="the CA bundle published as the kube-root-ca.crt ConfigMap in every namespace "
+        "(default: the kubeconfig's certificate authority)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -66,4 +72,12 @@ def run(args: argparse.Namespace) -> int:
     except KubeConfigError as exc:
         print(f"kubenode controller-manager: {exc}", file=sys.stderr)
         return 2
-    return run_controller_manager(client_config, ManagerOptions(args.leader_elect, election))
+    try:
+        root_ca = Path(args.root_ca_file).read_text() if args.root_ca_file else ""
+    except OSError as exc:
+        print(
+            f"kubenode controller-manager: --root-ca-file {args.root_ca_file}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    return run_controller_manager(client_config, ManagerOptions(args.leader_elect, election, root_ca))

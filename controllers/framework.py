@@ -229,6 +229,13 @@ def meta(obj: Obj) -> dict[str, Any]:
     return result
 
 
+def is_active_namespace(namespace: Obj | None) -> bool:
+    """A Namespace that exists and is not being deleted: what a controller that fills namespaces acts on."""
+    if namespace is None or meta(namespace).get("deletionTimestamp"):
+        return False
+    return bool((namespace.get("status") or {}).get("phase", "Active") == "Active")
+
+
 def key_of(obj: Obj) -> str:
     m = meta(obj)
     return f"{m.get('namespace')}/{m.get('name')}" if m.get("namespace") else str(m.get("name"))

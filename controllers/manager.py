@@ -6,7 +6,8 @@ Flow, as kube-controller-manager's Run:
    decides who runs the controllers; without it this process always does.
 2. Once leading, the controllers start: the node lifecycle controller (its Node informer, its worker),
    then the workload controllers (`workloads.py`: garbage collector, ReplicaSet, Deployment, DaemonSet,
-   Job, ServiceAccount) on shared informers, whose workers wait for every informer's first list.
+   Job, ServiceAccount, root CA publisher) on shared informers, whose workers wait for every informer's
+   first list.
 3. Losing the Lease stops every write at once (`may_act` turns false before any callback runs) and
    `run_controller_manager` returns 1, so the supervisor restarts the process as a follower.
    SIGTERM/SIGINT stop it cleanly (the Lease is released) with 0.
@@ -34,6 +35,15 @@ LOCK_NAME = "kube-controller-manager"
 class ManagerOptions:
     leader_elect: bool = True
     election: ElectionConfig = field(default_factory=lambda: ElectionConfig(name=LOCK_NAME))
+    root_ca: str = ""  # PEM published as kube-root-ca.crt in every namespace ("" : the kubeconfig's CA)
+
+
+def _kubeconfig_ca(client_config: ClientConfig) -> str:
+    """The CA the controller manager trusts the API server with (kube's default for --root-ca-file)."""
+    if not client_config.ca_file:
+        return ""
+    with open(client_config.ca_file, encoding="utf-8") as handle:
+        return handle.read()
 
 
 class ControllerManager:
@@ -43,7 +53,9 @@ class ControllerManager:
         self._stop = threading.Event()
         self.lost_leadership = False
         self.node_lifecycle = NodeLifecycleController(self.client, may_act=self.may_act)
-        self.workloads = WorkloadControllers(self.client, self.may_act, self._stop)
+        self.workloads = WorkloadControllers(
+            self.client, self.may_act, self._stop, options.root_ca or _kubeconfig_ca(client_config)
+        )
         self._started = False
         self.elector: LeaderElector | None = None
         self._election: threading.Thread | None = None

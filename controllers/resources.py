@@ -13,6 +13,7 @@ REPLICASETS = Resource("replicasets", "ReplicaSet", group="apps")
 DAEMONSETS = Resource("daemonsets", "DaemonSet", group="apps")
 JOBS = Resource("jobs", "Job", group="batch")
 SERVICEACCOUNTS = Resource("serviceaccounts", "ServiceAccount")
+CONFIGMAPS = Resource("configmaps", "ConfigMap")
 
 # Kinds whose objects the garbage collector watches, as owners and as dependents.
 GC_RESOURCES: list[Resource] = [PODS, REPLICASETS, DEPLOYMENTS, DAEMONSETS, JOBS]
@@ -34,6 +35,6 @@ def by_kind(api_version: str, kind: str) -> Resource | None:
 
 
 __all__ = [
-    "DAEMONSETS", "DEPLOYMENTS", "GC_RESOURCES", "JOBS", "NAMESPACES", "NODES", "PODS", "REPLICASETS",
-    "SERVICEACCOUNTS", "by_kind", "register",
+    "CONFIGMAPS", "DAEMONSETS", "DEPLOYMENTS", "GC_RESOURCES", "JOBS", "NAMESPACES", "NODES", "PODS",
+    "REPLICASETS", "SERVICEACCOUNTS", "by_kind", "register",
 ]  # fmt: skip

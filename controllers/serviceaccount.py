@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from controllers.framework import Controller, Obj, SharedInformers, meta
+from controllers.framework import Controller, Obj, SharedInformers, is_active_namespace, meta
 from controllers.resources import NAMESPACES, SERVICEACCOUNTS
 from kubenode.kubeclient import AlreadyExists, KubeClient, NotFound
 
@@ -36,10 +36,7 @@ class ServiceAccountsController(Controller):
             self.enqueue_key(str(meta(account).get("namespace")))
 
     def sync(self, key: str) -> None:
-        namespace = self.namespaces.get(key)
-        if namespace is None or meta(namespace).get("deletionTimestamp"):
-            return
-        if (namespace.get("status") or {}).get("phase", "Active") != "Active":
+        if not is_active_namespace(self.namespaces.get(key)):
             return
         if self.accounts.get(f"{key}/{DEFAULT}") is not None:
             return

@@ -17,6 +17,7 @@ from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
 from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.rootcapublisher import RootCAPublisher
 from controllers.serviceaccount import ServiceAccountsController
 from kubenode.kubeclient import KubeClient
 
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class WorkloadControllers:
-    def __init__(self, client: KubeClient, may_act: Callable[[], bool], stop: threading.Event) -> None:
+    def __init__(
+        self, client: KubeClient, may_act: Callable[[], bool], stop: threading.Event, root_ca: str = ""
+    ) -> None:
         self.informers = SharedInformers(client)
         self._stop = stop
         self.controllers: list[Controller] = [
@@ -35,6 +38,8 @@ class WorkloadControllers:
             JobController(client, self.informers, may_act),
             ServiceAccountsController(client, self.informers, may_act),
         ]
+        if root_ca:  # kube-controller-manager's --root-ca-file, or its kubeconfig's CA
+            self.controllers.append(RootCAPublisher(client, self.informers, may_act, root_ca))
         self._starter: threading.Thread | None = None
 
     def start(self) -> None:

@@ -31,6 +31,9 @@ class HostInfo:
     host_ip: str = "127.0.0.1"
     pod_ip: str = "127.0.0.1"  # processes share the host network
     allocatable: Mapping[str, int] | None = None
+    # The API server as pods reach it (KUBERNETES_SERVICE_HOST/PORT): its address in the agent's kubeconfig,
+    # which is what default/kubernetes's endpoints name (there is no Service proxy here); None: no cluster.
+    api_endpoint: tuple[str, int] | None = None
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:

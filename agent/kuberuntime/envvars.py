@@ -1,8 +1,10 @@
 """A container process's environment, resolved as the kubelet resolves it for a container.
 
 Order (later wins, as in the kubelet where the runtime options' env comes first and the
-container's own env is appended): a minimal base (PATH, HOSTNAME), the device plugins'
-env, then the container's `env` in order. Values may reference earlier variables as
+container's own env is appended): a minimal base (PATH, HOSTNAME), the `default/kubernetes` Service's
+variables (KUBERNETES_SERVICE_HOST/PORT and the docker-link ones, which in-cluster clients read: the
+API server's address, as the node reaches it), the device plugins' env, then the container's `env` in
+order. Values may reference earlier variables as
 `$(NAME)` (`$$` escapes a `$`), and so may `command` and `args`. `valueFrom.fieldRef`
 supports the downward-API fields that make sense for a process; `resourceFieldRef`
 resolves limits/requests with the divisor, rounding up, with node allocatable standing
@@ -80,6 +82,22 @@ def _value(pod: Pod, container: Container, var: EnvVar, env: Mapping[str, str], 
     return expand(var.value, env)
 
 
+def kubernetes_service_env(host: str, port: int) -> dict[str, str]:
+    """The kubelet's env for the master Service (named port `https`), pointed at the API server itself."""
+    url = f"tcp://{host}:{port}"
+    prefix = f"KUBERNETES_PORT_{port}_TCP"
+    return {
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": str(port),
+        "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+        "KUBERNETES_PORT": url,
+        prefix: url,
+        f"{prefix}_PROTO": "tcp",
+        f"{prefix}_PORT": str(port),
+        f"{prefix}_ADDR": host,
+    }
+
+
 def container_env(
     pod: Pod,
     container: Container,
@@ -88,6 +106,8 @@ def container_env(
     objects: ConfigObjects = NO_OBJECTS,
 ) -> dict[str, str]:
     env = {"PATH": DEFAULT_PATH, "HOSTNAME": pod.name}
+    if host.api_endpoint is not None:
+        env.update(kubernetes_service_env(*host.api_endpoint))
     env.update(device_env or {})
     env.update(_env_from(pod, container, objects))
     for var in container.env:

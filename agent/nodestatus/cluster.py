@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 from agent.apis.config import AgentConfig
 from agent.config.apisource import ApiPodSource
 from agent.lifecycle.admission import host_allocatable
+from agent.token.apiclient import api_requester
+from agent.token.manager import TokenManager
 from agent.util.configobjects import CachedConfigObjects, api_fetcher
 from kubenode import __version__
 from kubenode.kubeclient import KubeClient, KubeConfigError
@@ -64,6 +67,7 @@ class ClusterMembership:
     source: ApiPodSource
     recorder: EventRecorder
     objects: CachedConfigObjects
+    tokens: TokenManager
     reporter: NodeStatusReporter | None = None
     lease: LeaseRenewer | None = None
     status: StatusManager | None = None
@@ -94,7 +98,16 @@ class ClusterMembership:
         # The ConfigMaps and Secrets of the pods' volumes and env, read one by one (the Node authorizer
         # lets a node read only those its pods reference).
         objects = CachedConfigObjects(api_fetcher(client), config.config_map_and_secret_ttl)
-        return cls(config, client, source, recorder, objects, owns_client=owns_client)
+        # ServiceAccount tokens of the pods' projected volumes, requested as the node (NodeRestriction).
+        tokens = TokenManager(api_requester(client))
+        return cls(config, client, source, recorder, objects, tokens, owns_client=owns_client)
+
+    @property
+    def api_endpoint(self) -> tuple[str, int]:
+        """The API server's address and port as this node reaches it: what its pods get as
+        KUBERNETES_SERVICE_HOST/PORT (no Service proxy runs here to take them to the ClusterIP)."""
+        url = urllib.parse.urlsplit(self.client.config.host)
+        return url.hostname or "127.0.0.1", url.port or (443 if url.scheme == "https" else 80)
 
     def attach(
         self,

@@ -9,7 +9,8 @@ layout under /var/lib/kubelet), idempotently:
   so every container of the pod shares it) of `sizeLimit` bytes, or the pod's memory limit without one;
   a write beyond it fails with ENOSPC, as on the kubelet.
 - hostPath: the host's path itself after its `type` check (agent/volumemanager/hostpath.py).
-- configMap, secret, downwardAPI, projected: the payload (projection.py) written by the atomic writer
+- configMap, secret, downwardAPI, projected (serviceAccountToken sources too, from agent/token/): the payload
+  (projection.py) written by the atomic writer
   (atomicwriter.py); secret and projected volumes live on a tmpfs, as the kubelet keeps them off disk.
   Since every sync writes the payload again when it changed, an edited ConfigMap reaches a running pod
   within one resync (plus the ConfigMap cache's TTL), except through a subPath mount (see namespace.py).
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from agent.container.downwardapi import HostInfo
 from agent.container.volumes import MountedVolume
+from agent.token.manager import TokenManager
 from agent.util.configobjects import NO_OBJECTS, ConfigLookupError, ConfigObjects
 from agent.volumemanager import atomicwriter, mountutil
 from agent.volumemanager.hostpath import HostPathError, check_host_path
@@ -83,10 +85,19 @@ class VolumeSetupError(Exception):
 
 
 class VolumeManager:
-    def __init__(self, state_dir: Path, host: HostInfo, objects: ConfigObjects = NO_OBJECTS) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        host: HostInfo,
+        objects: ConfigObjects = NO_OBJECTS,
+        tokens: TokenManager | None = None,
+    ) -> None:
         self.pods_dir = Path(state_dir) / "pods"
         self.host = host
         self.objects = objects
+        self.tokens = (
+            tokens  # ServiceAccount tokens for projected volumes (None: the agent joined no cluster)
+        )
         self._lock = threading.Lock()
         self._backoff: dict[str, float] = {}
 
@@ -140,7 +151,9 @@ class VolumeManager:
                 os.chown(path, -1, group)
                 os.chmod(path, 0o2777)
             return MountedVolume(volume.name, str(path), makes_subpaths=True, pod_owned=True)
-        payload = volume_payload(pod, volume, self.objects, self.host)  # before mounting: fail early
+        payload = volume_payload(
+            pod, volume, self.objects, self.host, self.tokens
+        )  # before mounting: fail early
         if volume.kind in MEMORY_BACKED_KINDS:
             self._tmpfs(path, None)
         if atomicwriter.write(path, payload, fs_group(pod)):
@@ -161,6 +174,8 @@ class VolumeManager:
         directory = self.pod_dir(uid)
         with self._lock:
             self._backoff.pop(uid, None)
+        if self.tokens is not None:
+            self.tokens.drop_pod(uid)  # the kubelet's DeleteServiceAccountToken
         if not directory.exists():
             return
         mountutil.unmount_all_under(directory)

@@ -5,6 +5,8 @@ of the object at a path of its own name with the volume's defaultMode, or only t
 each at its `path` with its `mode` if given. A missing object fails the volume unless `optional`; a
 missing key of `items` fails it unless the source is optional, with the kubelet's messages. downwardAPI
 files hold one field each; `metadata.labels` and `metadata.annotations` list every `key="value"`, sorted.
+A projected volume's serviceAccountToken source is a token bound to the pod, for its audience (none: the
+API server's) and lifetime, from the token manager (agent/token/), written with the volume's defaultMode.
 The sources of a projected volume are merged in order.
 """
 
@@ -13,10 +15,11 @@ from __future__ import annotations
 import json
 
 from agent.container.downwardapi import ContainerConfigError, HostInfo, field_value, resource_value
+from agent.token.manager import TokenError, TokenManager, TokenSpec
 from agent.util.configobjects import CONFIGMAPS, SECRETS, ConfigObjects, not_found
 from agent.volumemanager.atomicwriter import FileProjection
 from kubenode.model import Pod
-from kubenode.model.objects import CONFIG_MAP, DOWNWARD_API, Projection, Volume
+from kubenode.model.objects import CONFIG_MAP, DOWNWARD_API, SERVICE_ACCOUNT_TOKEN, Projection, Volume
 
 
 class ProjectionError(Exception):
@@ -72,13 +75,38 @@ def _config(
     return files
 
 
+def service_account_name(pod: Pod) -> str:
+    """The pod's ServiceAccount (the API server's admission set it; `default` as kube reads an empty one)."""
+    spec = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
+    name = spec.get("serviceAccountName") or spec.get("serviceAccount") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else "default"
+
+
+def _token(
+    pod: Pod, source: Projection, default_mode: int, tokens: TokenManager | None
+) -> dict[str, FileProjection]:
+    if tokens is None:
+        raise ProjectionError(
+            "no API server to request a ServiceAccount token from (the agent joined no cluster)"
+        )
+    audiences = (source.audience,) if source.audience else ()
+    spec = TokenSpec(audiences, source.expiration_seconds, pod.name, pod.uid)
+    try:
+        token = tokens.get(pod.namespace, service_account_name(pod), spec)
+    except TokenError as exc:
+        raise ProjectionError(str(exc)) from None
+    return {source.items[0].path: FileProjection(token.encode(), default_mode)}
+
+
 def volume_payload(
-    pod: Pod, volume: Volume, objects: ConfigObjects, host: HostInfo
+    pod: Pod, volume: Volume, objects: ConfigObjects, host: HostInfo, tokens: TokenManager | None = None
 ) -> dict[str, FileProjection]:
     payload: dict[str, FileProjection] = {}
     for source in volume.projections:
         if source.kind == DOWNWARD_API:
             payload.update(_downward(pod, source, volume.default_mode, host))
+        elif source.kind == SERVICE_ACCOUNT_TOKEN:
+            payload.update(_token(pod, source, volume.default_mode, tokens))
         else:
             payload.update(_config(pod, source, volume.default_mode, objects))
     return payload

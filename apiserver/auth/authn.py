@@ -8,12 +8,10 @@ last good set.
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 from pathlib import Path
 
 from apiserver.auth import AUTHENTICATED_GROUP, UserInfo
+from apiserver.auth.files import FileWatch
 from apiserver.auth.tokens import parse_token_file
 
 log = logging.getLogger(__name__)
@@ -21,47 +19,29 @@ log = logging.getLogger(__name__)
 
 class TokenAuthenticator:
     def __init__(self, path: Path, recheck_seconds: float = 0.25) -> None:
-        self._path = path
-        self._recheck = recheck_seconds
-        self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
-        self._checked_at = float("-inf")
-        self._users: dict[str, UserInfo] = {}
-        self._load(force=True)
+        self._watch = FileWatch(path, recheck_seconds)
+        self._users = self._read()
 
     @classmethod
     def from_file(cls, path: Path) -> TokenAuthenticator:
         """Raises OSError / ValueError (naming the file and line) when the file cannot be read at start."""
         return cls(path)
 
-    def _load(self, force: bool = False) -> None:
-        st = os.stat(self._path)
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp == self._stamp and not force:
-            return
-        try:
-            entries = parse_token_file(self._path.read_text(), str(self._path))
-        except (OSError, ValueError) as exc:
-            if force:
-                raise
-            log.warning("keeping the previous tokens: %s", exc)
-            return
+    def _read(self) -> dict[str, UserInfo]:
+        path = self._watch.path
         users: dict[str, UserInfo] = {}
-        for e in entries:
+        for e in parse_token_file(path.read_text(), str(path)):
             groups = e.groups if AUTHENTICATED_GROUP in e.groups else (*e.groups, AUTHENTICATED_GROUP)
             users[e.token] = UserInfo(e.user, e.uid, groups)
-        self._users, self._stamp = users, stamp
+        return users
 
     def _maybe_reload(self) -> None:
-        now = time.monotonic()
-        if now - self._checked_at < self._recheck:
+        if not self._watch.changed():
             return
-        with self._lock:
-            self._checked_at = now
-            try:
-                self._load()
-            except OSError as exc:
-                log.warning("token file unreadable, keeping the previous tokens: %s", exc)
+        try:
+            self._users = self._read()
+        except (OSError, ValueError) as exc:
+            log.warning("keeping the previous tokens: %s", exc)
 
     def authenticate(self, authorization_header: str | None) -> UserInfo | None:
         if not authorization_header:

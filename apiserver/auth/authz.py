@@ -5,7 +5,7 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
 - RBAC with the bootstrap ClusterRoleBindings: system:kube-scheduler -> the `system:kube-scheduler` rules,
   system:kube-controller-manager -> its rules and the node controller's,
   every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
-  non-resource URLs: discovery, /version, /openapi, health).
+  non-resource URLs: discovery, /version, /openapi, health); service accounts -> the OIDC documents.
 - RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
   `NodeRules()`), leases only for `kube-node-lease/<n>`, and get/list/watch of the ConfigMaps and Secrets
@@ -25,7 +25,7 @@ from typing import Protocol
 
 from apiserver.auth import CONTROLLER_MANAGER_USER, MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
 from apiserver.auth.nodegraph import NodeGraph
-from apiserver.auth.policyfile import Policy, PolicyError, load_policy
+from apiserver.auth.policyfile import Policy, PolicyError, ReloadingPolicy
 from apiserver.request import RequestInfo
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -95,6 +95,10 @@ DISCOVERY_RULES = (
     rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
 
+# system:service-account-issuer-discovery, bound to the group system:serviceaccounts: the OIDC documents.
+ISSUER_DISCOVERY_RULES = (rule("get", urls=("/.well-known/openid-configuration", "/openid/v1/jwks")),)
+SERVICEACCOUNTS_GROUP = "system:serviceaccounts"
+
 # system:monitoring (bound to the group of the same name): the metrics and health endpoints.
 MONITORING_GROUP = "system:monitoring"
 MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/readyz", "/healthz")),)
@@ -128,6 +132,8 @@ CONTROLLER_MANAGER_RULES = (
     # daemon-set-controller, job-controller, serviceaccount-controller, generic-garbage-collector).
     rule("create patch update", resources=("pods", "serviceaccounts")),
     rule("get list watch", resources=("serviceaccounts",)),
+    # system:controller:root-ca-cert-publisher: kube-root-ca.crt in every namespace
+    rule("get list watch create update", resources=("configmaps",)),
     rule(
         "get list watch create update patch delete",
         groups=("apps", "batch"),
@@ -156,6 +162,8 @@ NODE_RULES = (
     # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
     rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
     rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
+    # tokens for the pods bound to it: NodeRestriction (noderestriction.token_refusal) checks the pod
+    rule("create", resources=("serviceaccounts/token",)),
 )
 GRAPH_RESOURCES = (
     "secrets",
@@ -199,6 +207,8 @@ class NodeRBACAuthorizer:
         if any(r.matches(info) for r in DISCOVERY_RULES):
             return ALLOW
         if MONITORING_GROUP in user.groups and any(r.matches(info) for r in MONITORING_RULES):
+            return ALLOW
+        if SERVICEACCOUNTS_GROUP in user.groups and any(r.matches(info) for r in ISSUER_DISCOVERY_RULES):
             return ALLOW
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
             return ALLOW
@@ -278,6 +288,8 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
     rules: list[Rule] = [*DISCOVERY_RULES]
     if MONITORING_GROUP in user.groups:
         rules += MONITORING_RULES
+    if SERVICEACCOUNTS_GROUP in user.groups:
+        rules += ISSUER_DISCOVERY_RULES
     if user.name == SCHEDULER_USER:
         rules += SCHEDULER_RULES
     if user.name == CONTROLLER_MANAGER_USER:
@@ -303,7 +315,7 @@ def new_authorizer(mode: str, policy_file: Path | None = None) -> Authorizer:
             f"--authorization-mode: unknown mode(s) {sorted(unknown) or [mode]}; use Node,RBAC or AlwaysAllow"
         )
     try:
-        policy = load_policy(policy_file) if policy_file is not None else None
+        policy = ReloadingPolicy(policy_file) if policy_file is not None else None
     except PolicyError as exc:
         raise ValueError(f"--authorization-policy-file: {exc}") from None
     return NodeRBACAuthorizer(policy)

@@ -6,7 +6,9 @@ kube's plugin/pkg/admission/noderestriction does:
   and eviction only for pods bound to itself;
 - nodes: only its own Node; no deleting it, no taint changes, no `node-restriction.kubernetes.io/` labels
   and no other kubernetes.io / k8s.io labels than the kubelet's own (hostname, os, arch, zone, ...);
-- leases: only `kube-node-lease/<n>`.
+- leases: only `kube-node-lease/<n>`;
+- serviceaccounts/token (`token_refusal`): only tokens bound to a pod (with its uid) that runs on itself,
+  for the audiences that pod's projected volumes name.
 `admit` returns kube's 403 message (`pods "x" is forbidden: node "a" can only ...`) or None to admit.
 """
 
@@ -220,5 +222,43 @@ def _node(
         if changed:
             return (
                 f"is not allowed to modify labels: {', '.join(changed)}"  # kube's text has no node name here
+            )
+    return None
+
+
+def _pod_audiences(pod: Mapping[str, Any], api_audiences: tuple[str, ...]) -> set[str]:
+    """The audiences a pod's `serviceAccountToken` projections ask for (none named: the API audiences)."""
+    found: set[str] = set()
+    for volume in _spec(pod).get("volumes") or []:
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            projection = source.get("serviceAccountToken")
+            if isinstance(projection, Mapping):
+                audience = projection.get("audience")
+                found |= {str(audience)} if audience else set(api_audiences)
+    return found
+
+
+def token_refusal(
+    node: str,
+    ref: Mapping[str, Any] | None,
+    pod: Mapping[str, Any] | None,
+    audiences: list[str],
+    api_audiences: tuple[str, ...],
+) -> str | None:
+    """Why node `node` may not have this TokenRequest (kube's admitServiceAccount), or None.
+
+    `pod` is the stored pod `ref` names (the handler looked it up and checked its uid)."""
+    if ref is None or ref.get("kind") != "Pod" or not ref.get("name"):
+        return "node requested token not bound to a pod"
+    if not ref.get("uid"):
+        return "node requested token with a pod binding without a uid"
+    if pod is None or _spec(pod).get("nodeName") != node:
+        return "node requested token bound to a pod scheduled on a different node"
+    allowed = _pod_audiences(pod, api_audiences)
+    for audience in audiences:
+        if audience not in allowed:
+            return (
+                f'audience "{audience}" not found in pod spec volume, system:node:{node} '
+                "is not authorized to request tokens for this audience"
             )
     return None

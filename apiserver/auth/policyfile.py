@@ -13,6 +13,8 @@ names); `Policy.decide` answers a request with the grant that allows it, with ku
   with resourceNames it matches only requests that name one of them (so never create, list or watch);
   nonResourceURLs (ClusterRoles only) match the path, a trailing "*" being a prefix.
 A role a binding names but the file lacks grants nothing (as in kube: the binding dangles).
+The server reads the file again when it changes (`ReloadingPolicy`): editing it is how RBAC objects are
+"created" here.
 Every decision about a subject the file names is logged, allowed or denied, with the binding that
 allowed it: the audit that tests/test_deploy_rbac.py reads to check a manifest grants exactly the
 verbs a component uses.
@@ -29,6 +31,7 @@ from typing import Any
 import yaml
 
 from apiserver.auth import UserInfo
+from apiserver.auth.files import FileWatch
 from apiserver.request import RequestInfo
 from kubenode import yamlload
 
@@ -206,3 +209,31 @@ def load_policy(path: Path) -> Policy:
         source = f"{kind} {meta.get('name')} -> {ref_kind} {ref_name}"
         grants.append(Grant(source, namespace, _subjects(doc, obj, namespace), rules))
     return Policy(grants)
+
+
+class ReloadingPolicy(Policy):
+    """The file's policy, read again when the file changes (files.FileWatch), so a RoleBinding added to it
+    applies without a restart, as one created in kube would; a file that stops parsing keeps the last good
+    policy (logged)."""
+
+    def __init__(self, path: Path, recheck_seconds: float = 0.25) -> None:
+        self._watch = FileWatch(path, recheck_seconds)
+        super().__init__(load_policy(path).grants)
+
+    def _maybe_reload(self) -> None:
+        if not self._watch.changed():
+            return
+        try:
+            self.grants = load_policy(self._watch.path).grants
+        except PolicyError as exc:
+            log.warning("keeping the previous RBAC policy: %s", exc)
+            return
+        log.info("RBAC policy reloaded from %s: %d binding(s)", self._watch.path, len(self.grants))
+
+    def names(self, user: UserInfo) -> bool:
+        self._maybe_reload()
+        return super().names(user)
+
+    def decide(self, user: UserInfo, info: RequestInfo) -> Grant | None:
+        self._maybe_reload()
+        return super().decide(user, info)

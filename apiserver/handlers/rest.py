@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from apiserver.handlers import deletes, podconnect, podlogs, scale, subresources, watch
+from apiserver.handlers import deletes, podconnect, podlogs, scale, subresources, tokenrequest, watch
 from apiserver.handlers.common import (
     CONTEXT,
     OPTIONS_KIND,
@@ -80,6 +80,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
             return await subresources.binding(request, ctx, strategy, info, user)
         if sub.name == "eviction":
             return await subresources.eviction(request, ctx, strategy, info, user)
+        if sub.name == "token":
+            return await tokenrequest.create_token(request, ctx, info, user)
         if sub.name == "scale":
             return await scale.serve(request, ctx, strategy, info, user, namespace)
         if sub.name == "log":
@@ -211,11 +213,15 @@ async def create_object(
     strategy.new_metadata(obj, namespace)
     name = str(meta.get("name") or "")
     causes = strategy.check_name(name) + strategy.check_metadata(meta)
+    namespace_missing = resource.namespaced and ctx.store.latest("namespaces", "", namespace) is None
     if not causes:
+        if not namespace_missing:  # mutating admission (ServiceAccount) runs before validation, as kube's
+            for mutator in ctx.mutators:
+                mutator.mutate(user, info, obj)
         strategy.prepare_create(obj)
         causes = strategy.validate(obj, None)
     strategy.raise_invalid(name, causes)
-    if resource.namespaced and ctx.store.latest("namespaces", "", namespace) is None:
+    if namespace_missing:
         raise not_found("namespaces", namespace)
     warnings += admit(ctx, user, info, None, obj)
     for _ in range(GENERATE_NAME_TRIES):

@@ -34,6 +34,7 @@ CONFIG_MAP = "configMap"
 SECRET = "secret"
 DOWNWARD_API = "downwardAPI"
 PROJECTED = "projected"
+SERVICE_ACCOUNT_TOKEN = "serviceAccountToken"  # a source of projected volumes only
 VOLUME_KINDS = (EMPTY_DIR, HOST_PATH, CONFIG_MAP, SECRET, DOWNWARD_API, PROJECTED)
 DEFAULT_MODE = 0o644  # kube's SecretVolumeSourceDefaultMode, ConfigMapVolumeSourceDefaultMode, ...
 
@@ -51,12 +52,14 @@ class KeyToPath:
 
 @dataclass(frozen=True)
 class Projection:
-    """One source of files: a ConfigMap, a Secret or downward API fields."""
+    """One source of files: a ConfigMap, a Secret, downward API fields or a ServiceAccount token."""
 
-    kind: str  # configMap | secret | downwardAPI
+    kind: str  # configMap | secret | downwardAPI | serviceAccountToken
     name: str = ""
-    items: tuple[KeyToPath, ...] = ()
+    items: tuple[KeyToPath, ...] = ()  # serviceAccountToken: the one file, at its path
     optional: bool = False
+    audience: str = ""  # serviceAccountToken: "" is the API server's audience
+    expiration_seconds: int = 3600  # serviceAccountToken (kube's default)
 
 
 @dataclass(frozen=True)

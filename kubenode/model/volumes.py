@@ -8,7 +8,8 @@ name so the volume manager can say which one it cannot set up.
 
 Volume kinds: emptyDir (medium, sizeLimit), hostPath (path, type), and the projected kinds configMap,
 secret, downwardAPI and projected, which all become a list of `Projection`s (a configMap volume is a
-projected volume of one configMap source) with the volume's defaultMode.
+projected volume of one configMap source) with the volume's defaultMode; a projected volume's
+serviceAccountToken sources (audience, expirationSeconds, path) are Projections too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kubenode.model.objects import (
     HOST_PATH,
     PROJECTED,
     SECRET,
+    SERVICE_ACCOUNT_TOKEN,
     EnvFromSource,
     KeyToPath,
     Projection,
@@ -116,11 +118,38 @@ _PROJECTION_MODELS = {
 }
 
 
+TOKEN_FIELDS = ("audience", "expirationSeconds", "path")  # V1ServiceAccountTokenProjection
+MIN_TOKEN_SECONDS = 600  # kube's validation of serviceAccountToken.expirationSeconds
+MAX_TOKEN_SECONDS = 1 << 32
+
+
+def _token_projection(source: Fields) -> Projection:
+    seconds = source.integer("expirationSeconds", 3600)
+    if seconds < MIN_TOKEN_SECONDS:
+        raise source.error(
+            "expirationSeconds", f"Invalid value: {seconds}: may not specify a duration less than 10 minutes"
+        )
+    if seconds > MAX_TOKEN_SECONDS:
+        raise source.error(
+            "expirationSeconds",
+            f"Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds",
+        )
+    path = _relative_path(source, "path")
+    return Projection(
+        SERVICE_ACCOUNT_TOKEN,
+        items=(KeyToPath(path),),
+        audience=source.string("audience"),
+        expiration_seconds=seconds,
+    )
+
+
 def _projections(volume: Fields, kind: str) -> tuple[tuple[Projection, ...], int]:
     if kind == PROJECTED:
         projected = volume.child(PROJECTED, "V1ProjectedVolumeSource")
         found = []
         for source in projected.children("sources", "V1VolumeProjection"):
+            if source.has(SERVICE_ACCOUNT_TOKEN):
+                found.append(_token_projection(source.child(SERVICE_ACCOUNT_TOKEN, allowed=TOKEN_FIELDS)))
             for sub in (CONFIG_MAP, SECRET, DOWNWARD_API):
                 if source.has(sub):
                     child = source.child(sub, _PROJECTION_MODELS[sub])

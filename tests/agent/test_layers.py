@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "agent.logs": MANAGERS,
     "agent.stats": MANAGERS,
     "agent.certificate": MANAGERS,
+    "agent.token": MANAGERS,
     # The pod manager, the pod workers and syncPod (the kubelet's root package around pod_workers.go).
     "agent.pod": SYNC,
     "agent.podworkers": SYNC,
