@@ -30,6 +30,7 @@ from apiserver.tablecells import meta as _meta
 from apiserver.tablecells import spec as _spec
 from apiserver.tablecells import status as _status
 from apiserver.workloadprinter import WORKLOAD_PRINTERS
+from apiserver.draprinter import DRA_PRINTERS
 
 # ---- pods -------------------------------------------------------------------------------------------------
 
@@ -345,6 +346,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("", "services"): (SERVICE_COLUMNS, service_cells),
     ("topology.node.k8s.io", "noderesourcetopologies"): (TOPOLOGY_COLUMNS, topology_cells),
     **WORKLOAD_PRINTERS,
+    **DRA_PRINTERS,
 }
 
 
