@@ -34,13 +34,25 @@ TYPE_PREFIX_PACKAGES = (
     (("Job", "PodFailurePolicy", "SuccessPolicy", "UncountedTerminatedPods"), "io.k8s.api.batch.v1"),
     (
         (
-            "Device", "ResourceClaimSpec", "ResourceClaimStatus", "ResourceClaimTemplate", "ResourceClaimList",
-            "ResourceClaimConsumerReference", "ResourceSlice", "ResourcePool", "AllocationResult",
-            "AllocatedDeviceStatus", "CELDeviceSelector", "Counter", "ExactDeviceRequest",
-            "OpaqueDeviceConfiguration", "NetworkDeviceData", "CapacityRequ",
+            "Device",
+            "ResourceClaimSpec",
+            "ResourceClaimStatus",
+            "ResourceClaimTemplate",
+            "ResourceClaimList",
+            "ResourceClaimConsumerReference",
+            "ResourceSlice",
+            "ResourcePool",
+            "AllocationResult",
+            "AllocatedDeviceStatus",
+            "CELDeviceSelector",
+            "Counter",
+            "ExactDeviceRequest",
+            "OpaqueDeviceConfiguration",
+            "NetworkDeviceData",
+            "CapacityRequ",
         ),
         "io.k8s.api.resource.v1",
-    ),  # fmt: skip
+    ),
 )
 AUTOSCALING_TYPES = frozenset({"Scale", "ScaleSpec", "ScaleStatus"})
 

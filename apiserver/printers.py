@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from apiserver.draprinter import DRA_PRINTERS
 from apiserver.printers_config import CONFIG_PRINTERS
 from apiserver.resources import ResourceInfo
 from apiserver.serviceprinter import SERVICE_COLUMNS, service_cells
@@ -30,7 +31,6 @@ from apiserver.tablecells import meta as _meta
 from apiserver.tablecells import spec as _spec
 from apiserver.tablecells import status as _status
 from apiserver.workloadprinter import WORKLOAD_PRINTERS
-from apiserver.draprinter import DRA_PRINTERS
 
 # ---- pods -------------------------------------------------------------------------------------------------
 

@@ -157,7 +157,8 @@ DAEMONSETS = _workload("apps", "daemonsets", "DaemonSet", ("ds",), scale=False)
 JOBS = _workload("batch", "jobs", "Job", (), scale=False)
 WORKLOADS = (DEPLOYMENTS, REPLICASETS, DAEMONSETS, JOBS)
 
-# resource.k8s.io/v1, Dynamic Resource Allocation (kube's pkg/registry/resource): no short names, no categories.
+# resource.k8s.io/v1, Dynamic Resource Allocation (kube's pkg/registry/resource): no short names or
+# categories.
 DEVICECLASSES = ResourceInfo(
     "resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", namespaced=False, verbs=ALL_VERBS
 )
@@ -170,7 +171,13 @@ RESOURCECLAIMTEMPLATES = ResourceInfo(
     namespaced=True, verbs=ALL_VERBS,
 )  # fmt: skip
 RESOURCESLICES = ResourceInfo(
-    "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", namespaced=False, verbs=ALL_VERBS
+    "resource.k8s.io",
+    "v1",
+    "resourceslices",
+    "resourceslice",
+    "ResourceSlice",
+    namespaced=False,
+    verbs=ALL_VERBS,
 )
 DRA = (DEVICECLASSES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, RESOURCESLICES)
 

@@ -6,13 +6,16 @@ controller) registers its kinds with `register`, so the collector follows their 
 
 from __future__ import annotations
 
-from kubenode.kubeclient.client import NAMESPACES, NODES, PODS, Resource
+from kubenode.kubeclient.client import NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, Resource
 
 DEPLOYMENTS = Resource("deployments", "Deployment", group="apps")
 REPLICASETS = Resource("replicasets", "ReplicaSet", group="apps")
 DAEMONSETS = Resource("daemonsets", "DaemonSet", group="apps")
 JOBS = Resource("jobs", "Job", group="batch")
 SERVICEACCOUNTS = Resource("serviceaccounts", "ServiceAccount")
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resourceclaimtemplates", "ResourceClaimTemplate", group="resource.k8s.io", version="v1"
+)
 
 # Kinds whose objects the garbage collector watches, as owners and as dependents.
 GC_RESOURCES: list[Resource] = [PODS, REPLICASETS, DEPLOYMENTS, DAEMONSETS, JOBS]
@@ -35,5 +38,5 @@ def by_kind(api_version: str, kind: str) -> Resource | None:
 
 __all__ = [
     "DAEMONSETS", "DEPLOYMENTS", "GC_RESOURCES", "JOBS", "NAMESPACES", "NODES", "PODS", "REPLICASETS",
-    "SERVICEACCOUNTS", "by_kind", "register",
+    "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES", "SERVICEACCOUNTS", "by_kind", "register",
 ]  # fmt: skip

@@ -17,6 +17,7 @@ from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
 from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.resourceclaim import ResourceClaimController
 from controllers.serviceaccount import ServiceAccountsController
 from kubenode.kubeclient import KubeClient
 
@@ -27,6 +28,8 @@ class WorkloadControllers:
     def __init__(self, client: KubeClient, may_act: Callable[[], bool], stop: threading.Event) -> None:
         self.informers = SharedInformers(client)
         self._stop = stop
+        # The claim controller first: it registers ResourceClaims with the garbage collector.
+        claims = ResourceClaimController(client, self.informers, may_act)
         self.controllers: list[Controller] = [
             GarbageCollector(client, self.informers, may_act),
             ReplicaSetController(client, self.informers, may_act),
@@ -34,6 +37,7 @@ class WorkloadControllers:
             DaemonSetController(client, self.informers, may_act),
             JobController(client, self.informers, may_act),
             ServiceAccountsController(client, self.informers, may_act),
+            claims,
         ]
         self._starter: threading.Thread | None = None
 

@@ -99,6 +99,9 @@ DISCOVERY_RULES = (
 MONITORING_GROUP = "system:monitoring"
 MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/readyz", "/healthz")),)
 
+DRA_GROUP = "resource.k8s.io"
+DRA_RESOURCES = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
+
 # bootstrappolicy's system:kube-scheduler, limited to the kinds served here.
 SCHEDULER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
@@ -111,6 +114,9 @@ SCHEDULER_RULES = (
     rule("get list watch", resources=("namespaces",)),
     # kubenode: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC grants this).
     rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
+    # Dynamic Resource Allocation: read the four kinds, write the claims' allocation and consumers.
+    rule("get list watch", groups=(DRA_GROUP,), resources=DRA_RESOURCES),
+    rule("patch update", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
 )
 
 # bootstrappolicy's system:kube-controller-manager (events, its Lease, reading everything served here) with
@@ -138,6 +144,10 @@ CONTROLLER_MANAGER_RULES = (
         groups=("apps", "batch"),
         resources=("deployments/status", "replicasets/status", "daemonsets/status", "jobs/status"),
     ),
+    # system:controller:resource-claim-controller: claims from templates, consumers that are gone.
+    rule("get list watch", groups=(DRA_GROUP,), resources=("resourceclaims", "resourceclaimtemplates")),
+    rule("create delete", groups=(DRA_GROUP,), resources=("resourceclaims",)),
+    rule("update patch", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
@@ -156,6 +166,9 @@ NODE_RULES = (
     # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
     rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
     rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
+    # DRA: a node publishes its ResourceSlices (NodeRestriction admission holds them to its own nodeName)
+    # and reads any; its pods' claims are read along the graph (_node).
+    rule("get list watch create update patch delete", groups=(DRA_GROUP,), resources=("resourceslices",)),
 )
 GRAPH_RESOURCES = (
     "secrets",
@@ -241,7 +254,10 @@ class NodeRBACAuthorizer:
                     ),
                 )
             return ALLOW
-        if info.is_resource_request and info.api_group == "" and info.resource in GRAPH_RESOURCES:
+        along_graph = (info.api_group == "" and info.resource in GRAPH_RESOURCES) or (
+            info.api_group == DRA_GROUP and info.resource == "resourceclaims"  # the claims of its pods
+        )
+        if info.is_resource_request and along_graph:
             return (
                 Decision(False, forbidden_message(user, info, why))
                 if (why := self._graph(node, info))
@@ -250,7 +266,8 @@ class NodeRBACAuthorizer:
         return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
 
     def _graph(self, node: str, info: RequestInfo) -> str:
-        """Why a node may not read this Secret or ConfigMap ("" when it may), in kube's words."""
+        """Why a node may not read this Secret, ConfigMap or ResourceClaim ("" when it may), in kube's
+        words."""
         if info.verb not in ("get", "list", "watch"):
             return "can only read resources of this type"
         if info.subresource:

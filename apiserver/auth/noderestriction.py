@@ -43,6 +43,7 @@ def _forbidden(info: RequestInfo, name: str, why: str) -> str:
 
 
 WRITES = ("create", "update", "patch", "delete")
+_VERB_TEXT = {"patch": "update"}
 
 
 def admit(
@@ -62,6 +63,11 @@ def admit(
             name != node or info.namespace != "kube-node-lease"
         ):
             why = "can only access node lease with the same name as the requesting node"
+    elif info.api_group == "resource.k8s.io" and info.resource == "resourceslices" and info.verb in WRITES:
+        # kube's NodeRestriction for slices: only those whose nodeName is the node's own.
+        if any(obj is not None and _spec(obj).get("nodeName") != node for obj in (old, new)):
+            verb = _VERB_TEXT.get(info.verb, info.verb)
+            why = f"can only {verb} ResourceSlice with the same NodeName as the requesting node"
     elif info.resource == "noderesourcetopologies" and info.verb in WRITES and name != node:
         # kubenode: a node writes only its own NodeResourceTopology
         why = f'node "{node}" can only write the NodeResourceTopology named after itself'

@@ -83,4 +83,7 @@ class ResourceSliceStrategy(_DraStrategy):
 
     def index(self, obj: Mapping[str, Any]) -> dict[str, str]:
         spec = obj.get("spec") or {}
-        return {"spec.nodeName": str(spec.get("nodeName") or ""), "spec.driver": str(spec.get("driver") or "")}
+        return {
+            "spec.nodeName": str(spec.get("nodeName") or ""),
+            "spec.driver": str(spec.get("driver") or ""),
+        }

@@ -44,7 +44,9 @@ spec:
       - name: gpu
         exactly:
           deviceClassName: gpu.example.com
-          selectors: [{cel: {expression: "device.capacity['gpu.example.com'].memory.compareTo(quantity('32Gi')) >= 0"}}]
+          selectors:
+          - cel:
+              expression: "device.capacity['gpu.example.com'].memory.compareTo(quantity('32Gi')) >= 0"
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -99,7 +101,9 @@ def test_kubectl_apply_get_describe(kubectl: Kubectl, tmp_path: Path) -> None:
     assert "ResourceClaim" in kubectl.out("explain", "resourceclaims.spec.devices")
     on_a = kubectl.out("get", "resourceslices", "--field-selector", "spec.nodeName=node-a", "-o", "name")
     assert on_a.split() == ["resourceslice.resource.k8s.io/node-a-gpu"]
-    assert kubectl.out("get", "resourceslices", "--field-selector", "spec.nodeName=node-b", "-o", "name") == ""
+    assert (
+        kubectl.out("get", "resourceslices", "--field-selector", "spec.nodeName=node-b", "-o", "name") == ""
+    )
 
 
 def test_selector_that_does_not_compile_is_422_naming_the_field(kubectl: Kubectl, tmp_path: Path) -> None:
@@ -132,13 +136,20 @@ def test_client_status_subresource_and_immutable_spec(resource_api: Any) -> None
     allocation = {
         "devices": {"results": [{"request": "r", "driver": "x", "pool": "n", "device": "d0"}]},
         "nodeSelector": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}
+            ]
         },
     }
     patched = resource_api.patch_namespaced_resource_claim_status(
         "status-claim",
         "default",
-        {"status": {"allocation": allocation, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}},
+        {
+            "status": {
+                "allocation": allocation,
+                "reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}],
+            }
+        },
     )
     assert patched.status.allocation.devices.results[0].device == "d0"
     assert patched.status.reserved_for[0].uid == "u1"
@@ -147,15 +158,18 @@ def test_client_status_subresource_and_immutable_spec(resource_api: Any) -> None
             "status-claim", "default", {"spec": {"devices": {"requests": [{"name": "other"}]}}}
         )
     assert error.value.status == 422
-    assert "field is immutable" in json.loads(error.value.body)["message"]
+    assert "field is immutable" in json.loads(str(error.value.body))["message"]
     bad = {**claim, "metadata": {"name": "bad-claim"}}
     bad["spec"] = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x",
         "selectors": [{"cel": {"expression": "device.driver =="}}]}}]}}  # fmt: skip
     with pytest.raises(ApiException) as error:
         resource_api.create_namespaced_resource_claim("default", bad)
     assert error.value.status == 422
-    body = json.loads(error.value.body)
-    assert body["details"]["causes"][0]["field"] == "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    body = json.loads(str(error.value.body))
+    assert (
+        body["details"]["causes"][0]["field"]
+        == "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    )
     resource_api.delete_namespaced_resource_claim("status-claim", "default", _preload_content=False)
 
 
