@@ -198,3 +198,36 @@ def _node_may_touch_only_its_own(cluster: Cluster, bound_claim: str, pending_cla
         a.patch(RESOURCE_SLICES, "node-a-gpus", {"metadata": {"labels": {"checked": "yes"}}})
     events = json.loads(cluster.out("get", "events", "-o", "json"))["items"]
     assert any(e["reason"] == "ResourceClaimCreated" for e in events)
+
+
+def test_a_shared_claim_is_released_when_its_pods_go(cluster: Cluster) -> None:
+    """A claim made by hand (no owner) outlives its pods: the controller removes each pod that goes
+    from `reservedFor`, and deallocates the claim when the last one goes, so its device is free."""
+    admin = cluster.client
+    claim = {
+        "apiVersion": GROUP_VERSION, "kind": "ResourceClaim", "metadata": {"name": "shared"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
+    }  # fmt: skip
+    admin.create(RESOURCE_CLAIMS, claim, "default")
+    uids = []
+    for name in ("user-1", "user-2"):
+        pod = gpu_pod(name)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        uids.append(admin.create(PODS, pod, "default")["metadata"]["uid"])
+
+    def reserved() -> list[str]:
+        status = admin.get(RESOURCE_CLAIMS, "shared", "default").get("status") or {}
+        return sorted(r["uid"] for r in status.get("reservedFor") or [])
+
+    wait_for(lambda: reserved() == sorted(uids), 30, "both pods in reservedFor")
+    nodes = {admin.get(PODS, n, "default")["spec"]["nodeName"] for n in ("user-1", "user-2")}
+    assert len(nodes) == 1  # a shared claim's pods go where its devices are
+    cluster.out("delete", "pod", "user-1", "--grace-period=0", "--force")
+    wait_for(lambda: reserved() == [uids[1]], 30, "the deleted pod out of reservedFor")
+    assert admin.get(RESOURCE_CLAIMS, "shared", "default")["status"]["allocation"]
+    cluster.out("delete", "pod", "user-2", "--grace-period=0", "--force")
+    wait_for(
+        lambda: not admin.get(RESOURCE_CLAIMS, "shared", "default").get("status"), 30, "the claim deallocated"
+    )
+    assert "pending" in cluster.out("get", "resourceclaim", "shared")
+    admin.delete(RESOURCE_CLAIMS, "shared", "default")
