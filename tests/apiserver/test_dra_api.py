@@ -190,3 +190,40 @@ def test_pod_dra_fields_are_kept(core: Any) -> None:
     patched = core.patch_namespaced_pod_status("dra-pod", "default", status)
     assert patched.status.resource_claim_statuses[0].resource_claim_name == "dra-pod-gpu-x"
     core.delete_namespaced_pod("dra-pod", "default", grace_period_seconds=0)
+
+
+def test_kube_limits_names_and_immutable_slices(resource_api: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    def causes(call: Any, *args: Any) -> list[tuple[str, str]]:
+        with pytest.raises(ApiException) as error:
+            call(*args)
+        assert error.value.status == 422
+        body = json.loads(str(error.value.body))
+        return [(c["field"], c["message"]) for c in body["details"]["causes"]]
+
+    request = {"name": "gpu", "exactly": {"deviceClassName": "x"}}
+    claim = {"metadata": {"name": "dup"}, "spec": {"devices": {"requests": [request, request]}}}
+    assert causes(resource_api.create_namespaced_resource_claim, "default", claim) == [
+        ("spec.devices.requests[1].name", 'Duplicate value: "gpu"')
+    ]
+    bad_name = {**request, "name": "GPU"}
+    claim["spec"] = {"devices": {"requests": [bad_name]}}
+    [(field, message)] = causes(resource_api.create_namespaced_resource_claim, "default", claim)
+    assert field == "spec.devices.requests[0].name" and message.startswith(
+        'Invalid value: "GPU": a lowercase RFC 1123 label'
+    )
+    devices = [{"name": f"d{i}"} for i in range(129)]
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 1}
+    spec = {"driver": "x.example.com", "nodeName": "n", "pool": pool, "devices": devices}
+    too_big = {"metadata": {"name": "big"}, "spec": spec}
+    assert causes(resource_api.create_resource_slice, too_big) == [
+        ("spec.devices", "Too many: 129: must have at most 128 items")
+    ]
+    too_big["spec"]["devices"] = devices[:2]
+    resource_api.create_resource_slice(too_big)
+    moved = [{"op": "replace", "path": "/spec/nodeName", "value": "elsewhere"}]
+    assert causes(resource_api.patch_resource_slice, "big", moved) == [
+        ("spec.nodeName", 'Invalid value: "elsewhere": field is immutable')
+    ]
+    resource_api.delete_resource_slice("big", _preload_content=False)
