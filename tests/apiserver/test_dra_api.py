@@ -215,12 +215,12 @@ def test_kube_limits_names_and_immutable_slices(resource_api: Any) -> None:
     )
     devices = [{"name": f"d{i}"} for i in range(129)]
     pool = {"name": "n", "generation": 1, "resourceSliceCount": 1}
-    spec = {"driver": "x.example.com", "nodeName": "n", "pool": pool, "devices": devices}
+    spec: dict[str, Any] = {"driver": "x.example.com", "nodeName": "n", "pool": pool, "devices": devices}
     too_big = {"metadata": {"name": "big"}, "spec": spec}
     assert causes(resource_api.create_resource_slice, too_big) == [
         ("spec.devices", "Too many: 129: must have at most 128 items")
     ]
-    too_big["spec"]["devices"] = devices[:2]
+    spec["devices"] = devices[:2]
     resource_api.create_resource_slice(too_big)
     moved = [{"op": "replace", "path": "/spec/nodeName", "value": "elsewhere"}]
     assert causes(resource_api.patch_resource_slice, "big", moved) == [
