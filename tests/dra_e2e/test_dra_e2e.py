@@ -119,7 +119,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     }, "default")  # fmt: skip
 
     first = admin.create(PODS, gpu_pod("first"), "default")
-    claim = wait_for(lambda: claim_of(cluster, "first"), 30, "the first pod's claim")
+    claim = wait_for(lambda: claim_of(cluster, "first"), 60, "the first pod's claim")
     meta = claim["metadata"]
     assert meta["name"].startswith("first-gpu-") and len(meta["name"]) == len("first-gpu-") + 5
     assert meta["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
@@ -129,7 +129,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
         "controller": True, "blockOwnerDeletion": True,
     }]  # fmt: skip
     bound = wait_for(
-        lambda: admin.get(PODS, "first", "default")["spec"].get("nodeName"), 30, "the first pod bound"
+        lambda: admin.get(PODS, "first", "default")["spec"].get("nodeName"), 60, "the first pod bound"
     )
     assert bound == "node-b"
     claim = admin.get(RESOURCE_CLAIMS, meta["name"], "default")
@@ -138,9 +138,9 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [first["metadata"]["uid"]]
 
     admin.create(PODS, gpu_pod("second"), "default")
-    second_claim = wait_for(lambda: claim_of(cluster, "second"), 30, "the second pod's claim")
+    second_claim = wait_for(lambda: claim_of(cluster, "second"), 60, "the second pod's claim")
     wait_for(
-        lambda: pod_condition(cluster, "second").get("reason") == "Unschedulable", 30, "second unschedulable"
+        lambda: pod_condition(cluster, "second").get("reason") == "Unschedulable", 60, "second unschedulable"
     )
     assert not admin.get(PODS, "second", "default")["spec"].get("nodeName")
 
@@ -157,7 +157,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
 
     # No agent runs on node-b to finish the pod: delete it at once, as `kubectl delete --force` does.
     cluster.out("delete", "pod", "first", "--grace-period=0", "--force")
-    wait_for(lambda: _gone(admin, meta["name"]), 30, "the first pod's claim deleted")
+    wait_for(lambda: _gone(admin, meta["name"]), 60, "the first pod's claim deleted")
     assert (
         wait_for(
             lambda: admin.get(PODS, "second", "default")["spec"].get("nodeName"), 60, "the second pod bound"
@@ -219,15 +219,15 @@ def test_a_shared_claim_is_released_when_its_pods_go(cluster: Cluster) -> None:
         status = admin.get(RESOURCE_CLAIMS, "shared", "default").get("status") or {}
         return sorted(r["uid"] for r in status.get("reservedFor") or [])
 
-    wait_for(lambda: reserved() == sorted(uids), 30, "both pods in reservedFor")
+    wait_for(lambda: reserved() == sorted(uids), 60, "both pods in reservedFor")
     nodes = {admin.get(PODS, n, "default")["spec"]["nodeName"] for n in ("user-1", "user-2")}
     assert len(nodes) == 1  # a shared claim's pods go where its devices are
     cluster.out("delete", "pod", "user-1", "--grace-period=0", "--force")
-    wait_for(lambda: reserved() == [uids[1]], 30, "the deleted pod out of reservedFor")
+    wait_for(lambda: reserved() == [uids[1]], 60, "the deleted pod out of reservedFor")
     assert admin.get(RESOURCE_CLAIMS, "shared", "default")["status"]["allocation"]
     cluster.out("delete", "pod", "user-2", "--grace-period=0", "--force")
     wait_for(
-        lambda: not admin.get(RESOURCE_CLAIMS, "shared", "default").get("status"), 30, "the claim deallocated"
+        lambda: not admin.get(RESOURCE_CLAIMS, "shared", "default").get("status"), 60, "the claim deallocated"
     )
     assert "pending" in cluster.out("get", "resourceclaim", "shared")
     admin.delete(RESOURCE_CLAIMS, "shared", "default")
