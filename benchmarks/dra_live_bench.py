@@ -23,6 +23,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 import psutil
 from benchstats import report
 from dra_bench import DRIVER, EXTENDED, claim_object, slice_object
-from scheduler_e2e_bench import BindWatch, free_port, ready, wait_until
+from scheduler_e2e_bench import BindWatch, free_port, profiled_scheduler, ready, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -104,11 +105,15 @@ def measure(
 
 
 def main() -> None:
+    if len(sys.argv) > 3 and sys.argv[1] == "--profiled-scheduler":
+        raise SystemExit(profiled_scheduler(sys.argv[2], sys.argv[4:]))
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--profile-scheduler", action="store_true", help="cProfile the scheduler process")
     args = parser.parse_args()
+    prof = Path(tempfile.mkstemp(suffix=".prof")[1]) if args.profile_scheduler else None
     print(
         f"--- live DRA: {args.nodes} nodes x {args.devices} devices, {args.pods} pods per phase", flush=True
     )
@@ -129,7 +134,8 @@ def main() -> None:
             claims.append(claim)
         create_all(client, RESOURCE_CLAIMS, claims)
         port = free_port()
-        command = [sys.executable, "-m", "cli.main", "--log-level", "WARNING", "scheduler", "run"]
+        runner = [__file__, "--profiled-scheduler", str(prof), "--"] if prof else ["-m", "cli.main"]
+        command = [sys.executable, *runner, "--log-level", "WARNING", "scheduler", "run"]
         command += ["--kubeconfig", str(api.kubeconfig), "--metrics-bind-address", f"127.0.0.1:{port}"]
         scheduler = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         try:
@@ -169,6 +175,11 @@ def main() -> None:
         report(f"CPU per DRA pod, {name}", dra_cpu[name] / args.pods * 1000, "ms/pod")
     per_claim = (dra_cpu["API server"] - ext_cpu["API server"]) / args.pods * 1000
     report("API server CPU per claim allocation (DRA pod less extended pod)", per_claim, "ms/claim")
+    if prof is not None:
+        import pstats
+
+        print(f"--- scheduler profile ({prof}, both phases), top 25 by cumulative time")
+        pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(25)
 
 
 if __name__ == "__main__":
