@@ -227,3 +227,38 @@ def test_kube_limits_names_and_immutable_slices(resource_api: Any) -> None:
         ("spec.nodeName", 'Invalid value: "elsewhere": field is immutable')
     ]
     resource_api.delete_resource_slice("big", _preload_content=False)
+
+
+def test_pod_claim_fields_are_validated_as_kube_does(core: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    def causes(spec: dict[str, Any]) -> list[tuple[str, str]]:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad-claims"}, "spec": spec}
+        with pytest.raises(ApiException) as error:
+            core.create_namespaced_pod("default", pod)
+        assert error.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(str(error.value.body))["details"]["causes"]]
+
+    container = {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+    assert causes({"containers": [container]}) == [(
+        "spec.containers[0].resources.claims[0]",
+        'Not found: "gpu": must be one of the names in pod.spec.resourceClaims which is empty',
+    )]  # fmt: skip
+    both = {"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}
+    twice = {"name": "gpu", "resourceClaimName": "a"}
+    found = causes({"containers": [container], "resourceClaims": [both, twice]})
+    assert found == [
+        (
+            "spec.resourceClaims[0]",
+            "Invalid value: at most one of `resourceClaimName` or `resourceClaimTemplateName` may be "
+            "specified",
+        ),
+        ("spec.resourceClaims[1].name", 'Duplicate value: "gpu"'),
+    ]
+    neither = {"name": "gpu"}
+    assert causes({"containers": [container], "resourceClaims": [neither]}) == [
+        (
+            "spec.resourceClaims[0]",
+            "Invalid value: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+        )
+    ]
