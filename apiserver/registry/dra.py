@@ -11,6 +11,7 @@ written only through `/status`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,10 +26,15 @@ MAX_REQUESTS = 32  # DeviceRequestsMaxSize, also selectors and configs
 MAX_DEVICES = 128  # ResourceSliceMaxDevices
 
 
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
+
+
 def _value_at(obj: Mapping[str, Any], path: str) -> object:
-    """The value a field path such as `spec.selectors[0].cel.expression` names (None where absent)."""
+    """The value a field path such as `spec.selectors[0].cel.expression` or
+    `spec.devices[0].attributes[gpu.example.com/model]` names (None where absent)."""
     value: object = obj
-    for part in path.replace("]", "").replace("[", ".").split("."):
+    for plain, bracketed in _PATH_PART.findall(path):
+        part = plain or bracketed
         if isinstance(value, Mapping):
             value = value.get(part)
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
