@@ -166,9 +166,13 @@ NODE_RULES = (
     # kube's system:node role: a node asks for its serving certificate and has its callers authorized.
     rule("create get list watch", groups=("certificates.k8s.io",), resources=("certificatesigningrequests",)),
     rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
-    # DRA: a node publishes its ResourceSlices (NodeRestriction admission holds them to its own nodeName)
-    # and reads any; its pods' claims are read along the graph (_node).
-    rule("get list watch create update patch delete", groups=(DRA_GROUP,), resources=("resourceslices",)),
+    # DRA: a node publishes its ResourceSlices (NodeRestriction admission holds each one written or deleted,
+    # deletecollection's too, to its own nodeName) and reads any; its pods' claims are read along the graph.
+    rule(
+        "get list watch create update patch delete deletecollection",
+        groups=(DRA_GROUP,),
+        resources=("resourceslices",),
+    ),
 )
 GRAPH_RESOURCES = (
     "secrets",

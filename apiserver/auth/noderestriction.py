@@ -6,7 +6,9 @@ kube's plugin/pkg/admission/noderestriction does:
   and eviction only for pods bound to itself;
 - nodes: only its own Node; no deleting it, no taint changes, no `node-restriction.kubernetes.io/` labels
   and no other kubernetes.io / k8s.io labels than the kubelet's own (hostname, os, arch, zone, ...);
-- leases: only `kube-node-lease/<n>`.
+- leases: only `kube-node-lease/<n>`;
+- resourceslices (resource.k8s.io): create, update, delete (one or a collection) only slices whose
+  `spec.nodeName` is the node, before and after.
 `admit` returns kube's 403 message (`pods "x" is forbidden: node "a" can only ...`) or None to admit.
 """
 
@@ -43,7 +45,8 @@ def _forbidden(info: RequestInfo, name: str, why: str) -> str:
 
 
 WRITES = ("create", "update", "patch", "delete")
-_VERB_TEXT = {"patch": "update"}
+_VERB_TEXT = {"patch": "update", "deletecollection": "delete"}
+SLICE_WRITES = (*WRITES, "deletecollection")  # judged per slice, as the collection's DELETE admits each
 
 
 def admit(
@@ -63,7 +66,11 @@ def admit(
             name != node or info.namespace != "kube-node-lease"
         ):
             why = "can only access node lease with the same name as the requesting node"
-    elif info.api_group == "resource.k8s.io" and info.resource == "resourceslices" and info.verb in WRITES:
+    elif (
+        info.api_group == "resource.k8s.io"
+        and info.resource == "resourceslices"
+        and info.verb in SLICE_WRITES
+    ):
         # kube's NodeRestriction for slices: only those whose nodeName is the node's own.
         if any(obj is not None and _spec(obj).get("nodeName") != node for obj in (old, new)):
             verb = _VERB_TEXT.get(info.verb, info.verb)

@@ -220,7 +220,13 @@ def test_a_shared_claim_is_released_when_its_pods_go(cluster: Cluster) -> None:
         return sorted(r["uid"] for r in status.get("reservedFor") or [])
 
     wait_for(lambda: reserved() == sorted(uids), 60, "both pods in reservedFor")
-    nodes = {admin.get(PODS, n, "default")["spec"]["nodeName"] for n in ("user-1", "user-2")}
+
+    # reservedFor is written at PreBind, before the binding: wait for both bindings.
+    def bound_to() -> list[str]:
+        nodes = [admin.get(PODS, n, "default")["spec"].get("nodeName") for n in ("user-1", "user-2")]
+        return nodes if all(nodes) else []
+
+    nodes = set(wait_for(bound_to, 60, "both pods bound"))
     assert len(nodes) == 1  # a shared claim's pods go where its devices are
     cluster.out("delete", "pod", "user-1", "--grace-period=0", "--force")
     wait_for(lambda: reserved() == [uids[1]], 60, "the deleted pod out of reservedFor")
@@ -231,3 +237,15 @@ def test_a_shared_claim_is_released_when_its_pods_go(cluster: Cluster) -> None:
     )
     assert "pending" in cluster.out("get", "resourceclaim", "shared")
     admin.delete(RESOURCE_CLAIMS, "shared", "default")
+
+
+def test_a_node_deletes_its_own_slices_as_a_collection(cluster: Cluster) -> None:
+    """The kubelet's DRA manager clears its slices with one DELETE of the collection, selected by
+    `spec.nodeName`: allowed for the node's own; another node's slice is refused."""
+    with closing(node_client(cluster.api, "node-a")) as a:
+        with pytest.raises(Forbidden):
+            a.request("DELETE", RESOURCE_SLICES.path(), query={"fieldSelector": "spec.nodeName=node-b"})
+        gone = a.request("DELETE", RESOURCE_SLICES.path(), query={"fieldSelector": "spec.nodeName=node-a"})
+        assert [s["metadata"]["name"] for s in gone["items"]] == ["node-a-gpus"]
+    names = {s["metadata"]["name"] for s in cluster.client.list(RESOURCE_SLICES)["items"]}
+    assert names == {"node-b-gpus"}
