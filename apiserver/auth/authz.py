@@ -144,9 +144,10 @@ CONTROLLER_MANAGER_RULES = (
         groups=("apps", "batch"),
         resources=("deployments/status", "replicasets/status", "daemonsets/status", "jobs/status"),
     ),
-    # system:controller:resource-claim-controller: claims from templates, consumers that are gone.
+    # system:controller:resource-claim-controller: claims from templates, consumers that are gone, the
+    # delete-protection finalizer removed (update); the garbage collector patches claims' owners.
     rule("get list watch", groups=(DRA_GROUP,), resources=("resourceclaims", "resourceclaimtemplates")),
-    rule("create delete", groups=(DRA_GROUP,), resources=("resourceclaims",)),
+    rule("create update patch delete", groups=(DRA_GROUP,), resources=("resourceclaims",)),
     rule("update patch", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
 )
 
