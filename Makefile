@@ -102,6 +102,8 @@ bench: $(STAMP) containerd-deps
 	$(BENCH_RUN) benchmarks/scheduler_bench.py
 	$(BENCH_RUN) benchmarks/scheduler_e2e_bench.py
 	$(BENCH_RUN) benchmarks/extender_bench.py
+	$(BENCH_RUN) benchmarks/dra_bench.py
+	$(BENCH_RUN) benchmarks/dra_live_bench.py
 	$(BENCH_RUN) benchmarks/apiserver_bench.py
 	$(BENCH_RUN) benchmarks/watch_index_bench.py
 	$(BENCH_RUN) benchmarks/cluster_scale_bench.py --nodes 20 100

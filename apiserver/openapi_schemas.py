@@ -32,6 +32,27 @@ NODE_PACKAGE_TYPES = frozenset({"RuntimeClass", "RuntimeClassList", "Overhead", 
 TYPE_PREFIX_PACKAGES = (
     (("Deployment", "ReplicaSet", "DaemonSet", "RollingUpdateD"), "io.k8s.api.apps.v1"),
     (("Job", "PodFailurePolicy", "SuccessPolicy", "UncountedTerminatedPods"), "io.k8s.api.batch.v1"),
+    (
+        (
+            "Device",
+            "ResourceClaimSpec",
+            "ResourceClaimStatus",
+            "ResourceClaimTemplate",
+            "ResourceClaimList",
+            "ResourceClaimConsumerReference",
+            "ResourceSlice",
+            "ResourcePool",
+            "AllocationResult",
+            "AllocatedDeviceStatus",
+            "CELDeviceSelector",
+            "Counter",
+            "ExactDeviceRequest",
+            "OpaqueDeviceConfiguration",
+            "NetworkDeviceData",
+            "CapacityRequ",
+        ),
+        "io.k8s.api.resource.v1",
+    ),
 )
 AUTOSCALING_TYPES = frozenset({"Scale", "ScaleSpec", "ScaleStatus"})
 
@@ -69,6 +90,14 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("batch", "v1", "JobList", "V1JobList"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
     ("authentication.k8s.io", "v1", "TokenRequest", "AuthenticationV1TokenRequest"),
+    ("resource.k8s.io", "v1", "DeviceClass", "V1DeviceClass"),
+    ("resource.k8s.io", "v1", "DeviceClassList", "V1DeviceClassList"),
+    ("resource.k8s.io", "v1", "ResourceClaim", "ResourceV1ResourceClaim"),
+    ("resource.k8s.io", "v1", "ResourceClaimList", "V1ResourceClaimList"),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate", "V1ResourceClaimTemplate"),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplateList", "V1ResourceClaimTemplateList"),
+    ("resource.k8s.io", "v1", "ResourceSlice", "V1ResourceSlice"),
+    ("resource.k8s.io", "v1", "ResourceSliceList", "V1ResourceSliceList"),
     # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
     ("", "v1", "Status", "V1Status"),
     ("", "v1", "DeleteOptions", "V1DeleteOptions"),
@@ -110,6 +139,8 @@ PATCH_META: dict[tuple[str, str], tuple[str, str]] = {
     ("DaemonSetStatus", "conditions"): ("merge", "type"),
     ("ServiceAccount", "secrets"): ("merge", "name"),
 }
+# resource.k8s.io/v1 lists that merge (listType=map in kube's types): the claim's consumers by uid.
+PATCH_META[("ResourceClaimStatus", "reservedFor")] = ("merge", "uid")
 
 PRIMITIVES: dict[str, dict[str, Any]] = {
     "str": {"type": "string"},
@@ -122,7 +153,7 @@ PRIMITIVES: dict[str, dict[str, Any]] = {
     "object": {},  # IntOrString, RawExtension, FieldsV1: any JSON value
 }
 
-_VERSION_PREFIX = re.compile(r"^(?:Core|Policy|Coordination)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
+_VERSION_PREFIX = re.compile(r"^(?:Core|Policy|Coordination|Resource)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
 
 
 def type_name(class_name: str) -> str:
@@ -133,6 +164,8 @@ def type_name(class_name: str) -> str:
 def definition_name(class_name: str) -> str:
     """The name kube-apiserver gives the definition, e.g. `io.k8s.api.core.v1.Pod`."""
     name = type_name(class_name)
+    if class_name.startswith("ResourceV1"):  # resource.k8s.io's ResourceClaim (core/v1 has its own)
+        return f"io.k8s.api.resource.v1.{name}"
     if name in META_TYPES:
         return f"{META_PACKAGE}.{name}"
     if name == "Eviction":

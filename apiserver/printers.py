@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from apiserver.draprinter import DRA_PRINTERS
 from apiserver.printers_config import CONFIG_PRINTERS
 from apiserver.resources import ResourceInfo
 from apiserver.serviceprinter import SERVICE_COLUMNS, service_cells
@@ -345,6 +346,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("", "services"): (SERVICE_COLUMNS, service_cells),
     ("topology.node.k8s.io", "noderesourcetopologies"): (TOPOLOGY_COLUMNS, topology_cells),
     **WORKLOAD_PRINTERS,
+    **DRA_PRINTERS,
 }
 
 

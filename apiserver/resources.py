@@ -158,9 +158,33 @@ DAEMONSETS = _workload("apps", "daemonsets", "DaemonSet", ("ds",), scale=False)
 JOBS = _workload("batch", "jobs", "Job", (), scale=False)
 WORKLOADS = (DEPLOYMENTS, REPLICASETS, DAEMONSETS, JOBS)
 
+# resource.k8s.io/v1, Dynamic Resource Allocation (kube's pkg/registry/resource): no short names or
+# categories.
+DEVICECLASSES = ResourceInfo(
+    "resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", namespaced=False, verbs=ALL_VERBS
+)
+RESOURCECLAIMS = ResourceInfo(
+    "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", namespaced=True,
+    verbs=ALL_VERBS, subresources=(SubresourceInfo("status", "ResourceClaim", STATUS_VERBS),),
+)  # fmt: skip
+RESOURCECLAIMTEMPLATES = ResourceInfo(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "resourceclaimtemplate", "ResourceClaimTemplate",
+    namespaced=True, verbs=ALL_VERBS,
+)  # fmt: skip
+RESOURCESLICES = ResourceInfo(
+    "resource.k8s.io",
+    "v1",
+    "resourceslices",
+    "resourceslice",
+    "ResourceSlice",
+    namespaced=False,
+    verbs=ALL_VERBS,
+)
+DRA = (DEVICECLASSES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, RESOURCESLICES)
+
 SERVED: tuple[ResourceInfo, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
-    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS,
+    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA,
 )  # fmt: skip
 # metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);
 # apiserver/handlers/nodemetrics.py answers its requests.

@@ -54,7 +54,11 @@ MERGE_KEYS: dict[str, dict[str, str]] = {
     "Deployment": _WORKLOAD,
     "ReplicaSet": _WORKLOAD,
     "DaemonSet": _WORKLOAD,
-    "Job": {**_COMMON, **_TEMPLATE},  # JobStatus conditions have no merge key: replaced whole
+    "Job": {**_COMMON, **_TEMPLATE},
+    "DeviceClass": dict(_COMMON),
+    "ResourceClaim": {**_COMMON, "status.reservedFor": "uid"},
+    "ResourceClaimTemplate": dict(_COMMON),
+    "ResourceSlice": dict(_COMMON),  # JobStatus conditions have no merge key: replaced whole
 }
 # Lists with patchStrategy "merge,retainKeys" honour $retainKeys inside their elements as well.
 _ORDER = "$setElementOrder/"

@@ -6,7 +6,7 @@ controller) registers its kinds with `register`, so the collector follows their 
 
 from __future__ import annotations
 
-from kubenode.kubeclient.client import NAMESPACES, NODES, PODS, Resource
+from kubenode.kubeclient.client import NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, Resource
 
 DEPLOYMENTS = Resource("deployments", "Deployment", group="apps")
 REPLICASETS = Resource("replicasets", "ReplicaSet", group="apps")
@@ -14,6 +14,9 @@ DAEMONSETS = Resource("daemonsets", "DaemonSet", group="apps")
 JOBS = Resource("jobs", "Job", group="batch")
 SERVICEACCOUNTS = Resource("serviceaccounts", "ServiceAccount")
 CONFIGMAPS = Resource("configmaps", "ConfigMap")
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resourceclaimtemplates", "ResourceClaimTemplate", group="resource.k8s.io", version="v1"
+)
 
 # Kinds whose objects the garbage collector watches, as owners and as dependents.
 GC_RESOURCES: list[Resource] = [PODS, REPLICASETS, DEPLOYMENTS, DAEMONSETS, JOBS]
@@ -36,5 +39,5 @@ def by_kind(api_version: str, kind: str) -> Resource | None:
 
 __all__ = [
     "CONFIGMAPS", "DAEMONSETS", "DEPLOYMENTS", "GC_RESOURCES", "JOBS", "NAMESPACES", "NODES", "PODS",
-    "REPLICASETS", "SERVICEACCOUNTS", "by_kind", "register",
+    "REPLICASETS", "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES", "SERVICEACCOUNTS", "by_kind", "register",
 ]  # fmt: skip

@@ -3,6 +3,7 @@
 `WorkloadControllers.start` starts the informers and, on a thread of its own (the leader election's
 callback must not block), waits for their first lists (kube's WaitForCacheSync) before any worker
 runs: a controller restarted in the middle of a scale counts the pods that already exist first.
+The ResourceClaim controller runs where the API serves resource.k8s.io/v1 (probed once at start).
 """
 
 from __future__ import annotations
@@ -17,11 +18,24 @@ from controllers.framework import Controller, SharedInformers
 from controllers.garbagecollector import GarbageCollector
 from controllers.job import JobController
 from controllers.replicaset import ReplicaSetController
+from controllers.resourceclaim import ResourceClaimController
 from controllers.rootcapublisher import RootCAPublisher
 from controllers.serviceaccount import ServiceAccountsController
-from kubenode.kubeclient import KubeClient
+from kubenode.kubeclient import RESOURCE_CLAIMS, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
+
+
+def serves_claims(client: KubeClient) -> bool:
+    """Whether the API serves resource.k8s.io/v1 ResourceClaims (kube-apiserver 1.34+, kubenode apiserver)."""
+    try:
+        client.list(RESOURCE_CLAIMS, limit=1)
+    except NotFound:
+        log.info("the API serves no resource.k8s.io/v1: the ResourceClaim controller does not run")
+        return False
+    except KubeError as err:  # forbidden, unreachable: the informers report and retry
+        log.warning("listing ResourceClaims: %s", err)
+    return True
 
 
 class WorkloadControllers:
@@ -30,6 +44,9 @@ class WorkloadControllers:
     ) -> None:
         self.informers = SharedInformers(client)
         self._stop = stop
+        # The claim controller first: it registers ResourceClaims with the garbage collector. An API
+        # without resource.k8s.io/v1 gets none (its informers would never sync, holding every worker).
+        claims = [ResourceClaimController(client, self.informers, may_act)] if serves_claims(client) else []
         self.controllers: list[Controller] = [
             GarbageCollector(client, self.informers, may_act),
             ReplicaSetController(client, self.informers, may_act),
@@ -37,6 +54,7 @@ class WorkloadControllers:
             DaemonSetController(client, self.informers, may_act),
             JobController(client, self.informers, may_act),
             ServiceAccountsController(client, self.informers, may_act),
+            *claims,
         ]
         if root_ca:  # kube-controller-manager's --root-ca-file, or its kubeconfig's CA
             self.controllers.append(RootCAPublisher(client, self.informers, may_act, root_ca))

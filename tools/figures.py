@@ -42,6 +42,8 @@ SCRIPTS = {
     "exec_bench": "node agent, kubectl exec",
     "node_pressure_bench": "node agent, node pressure",
     "extender_bench": "scheduler extender",
+    "dra_bench": "scheduler, Dynamic Resource Allocation (in-process)",
+    "dra_live_bench": "scheduler and API server, Dynamic Resource Allocation (issue 39)",
     "cri_bench": "node agent, CRI runtime (containerd)",
     "cri_stats_bench": "node agent, CRI stats",
     "cri_exec_bench": "node agent, kubectl exec into CRI pods",

@@ -103,6 +103,9 @@ SERVICEACCOUNTS_GROUP = "system:serviceaccounts"
 MONITORING_GROUP = "system:monitoring"
 MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/readyz", "/healthz")),)
 
+DRA_GROUP = "resource.k8s.io"
+DRA_RESOURCES = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
+
 # bootstrappolicy's system:kube-scheduler, limited to the kinds served here.
 SCHEDULER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
@@ -115,6 +118,9 @@ SCHEDULER_RULES = (
     rule("get list watch", resources=("namespaces",)),
     # kubenode: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC grants this).
     rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
+    # Dynamic Resource Allocation: read the four kinds, write the claims' allocation and consumers.
+    rule("get list watch", groups=(DRA_GROUP,), resources=DRA_RESOURCES),
+    rule("patch update", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
 )
 
 # bootstrappolicy's system:kube-controller-manager (events, its Lease, reading everything served here) with
@@ -144,6 +150,11 @@ CONTROLLER_MANAGER_RULES = (
         groups=("apps", "batch"),
         resources=("deployments/status", "replicasets/status", "daemonsets/status", "jobs/status"),
     ),
+    # system:controller:resource-claim-controller: claims from templates, consumers that are gone, the
+    # delete-protection finalizer removed (update); the garbage collector patches claims' owners.
+    rule("get list watch", groups=(DRA_GROUP,), resources=("resourceclaims", "resourceclaimtemplates")),
+    rule("create update patch delete", groups=(DRA_GROUP,), resources=("resourceclaims",)),
+    rule("update patch", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
 )
 
 # The Node authorizer's NodeRules() for the kinds served here (nodes, pods, events, leases).
@@ -164,6 +175,13 @@ NODE_RULES = (
     rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
     # tokens for the pods bound to it: NodeRestriction (noderestriction.token_refusal) checks the pod
     rule("create", resources=("serviceaccounts/token",)),
+    # DRA: a node publishes its ResourceSlices (NodeRestriction admission holds each one written or deleted,
+    # deletecollection's too, to its own nodeName) and reads any; its pods' claims are read along the graph.
+    rule(
+        "get list watch create update patch delete deletecollection",
+        groups=(DRA_GROUP,),
+        resources=("resourceslices",),
+    ),
 )
 GRAPH_RESOURCES = (
     "secrets",
@@ -251,7 +269,10 @@ class NodeRBACAuthorizer:
                     ),
                 )
             return ALLOW
-        if info.is_resource_request and info.api_group == "" and info.resource in GRAPH_RESOURCES:
+        along_graph = (info.api_group == "" and info.resource in GRAPH_RESOURCES) or (
+            info.api_group == DRA_GROUP and info.resource == "resourceclaims"  # the claims of its pods
+        )
+        if info.is_resource_request and along_graph:
             return (
                 Decision(False, forbidden_message(user, info, why))
                 if (why := self._graph(node, info))
@@ -260,7 +281,8 @@ class NodeRBACAuthorizer:
         return ALLOW if any(r.matches(info) for r in NODE_RULES) else None
 
     def _graph(self, node: str, info: RequestInfo) -> str:
-        """Why a node may not read this Secret or ConfigMap ("" when it may), in kube's words."""
+        """Why a node may not read this Secret, ConfigMap or ResourceClaim ("" when it may), in kube's
+        words."""
         if info.verb not in ("get", "list", "watch"):
             return "can only read resources of this type"
         if info.subresource:

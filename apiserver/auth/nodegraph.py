@@ -27,10 +27,19 @@ SECRET_REF_VOLUMES = ("cephfs", "cinder", "flexVolume", "iscsi", "rbd", "scaleIO
 
 
 def pod_references(pod: Mapping[str, Any]) -> set[Ref]:
-    """The Secrets and ConfigMaps a pod refers to, as (resource, namespace, name)."""
+    """The Secrets, ConfigMaps and ResourceClaims a pod refers to, as (resource, namespace, name)."""
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
     spec = pod.get("spec") or {}
-    return {(resource, namespace, name) for resource, name in _names(spec) if name}
+    refs = {(resource, namespace, name) for resource, name in _names(spec) if name}
+    return refs | {("resourceclaims", namespace, name) for name in _claim_names(pod) if name}
+
+
+def _claim_names(pod: Mapping[str, Any]) -> Iterator[str]:
+    """Claims named directly and claims made from templates (kube's graph_populator adds both)."""
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        yield str(entry.get("resourceClaimName") or "")
+    for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        yield str(entry.get("resourceClaimName") or "")
 
 
 def _names(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -105,7 +114,10 @@ class NodeGraph:
         node = entry.fields.get("spec.nodeName", "")
         previous = self.pods.get(key)
         if not deleted and previous is not None and previous[0] == node:
-            return  # a status or metadata change: the references are in the spec, which a pod never changes
+            # A status or metadata change: the references are in the spec, which a pod never changes, and in
+            # status.resourceClaimStatuses, which the claim controller writes before the pod can be bound
+            # (the scheduler waits for them).
+            return
         self.pods.pop(key, None)
         if previous is not None:
             node, refs = previous

@@ -9,6 +9,8 @@ kube's plugin/pkg/admission/noderestriction does:
 - leases: only `kube-node-lease/<n>`;
 - serviceaccounts/token (`token_refusal`): only tokens bound to a pod (with its uid) that runs on itself,
   for the audiences that pod's projected volumes name.
+- resourceslices (resource.k8s.io): create, update, delete (one or a collection) only slices whose
+  `spec.nodeName` is the node, before and after.
 `admit` returns kube's 403 message (`pods "x" is forbidden: node "a" can only ...`) or None to admit.
 """
 
@@ -45,6 +47,8 @@ def _forbidden(info: RequestInfo, name: str, why: str) -> str:
 
 
 WRITES = ("create", "update", "patch", "delete")
+_VERB_TEXT = {"patch": "update", "deletecollection": "delete"}
+SLICE_WRITES = (*WRITES, "deletecollection")  # judged per slice, as the collection's DELETE admits each
 
 
 def admit(
@@ -64,6 +68,15 @@ def admit(
             name != node or info.namespace != "kube-node-lease"
         ):
             why = "can only access node lease with the same name as the requesting node"
+    elif (
+        info.api_group == "resource.k8s.io"
+        and info.resource == "resourceslices"
+        and info.verb in SLICE_WRITES
+    ):
+        # kube's NodeRestriction for slices: only those whose nodeName is the node's own.
+        if any(obj is not None and _spec(obj).get("nodeName") != node for obj in (old, new)):
+            verb = _VERB_TEXT.get(info.verb, info.verb)
+            why = f"can only {verb} ResourceSlice with the same NodeName as the requesting node"
     elif info.resource == "noderesourcetopologies" and info.verb in WRITES and name != node:
         # kubenode: a node writes only its own NodeResourceTopology
         why = f'node "{node}" can only write the NodeResourceTopology named after itself'

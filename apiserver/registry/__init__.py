@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from apiserver.registry.base import Clock, Strategy, utc_now
 from apiserver.registry.config import ConfigMapStrategy, SecretStrategy
+from apiserver.registry.dra import (
+    DeviceClassStrategy,
+    ResourceClaimStrategy,
+    ResourceClaimTemplateStrategy,
+    ResourceSliceStrategy,
+)
 from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy
 from apiserver.registry.pods import PodStrategy
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
@@ -20,6 +26,7 @@ from apiserver.resources import (
     CONFIGMAPS,
     DAEMONSETS,
     DEPLOYMENTS,
+    DEVICECLASSES,
     EVENTS,
     JOBS,
     LEASES,
@@ -28,6 +35,9 @@ from apiserver.resources import (
     NODES,
     PODS,
     REPLICASETS,
+    RESOURCECLAIMS,
+    RESOURCECLAIMTEMPLATES,
+    RESOURCESLICES,
     RUNTIMECLASSES,
     SECRETS,
     SERVICEACCOUNTS,
@@ -53,6 +63,10 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "replicasets": ReplicaSetStrategy(REPLICASETS, clock),
         "daemonsets": DaemonSetStrategy(DAEMONSETS, clock),
         "jobs": JobStrategy(JOBS, clock),
+        "deviceclasses": DeviceClassStrategy(DEVICECLASSES, clock),
+        "resourceclaims": ResourceClaimStrategy(RESOURCECLAIMS, clock),
+        "resourceclaimtemplates": ResourceClaimTemplateStrategy(RESOURCECLAIMTEMPLATES, clock),
+        "resourceslices": ResourceSliceStrategy(RESOURCESLICES, clock),
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from apiserver.registry.base import Cause, Strategy, value_repr
+from apiserver.registry.podclaims import pod_claim_causes
 from apiserver.registry.schema import format_time
 from apiserver.status import APIError, conflict
 from kubenode.model.errors import ValidationError
@@ -185,6 +186,7 @@ class PodStrategy(Strategy):
             for i, container in enumerate(obj.get("spec", {}).get(key) or ()):
                 if not container.get("image") and old is None:
                     causes.append((f"spec.{key}[{i}].image", "FieldValueRequired", "Required value"))
+        causes += pod_claim_causes(obj)  # the DRA fields (podclaims.py)
         error, qos = check_spec(orjson.dumps(obj.get("spec") or {}, option=orjson.OPT_SORT_KEYS))
         if error is not None:
             causes.insert(0, model_cause(obj, error))

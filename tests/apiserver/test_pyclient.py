@@ -164,6 +164,7 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "topology.node.k8s.io",
             "apps",
             "batch",
+            "resource.k8s.io",
             "metrics.k8s.io",
         ]
         resources = client.CoreV1Api(c).get_api_resources()

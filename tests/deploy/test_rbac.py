@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubenode.kubeclient import EVENTS, PODS, KubeClient
+from kubenode.kubeclient import DEVICE_CLASSES, EVENTS, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 from tests.scheduler_extender.support import (
     GPU,
     ExtenderProcess,
@@ -148,6 +148,19 @@ def test_scheduler_and_extender_roles_are_exactly_what_the_code_uses(apiserver: 
             20,
             "low pods bound",
         )
+        # A pod with a claim: DynamicResources lists and watches slices, classes and claims, and writes
+        # the claim's allocation (resourceclaims/status). Priority 200: never a victim below.
+        create_dra_objects(admin, "only")
+        dra = pod("dra", cpu="0", priority=200)
+        dra["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": "dev"}]
+        create_all(admin, [dra])
+        until(
+            apiserver,
+            start,
+            lambda: admin.get(PODS, "dra", "default")["spec"].get("nodeName"),
+            20,
+            "the pod with a claim bound",
+        )
         # A pod that never fits: PodScheduled=False (pods/status patch) and FailedScheduling; a retry
         # with the same message patches the event's count.
         create_all(admin, [pod("huge", cpu="8")])
@@ -183,6 +196,22 @@ def test_scheduler_and_extender_roles_are_exactly_what_the_code_uses(apiserver: 
     assert not denied, "verbs the manifests lack:\n" + "\n".join(map(str, denied)) + "\n" + scheduler.log()
     unused = unused_grants(lines, SCHEDULER_SA) + unused_grants(lines, EXTENDER_SA)
     assert not unused, "verbs the manifests grant that the code never used:\n" + "\n".join(unused)
+
+
+def create_dra_objects(admin: KubeClient, node_name: str) -> None:
+    """A DeviceClass, one device on the node and a claim `dev` asking for it."""
+    driver = "dev.example.com"
+    selector = {"cel": {"expression": f"device.driver == '{driver}'"}}
+    admin.create(DEVICE_CLASSES, {"metadata": {"name": driver}, "spec": {"selectors": [selector]}})
+    pool = {"name": node_name, "resourceSliceCount": 1}
+    spec = {"driver": driver, "nodeName": node_name, "pool": pool, "devices": [{"name": "dev-0"}]}
+    admin.create(RESOURCE_SLICES, {"metadata": {"name": f"{node_name}-dev"}, "spec": spec})
+    request = {"name": "dev", "exactly": {"deviceClassName": driver}}
+    admin.create(
+        RESOURCE_CLAIMS,
+        {"metadata": {"name": "dev"}, "spec": {"devices": {"requests": [request]}}},
+        "default",
+    )
 
 
 def until(apiserver: Any, start: int, condition: Callable[[], object], timeout: float, what: str) -> None:
