@@ -132,7 +132,7 @@ def _strings(doc: str, where: str, value: Any) -> frozenset[str]:
     return frozenset(value)
 
 
-def _rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
+def parse_rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
     rules = obj.get("rules") or []
     if not isinstance(rules, list):
         raise PolicyError(f"{doc}: rules: expected a list")
@@ -156,7 +156,7 @@ def _rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
     return tuple(parsed)
 
 
-def _subjects(doc: str, obj: Mapping[str, Any], namespace: str) -> tuple[Subject, ...]:
+def parse_subjects(doc: str, obj: Mapping[str, Any], namespace: str) -> tuple[Subject, ...]:
     subjects = []
     for i, entry in enumerate(obj.get("subjects") or []):
         kind = entry.get("kind") if isinstance(entry, Mapping) else None
@@ -192,7 +192,7 @@ def load_policy(path: Path) -> Policy:
         if kind in ("Role", "RoleBinding") and not namespace:
             raise PolicyError(f"{doc}: metadata.namespace: required for a {kind}")
         if kind in ROLE_KINDS:
-            roles[(str(kind), namespace if kind == "Role" else "", name)] = _rules(doc, obj)
+            roles[(str(kind), namespace if kind == "Role" else "", name)] = parse_rules(doc, obj)
         else:
             bindings.append((doc, obj))
     grants = []
@@ -207,7 +207,7 @@ def load_policy(path: Path) -> Policy:
             raise PolicyError(f"{doc}: roleRef.kind: a ClusterRoleBinding can only refer to a ClusterRole")
         rules = roles.get((ref_kind, namespace if ref_kind == "Role" else "", ref_name), ())
         source = f"{kind} {meta.get('name')} -> {ref_kind} {ref_name}"
-        grants.append(Grant(source, namespace, _subjects(doc, obj, namespace), rules))
+        grants.append(Grant(source, namespace, parse_subjects(doc, obj, namespace), rules))
     return Policy(grants)
 
 
