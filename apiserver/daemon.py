@@ -265,6 +265,10 @@ async def serve(options: Options) -> None:
     runner: web.AppRunner | None = None
     try:
         await _ensure_namespaces(ctx)
+        if isinstance(authorizer, NodeRBACAuthorizer):
+            from apiserver.auth.bootstrap import bootstrap_objects, ensure_bootstrap_policy
+
+            await ensure_bootstrap_policy(ctx.store, ctx.strategies, bootstrap_objects())
         app = build_app(ctx, authenticator, authorizer)
         tokenrequest.add_routes(app, authenticator.issuer)
         runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)

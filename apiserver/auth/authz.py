@@ -74,9 +74,9 @@ def rule(
     return Rule(frozenset(verbs.split()), frozenset(groups), frozenset(resources), tuple(urls))
 
 
-# system:public-info-viewer + system:discovery + system:basic-user (kube's bootstrap roles for everyone
-# authenticated); the health and version paths are also open to system:unauthenticated in kube.
-DISCOVERY_RULES = (
+# kube's bootstrap roles for everyone authenticated: system:public-info-viewer (the health and version paths,
+# also open to system:unauthenticated in kube), system:discovery and system:basic-user.
+PUBLIC_INFO_RULES = (
     rule(
         "get",
         urls=(
@@ -90,12 +90,15 @@ DISCOVERY_RULES = (
             "/version/",
         ),
     ),
-    rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
-    # system:basic-user: ask what you may do, and who you are
+)
+DISCOVERY_ONLY_RULES = (rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),)
+# system:basic-user: ask what you may do, and who you are
+BASIC_USER_RULES = (
     rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectaccessreviews",)),
     rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectrulesreviews",)),
     rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
+DISCOVERY_RULES = PUBLIC_INFO_RULES + DISCOVERY_ONLY_RULES + BASIC_USER_RULES
 
 # system:service-account-issuer-discovery, bound to the group system:serviceaccounts: the OIDC documents.
 ISSUER_DISCOVERY_RULES = (rule("get", urls=("/.well-known/openid-configuration", "/openid/v1/jwks")),)

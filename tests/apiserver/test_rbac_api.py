@@ -221,3 +221,15 @@ def test_escalation_needs_the_permissions_or_escalate_and_bind(
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["*"]}
     ]}  # fmt: skip
     assert api.request("POST", f"{RBAC}/namespaces/default/roles", everything, token=token)[0] == 201
+
+
+def test_the_bootstrap_policy_is_stored(kubectl: Kubectl) -> None:
+    out = kubectl.out("get", "clusterrolebinding", "system:kube-scheduler", "-o", "wide").splitlines()
+    assert out[1].split() == ["system:kube-scheduler", "ClusterRole/system:kube-scheduler", *out[1].split()[2:3],
+                              "system:kube-scheduler"]  # fmt: skip
+    role = kubectl.out("get", "clusterrole", "cluster-admin", "-o", "jsonpath={.metadata.annotations}")
+    assert '"rbac.authorization.kubernetes.io/autoupdate":"true"' in role
+    rules = kubectl.out(
+        "get", "clusterrole", "system:discovery", "-o", "jsonpath={.rules[0].nonResourceURLs}"
+    )
+    assert '"/apis/*"' in rules
