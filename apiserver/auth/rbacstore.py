@@ -27,6 +27,8 @@ BINDING_RESOURCES = ("rolebindings", "clusterrolebindings")
 RBAC_RESOURCES = frozenset(ROLE_RESOURCES + BINDING_RESOURCES)
 RoleKey = tuple[str, str, str]  # (resource: roles|clusterroles, namespace, name)
 BindingKey = tuple[str, str, str]  # (resource: rolebindings|clusterrolebindings, namespace, name)
+MAX_COMPILED_USERS = 10_000  # users whose compiled rules are kept: more, and the cache starts over
+CompiledRule = tuple[str, PolicyRule, Grant]  # (the binding's namespace or "" for everywhere, rule, grant)
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,30 @@ class StoredPolicy:
         self.roles: dict[RoleKey, tuple[PolicyRule, ...]] = {}
         self.bindings: dict[BindingKey, StoredBinding] = {}
         self.by_subject: dict[str, set[BindingKey]] = {}
+        # Per user (name, groups): its grants' rules by verb ("*" under its own key), dropped whenever an RBAC
+        # object changes. A request then looks at the few rules that name its verb.
+        self.compiled: dict[tuple[str, tuple[str, ...]], dict[str, list[CompiledRule]]] = {}
 
     def decide(self, user: UserInfo, info: RequestInfo) -> Grant | None:
-        for binding in self._bindings_of(user):
-            if binding.grant.namespace and binding.grant.namespace != info.namespace:
-                continue
-            rules = self.roles.get(binding.role, ())
-            if any(r.matches(info) for r in rules):
-                return binding.grant
+        self._catch_up()
+        by_verb = self.compiled.get((user.name, user.groups))
+        if by_verb is None:
+            if len(self.compiled) >= MAX_COMPILED_USERS:
+                self.compiled.clear()
+            by_verb = self.compiled[(user.name, user.groups)] = self._compile(user)
+        for candidates in (by_verb.get(info.verb), by_verb.get("*")):
+            for namespace, rule, grant in candidates or ():
+                if (not namespace or namespace == info.namespace) and rule.matches(info):
+                    return grant
         return None
+
+    def _compile(self, user: UserInfo) -> dict[str, list[CompiledRule]]:
+        by_verb: dict[str, list[CompiledRule]] = {}
+        for binding in self._bindings_of(user):
+            for rule in self.roles.get(binding.role, ()):
+                for verb in rule.verbs:
+                    by_verb.setdefault(verb, []).append((binding.grant.namespace, rule, binding.grant))
+        return by_verb
 
     def rules_of(self, user: UserInfo, namespace: str) -> list[PolicyRule]:
         """The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview)."""
@@ -91,9 +108,13 @@ class StoredPolicy:
             return
         if self.revision < 0 or self.revision < cache.history_start:
             self._rebuild()
+            self.compiled.clear()
         else:
-            for event in self._new_events():
+            events = self._new_events()
+            for event in events:
                 self._set(event.entry, deleted=event.type == "DELETED")
+            if events:
+                self.compiled.clear()
         self.revision = cache.revision
 
     def _new_events(self) -> list[Event]:
