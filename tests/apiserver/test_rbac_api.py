@@ -225,8 +225,12 @@ def test_escalation_needs_the_permissions_or_escalate_and_bind(
 
 def test_the_bootstrap_policy_is_stored(kubectl: Kubectl) -> None:
     out = kubectl.out("get", "clusterrolebinding", "system:kube-scheduler", "-o", "wide").splitlines()
-    assert out[1].split() == ["system:kube-scheduler", "ClusterRole/system:kube-scheduler", *out[1].split()[2:3],
-                              "system:kube-scheduler"]  # fmt: skip
+    name, role, _age, user = out[1].split()
+    assert (name, role, user) == (
+        "system:kube-scheduler",
+        "ClusterRole/system:kube-scheduler",
+        "system:kube-scheduler",
+    )
     role = kubectl.out("get", "clusterrole", "cluster-admin", "-o", "jsonpath={.metadata.annotations}")
     assert '"rbac.authorization.kubernetes.io/autoupdate":"true"' in role
     rules = kubectl.out(
