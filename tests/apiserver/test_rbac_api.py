@@ -52,7 +52,9 @@ def test_kubectl_apply_and_delete_deploy(kubectl: Kubectl) -> None:
     roles = kubectl.out("get", "roles", "-n", "kube-system").splitlines()
     assert roles[0].split() == ["NAME", "CREATED", "AT"]
     assert roles[1].split()[0] == "kubenode-scheduler-leader-election"
-    deleted = kubectl.out("delete", "-f", str(ROOT / "deploy"), "--wait=false")
+    server_side = kubectl.out("apply", "--server-side", "-f", str(ROOT / "deploy" / "scheduler.yaml"))
+    assert "clusterrolebinding.rbac.authorization.k8s.io/kubenode-scheduler serverside-applied" in server_side
+    deleted = kubectl.out("delete", "-f", str(ROOT / "deploy"))  # waits on a watch of each object
     assert 'clusterrolebinding.rbac.authorization.k8s.io "kubenode-scheduler" deleted' in deleted
     assert "No resources found" in kubectl.run("get", "roles", "-n", "kube-system").stderr
 
@@ -237,3 +239,21 @@ def test_the_bootstrap_policy_is_stored(kubectl: Kubectl) -> None:
         "get", "clusterrole", "system:discovery", "-o", "jsonpath={.rules[0].nonResourceURLs}"
     )
     assert '"/apis/*"' in rules
+
+
+def test_can_i_list_shows_the_rules_of_stored_bindings(
+    api: ApiServerProcess, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    alice = Kubectl(api.kubeconfig_for("alice"), tmp_path / "alice-cache")
+    assert alice.run("auth", "can-i", "list", "configmaps", check=False).stdout.strip() == "no"
+    kubectl.out("create", "clusterrole", "cm-reader", "--verb=get,list", "--resource=configmaps")
+    kubectl.out(
+        "create", "rolebinding", "alice-cm", "--clusterrole=cm-reader", "--user=alice", "-n", "default"
+    )
+    assert alice.out("auth", "can-i", "list", "configmaps").strip() == "yes"
+    assert (
+        alice.run("auth", "can-i", "list", "configmaps", "-n", "kube-system", check=False).stdout.strip()
+        == "no"
+    )
+    listed = alice.out("auth", "can-i", "--list", "-n", "default")
+    assert any(line.split()[:1] == ["configmaps"] and "[get list]" in line for line in listed.splitlines())
