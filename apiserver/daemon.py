@@ -242,11 +242,17 @@ async def serve(options: Options) -> None:
     store.start(loop)
     from apiserver.auth.authz import NodeRBACAuthorizer
     from apiserver.auth.nodegraph import NodeGraph
+    from apiserver.auth.rbacstore import StoredPolicy
 
     if isinstance(authorizer, NodeRBACAuthorizer):
         authorizer.graph = NodeGraph(store.cache)  # nodes read the Secrets/ConfigMaps of their pods only
+        authorizer.stored = StoredPolicy(store.cache)  # the Roles and bindings created through the API
     ctx = ApiContext(store, strategies, clock, admit=admit, bookmark_interval=options.bookmark_interval)
     ctx.validators.append(_pod_security(pod_security, store))
+    if isinstance(authorizer, NodeRBACAuthorizer) and authorizer.stored is not None:
+        from apiserver.admission.rbacescalation import EscalationCheck
+
+        ctx.validators.append(EscalationCheck(authorizer, authorizer.stored.role_rules))
     authenticator = _service_accounts(ctx, data_dir, options.service_account_issuer, authenticator)
     # pods/log, exec, attach and portforward reach the agents over TLS with this server's kubelet client
     # certificate; nodes get their serving certificates from kubelet-serving CSRs signed by the same CA.
@@ -259,6 +265,10 @@ async def serve(options: Options) -> None:
     runner: web.AppRunner | None = None
     try:
         await _ensure_namespaces(ctx)
+        if isinstance(authorizer, NodeRBACAuthorizer):
+            from apiserver.auth.bootstrap import bootstrap_objects, ensure_bootstrap_policy
+
+            await ensure_bootstrap_policy(ctx.store, ctx.strategies, bootstrap_objects())
         app = build_app(ctx, authenticator, authorizer)
         tokenrequest.add_routes(app, authenticator.issuer)
         runner = StatusRunner(app, access_log=None, shutdown_timeout=2.0, handle_signals=False)

@@ -55,6 +55,12 @@ TYPE_PREFIX_PACKAGES = (
     ),
 )
 AUTOSCALING_TYPES = frozenset({"Scale", "ScaleSpec", "ScaleStatus"})
+RBAC_TYPES = frozenset(
+    {
+        "Role", "RoleList", "ClusterRole", "ClusterRoleList", "RoleBinding", "RoleBindingList",
+        "ClusterRoleBinding", "ClusterRoleBindingList", "PolicyRule", "AggregationRule", "RoleRef", "Subject",
+    }
+)  # fmt: skip
 
 # The kinds served, as (group, version, kind, client model class); lists come with their items' kinds.
 KINDS: tuple[tuple[str, str, str, str], ...] = (
@@ -98,6 +104,14 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ("resource.k8s.io", "v1", "ResourceClaimTemplateList", "V1ResourceClaimTemplateList"),
     ("resource.k8s.io", "v1", "ResourceSlice", "V1ResourceSlice"),
     ("resource.k8s.io", "v1", "ResourceSliceList", "V1ResourceSliceList"),
+    ("rbac.authorization.k8s.io", "v1", "Role", "V1Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleList", "V1RoleList"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "V1ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleList", "V1ClusterRoleList"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "V1RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBindingList", "V1RoleBindingList"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "V1ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBindingList", "V1ClusterRoleBindingList"),
     # meta/v1 kinds: kube marks them with every group-version that serves them; core v1 is enough here.
     ("", "v1", "Status", "V1Status"),
     ("", "v1", "DeleteOptions", "V1DeleteOptions"),
@@ -153,7 +167,9 @@ PRIMITIVES: dict[str, dict[str, Any]] = {
     "object": {},  # IntOrString, RawExtension, FieldsV1: any JSON value
 }
 
-_VERSION_PREFIX = re.compile(r"^(?:Core|Policy|Coordination|Resource)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
+_VERSION_PREFIX = re.compile(
+    r"^(?:Core|Policy|Coordination|Resource|Rbac)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])"
+)
 
 
 def type_name(class_name: str) -> str:
@@ -174,6 +190,8 @@ def definition_name(class_name: str) -> str:
         return f"{GROUP_PACKAGES['coordination.k8s.io']}.{name}"
     if name in NODE_PACKAGE_TYPES:
         return f"io.k8s.api.node.v1.{name}"
+    if name in RBAC_TYPES:
+        return f"io.k8s.api.rbac.v1.{name}"
     if name in AUTOSCALING_TYPES:
         return f"io.k8s.api.autoscaling.v1.{name}"
     for prefixes, package in TYPE_PREFIX_PACKAGES:

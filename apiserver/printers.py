@@ -14,6 +14,7 @@ from typing import Any
 
 from apiserver.draprinter import DRA_PRINTERS
 from apiserver.printers_config import CONFIG_PRINTERS
+from apiserver.rbacprinter import RBAC_PRINTERS
 from apiserver.resources import ResourceInfo
 from apiserver.serviceprinter import SERVICE_COLUMNS, service_cells
 from apiserver.tablecells import (
@@ -347,6 +348,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict[str, Any]], CellFn]] = {
     ("topology.node.k8s.io", "noderesourcetopologies"): (TOPOLOGY_COLUMNS, topology_cells),
     **WORKLOAD_PRINTERS,
     **DRA_PRINTERS,
+    **RBAC_PRINTERS,
 }
 
 

@@ -5,7 +5,8 @@ clients write here are read: Namespace (`kubectl create namespace`), DeleteOptio
 `drain --disable-eviction`), Eviction (`drain`), Binding (Go schedulers), ConfigMap and Secret
 (`kubectl create configmap|secret`), Service (`kubectl create service`), TokenRequest (`kubectl create
 token`), the self-reviews of `kubectl auth` (auth/reviews.py) and the workloads `kubectl create` writes
-(protoworkloads.py). Any other kind gets `None`, which the caller answers with 415 as before.
+(protoworkloads.py) and the RBAC kinds (protorbac.py).
+Any other kind gets `None`, which the caller answers with 415 as before.
 """
 
 from __future__ import annotations
@@ -236,10 +237,13 @@ DECODERS = {
 
 
 def _add_workload_decoders() -> None:
-    """`kubectl create deployment|job|serviceaccount`: protoworkloads.py (it reads ObjectMeta here)."""
+    """`kubectl create deployment|job|serviceaccount`: protoworkloads.py, and `kubectl create
+    role|...binding`: protorbac.py (both read ObjectMeta here)."""
+    from apiserver.protorbac import RBAC_DECODERS
     from apiserver.protoworkloads import WORKLOAD_DECODERS
 
     DECODERS.update(WORKLOAD_DECODERS)
+    DECODERS.update(RBAC_DECODERS)
 
 
 _add_workload_decoders()

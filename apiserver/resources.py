@@ -182,9 +182,24 @@ RESOURCESLICES = ResourceInfo(
 )
 DRA = (DEVICECLASSES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, RESOURCESLICES)
 
+# rbac.authorization.k8s.io/v1 (kube's pkg/registry/rbac): no short names, no categories.
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ResourceInfo(RBAC_GROUP, "v1", "roles", "role", "Role", namespaced=True, verbs=ALL_VERBS)
+CLUSTERROLES = ResourceInfo(
+    RBAC_GROUP, "v1", "clusterroles", "clusterrole", "ClusterRole", namespaced=False, verbs=ALL_VERBS
+)
+ROLEBINDINGS = ResourceInfo(
+    RBAC_GROUP, "v1", "rolebindings", "rolebinding", "RoleBinding", namespaced=True, verbs=ALL_VERBS
+)
+CLUSTERROLEBINDINGS = ResourceInfo(
+    RBAC_GROUP, "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", namespaced=False,
+    verbs=ALL_VERBS,
+)  # fmt: skip
+RBAC = (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)
+
 SERVED: tuple[ResourceInfo, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
-    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA,
+    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA, *RBAC,
 )  # fmt: skip
 # metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);
 # apiserver/handlers/nodemetrics.py answers its requests.

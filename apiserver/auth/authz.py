@@ -6,7 +6,8 @@ A request is allowed when any authorizer in the chain allows it (kube's union au
   system:kube-controller-manager -> its rules and the node controller's,
   every authenticated user -> `system:discovery`/`system:basic-user`/`system:public-info-viewer` (the
   non-resource URLs: discovery, /version, /openapi, health); service accounts -> the OIDC documents.
-- RBAC objects from `--authorization-policy-file` (policyfile.py), as this server has no RBAC API.
+- RBAC from the stored rbac.authorization.k8s.io/v1 objects (rbacstore.py: bindings indexed by subject),
+  and from `--authorization-policy-file` (policyfile.py), read again whenever it changes.
 - Node: a user `system:node:<n>` in group `system:nodes` gets the Node authorizer's static rules (kube's
   `NodeRules()`), leases only for `kube-node-lease/<n>`, and get/list/watch of the ConfigMaps and Secrets
   that pods bound to it refer to (the graph of nodegraph.py; anything else: "no relationship found").
@@ -26,6 +27,7 @@ from typing import Protocol
 from apiserver.auth import CONTROLLER_MANAGER_USER, MASTERS_GROUP, SCHEDULER_USER, UserInfo, node_name_of
 from apiserver.auth.nodegraph import NodeGraph
 from apiserver.auth.policyfile import Policy, PolicyError, ReloadingPolicy
+from apiserver.auth.rbacstore import StoredPolicy
 from apiserver.request import RequestInfo
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -72,9 +74,9 @@ def rule(
     return Rule(frozenset(verbs.split()), frozenset(groups), frozenset(resources), tuple(urls))
 
 
-# system:public-info-viewer + system:discovery + system:basic-user (kube's bootstrap roles for everyone
-# authenticated); the health and version paths are also open to system:unauthenticated in kube.
-DISCOVERY_RULES = (
+# kube's bootstrap roles for everyone authenticated: system:public-info-viewer (the health and version paths,
+# also open to system:unauthenticated in kube), system:discovery and system:basic-user.
+PUBLIC_INFO_RULES = (
     rule(
         "get",
         urls=(
@@ -88,12 +90,15 @@ DISCOVERY_RULES = (
             "/version/",
         ),
     ),
-    rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),
-    # system:basic-user: ask what you may do, and who you are
+)
+DISCOVERY_ONLY_RULES = (rule("get", urls=("/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")),)
+# system:basic-user: ask what you may do, and who you are
+BASIC_USER_RULES = (
     rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectaccessreviews",)),
     rule("create", groups=("authorization.k8s.io",), resources=("selfsubjectrulesreviews",)),
     rule("create", groups=("authentication.k8s.io",), resources=("selfsubjectreviews",)),
 )
+DISCOVERY_RULES = PUBLIC_INFO_RULES + DISCOVERY_ONLY_RULES + BASIC_USER_RULES
 
 # system:service-account-issuer-discovery, bound to the group system:serviceaccounts: the OIDC documents.
 ISSUER_DISCOVERY_RULES = (rule("get", urls=("/.well-known/openid-configuration", "/openid/v1/jwks")),)
@@ -218,6 +223,7 @@ class NodeRBACAuthorizer:
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
         self.graph: NodeGraph | None = None  # set once the store is loaded (daemon.py); None: deny reads
+        self.stored: StoredPolicy | None = None  # the stored Roles and bindings, set with the graph
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         if MASTERS_GROUP in user.groups:
@@ -231,6 +237,8 @@ class NodeRBACAuthorizer:
         if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
             return ALLOW
         if user.name == CONTROLLER_MANAGER_USER and any(r.matches(info) for r in CONTROLLER_MANAGER_RULES):
+            return ALLOW
+        if self.stored is not None and self.stored.decide(user, info) is not None:
             return ALLOW
         if self.policy is not None and self.policy.decide(user, info) is not None:
             return ALLOW
@@ -320,6 +328,13 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
         rules += NODE_RULES
         if namespace == NODE_LEASE_NAMESPACE:
             rules.append(NODE_LEASE_RULE)
+    if authorizer.stored is not None:
+        # rules limited to resourceNames are left out: the review's rule would grant more than they do
+        rules += [
+            Rule(r.verbs, r.api_groups, r.resources, r.urls)
+            for r in authorizer.stored.rules_of(user, namespace)
+            if not r.resource_names
+        ]
     return tuple(rules)
 
 

@@ -1,7 +1,7 @@
-"""`--authorization-policy-file FILE`: RBAC objects from a YAML file, for a server that does not serve them.
+"""`--authorization-policy-file FILE`: RBAC objects from a YAML file, beside the stored ones (rbacstore.py).
 
-This server has no rbac.authorization.k8s.io API, so Roles and bindings cannot be created through it.
-The flag reads them from a file instead: any multi-document YAML (a deploy/ manifest as it is) whose
+Roles and bindings are created through the rbac.authorization.k8s.io API; this flag adds those of a file
+that the server reads but does not store: any multi-document YAML (a deploy/ manifest as it is) whose
 Role, ClusterRole, RoleBinding and ClusterRoleBinding documents are loaded; every other kind is skipped.
 Flow: `load_policy` turns each binding into `Grant`s (its subjects, its scope, the rules of the role it
 names); `Policy.decide` answers a request with the grant that allows it, with kube's RBAC semantics:
@@ -13,8 +13,8 @@ names); `Policy.decide` answers a request with the grant that allows it, with ku
   with resourceNames it matches only requests that name one of them (so never create, list or watch);
   nonResourceURLs (ClusterRoles only) match the path, a trailing "*" being a prefix.
 A role a binding names but the file lacks grants nothing (as in kube: the binding dangles).
-The server reads the file again when it changes (`ReloadingPolicy`): editing it is how RBAC objects are
-"created" here.
+The server reads the file again when it changes (`ReloadingPolicy`), so an edit applies without a restart.
+`parse_rules` and `parse_subjects` also read the stored objects (rbacstore.py).
 Every decision about a subject the file names is logged, allowed or denied, with the binding that
 allowed it: the audit that tests/test_deploy_rbac.py reads to check a manifest grants exactly the
 verbs a component uses.
@@ -132,7 +132,7 @@ def _strings(doc: str, where: str, value: Any) -> frozenset[str]:
     return frozenset(value)
 
 
-def _rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
+def parse_rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
     rules = obj.get("rules") or []
     if not isinstance(rules, list):
         raise PolicyError(f"{doc}: rules: expected a list")
@@ -156,7 +156,7 @@ def _rules(doc: str, obj: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
     return tuple(parsed)
 
 
-def _subjects(doc: str, obj: Mapping[str, Any], namespace: str) -> tuple[Subject, ...]:
+def parse_subjects(doc: str, obj: Mapping[str, Any], namespace: str) -> tuple[Subject, ...]:
     subjects = []
     for i, entry in enumerate(obj.get("subjects") or []):
         kind = entry.get("kind") if isinstance(entry, Mapping) else None
@@ -192,7 +192,7 @@ def load_policy(path: Path) -> Policy:
         if kind in ("Role", "RoleBinding") and not namespace:
             raise PolicyError(f"{doc}: metadata.namespace: required for a {kind}")
         if kind in ROLE_KINDS:
-            roles[(str(kind), namespace if kind == "Role" else "", name)] = _rules(doc, obj)
+            roles[(str(kind), namespace if kind == "Role" else "", name)] = parse_rules(doc, obj)
         else:
             bindings.append((doc, obj))
     grants = []
@@ -207,7 +207,7 @@ def load_policy(path: Path) -> Policy:
             raise PolicyError(f"{doc}: roleRef.kind: a ClusterRoleBinding can only refer to a ClusterRole")
         rules = roles.get((ref_kind, namespace if ref_kind == "Role" else "", ref_name), ())
         source = f"{kind} {meta.get('name')} -> {ref_kind} {ref_name}"
-        grants.append(Grant(source, namespace, _subjects(doc, obj, namespace), rules))
+        grants.append(Grant(source, namespace, parse_subjects(doc, obj, namespace), rules))
     return Policy(grants)
 
 

@@ -12,6 +12,12 @@ from apiserver.registry.dra import (
 )
 from apiserver.registry.kinds import EventStrategy, LeaseStrategy, NamespaceStrategy, NodeStrategy
 from apiserver.registry.pods import PodStrategy
+from apiserver.registry.rbac import (
+    ClusterRoleBindingStrategy,
+    ClusterRoleStrategy,
+    RoleBindingStrategy,
+    RoleStrategy,
+)
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
 from apiserver.registry.services import ServiceStrategy
 from apiserver.registry.topology import NodeResourceTopologyStrategy
@@ -23,6 +29,8 @@ from apiserver.registry.workloads import (
     ServiceAccountStrategy,
 )
 from apiserver.resources import (
+    CLUSTERROLEBINDINGS,
+    CLUSTERROLES,
     CONFIGMAPS,
     DAEMONSETS,
     DEPLOYMENTS,
@@ -38,6 +46,8 @@ from apiserver.resources import (
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,
     RESOURCESLICES,
+    ROLEBINDINGS,
+    ROLES,
     RUNTIMECLASSES,
     SECRETS,
     SERVICEACCOUNTS,
@@ -67,6 +77,10 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "resourceclaims": ResourceClaimStrategy(RESOURCECLAIMS, clock),
         "resourceclaimtemplates": ResourceClaimTemplateStrategy(RESOURCECLAIMTEMPLATES, clock),
         "resourceslices": ResourceSliceStrategy(RESOURCESLICES, clock),
+        "roles": RoleStrategy(ROLES, clock),
+        "clusterroles": ClusterRoleStrategy(CLUSTERROLES, clock),
+        "rolebindings": RoleBindingStrategy(ROLEBINDINGS, clock),
+        "clusterrolebindings": ClusterRoleBindingStrategy(CLUSTERROLEBINDINGS, clock),
     }
 
 

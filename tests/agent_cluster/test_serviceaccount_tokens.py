@@ -1,12 +1,12 @@
-"""A process pod talks to the API as its ServiceAccount, end to end: `kubenode apiserver` (with an RBAC policy
-file), `kubenode controller-manager` (the `default` ServiceAccount, `kube-root-ca.crt`) and the agent as its
+"""A process pod talks to the API as its ServiceAccount, end to end: `kubenode apiserver`, `kubenode
+controller-manager` (the `default` ServiceAccount, `kube-root-ca.crt`) and the agent as its
 node, all real processes.
 
 A pod created with no volumes gets the `kube-api-access-*` projected volume and the env from the API
 server's admission and the agent; inside it, the official client's `load_incluster_config()` reaches the
 API server, which says `system:serviceaccount:default:default` may not list pods (403, so it knows who
-asks); a RoleBinding added to the policy file then lets it. Once the pod is deleted, its token is refused
-(401). A second pod with `automountServiceAccountToken: false` has neither volume nor token.
+asks); a RoleBinding made with `kubectl create rolebinding` then lets it. Once the pod is deleted, its
+token is refused (401). A second pod with `automountServiceAccountToken: false` has neither volume nor token.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from kubenode.kubeclient import KubeClient, load_kubeconfig
 from kubenode.kubeclient.client import PODS
 from tests.agent.support import require_cgroup_v1
 from tests.agent_cluster.support import events_for, gone, phase_is, wait_until
-from tests.apiserver.test_serviceaccount_tokens import ROLE_BINDING
+from tests.apiserver.kubectl_support import Kubectl
+from tests.apiserver.test_serviceaccount_tokens import grant_pod_reads
 
 SETTINGS = {"configMapAndSecretTtl": 0.5, "resyncInterval": 1.0}
 MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -55,18 +56,11 @@ while True:
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("rbac") / "policy.yaml"
-    path.write_text("# no bindings yet\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def api(policy: Path) -> Iterator[ApiServerProcess]:
-    """This module's own server: its RBAC policy file changes during the test."""
+def api() -> Iterator[ApiServerProcess]:
+    """This module's own server, with the controller manager beside it."""
     require_cgroup_v1()
     with (
-        ApiServerProcess(args=["--authorization-policy-file", str(policy)]) as server,
+        ApiServerProcess() as server,
         ControllerManagerProcess(server.data_dir / "controller-manager.kubeconfig"),
     ):
         yield server
@@ -110,7 +104,7 @@ def _ready_to_admit(api: ApiServerProcess) -> bool:
 
 
 def test_a_pod_reaches_the_api_as_its_service_account(
-    api: ApiServerProcess, admin: KubeClient, node: AgentProcess, policy: Path
+    api: ApiServerProcess, admin: KubeClient, node: AgentProcess, tmp_path: Path
 ) -> None:
     wait_until(lambda: _ready_to_admit(api), 30, "the default ServiceAccount and kube-root-ca.crt")
     name = f"talker-{uuid.uuid4().hex[:6]}"
@@ -129,7 +123,7 @@ def test_a_pod_reaches_the_api_as_its_service_account(
     assert "list pods 403" in log
     assert 'User \\"system:serviceaccount:default:default\\" cannot list resource \\"pods\\"' in log
 
-    policy.write_text(ROLE_BINDING)
+    grant_pod_reads(Kubectl(api.kubeconfig, tmp_path / "cache"), "default")
     wait_until(lambda: "list pods 200" in _logs(node, name), 30, "the RoleBinding applied inside the pod")
 
     (token_file,) = (node.state / "pods" / created["metadata"]["uid"]).glob(

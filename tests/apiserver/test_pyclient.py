@@ -165,6 +165,7 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "apps",
             "batch",
             "resource.k8s.io",
+            "rbac.authorization.k8s.io",
             "metrics.k8s.io",
         ]
         resources = client.CoreV1Api(c).get_api_resources()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -239,31 +238,26 @@ def test_admission_respects_automount_false_and_refuses_unknown_accounts(api: Ap
     )
 
 
-ROLE_BINDING = """apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: pod-reader, namespace: default}
-rules: [{apiGroups: [""], resources: [pods], verbs: [get, list, watch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: default-reads-pods, namespace: default}
-subjects: [{kind: ServiceAccount, name: default, namespace: default}]
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
-"""
+def grant_pod_reads(kubectl: Kubectl, account: str) -> None:
+    """What a kube user runs to let `default:<account>` read pods in default: a Role and a RoleBinding,
+    created through the API (rbac.authorization.k8s.io/v1)."""
+    if kubectl.run("get", "role", "pod-reader", check=False).returncode != 0:
+        kubectl.out("create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods")
+    kubectl.out(
+        "create",
+        "rolebinding",
+        f"{account}-reads-pods",
+        "--role=pod-reader",
+        f"--serviceaccount=default:{account}",
+    )
 
 
-def test_a_role_binding_added_to_the_policy_file_lets_the_account_list_pods(tmp_path: Path) -> None:
-    policy = tmp_path / "rbac.yaml"
-    policy.write_text("# no bindings yet\n")
-    with ApiServerProcess(args=["--authorization-policy-file", str(policy)]) as server:
-        body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-        assert server.request("POST", "/api/v1/namespaces/default/serviceaccounts", body)[0] == 201
-        _, answer = token_request(server, "default", {})
-        token = answer["status"]["token"]
-        assert server.request("GET", "/api/v1/namespaces/default/pods", token=token)[0] == 403
-        policy.write_text(ROLE_BINDING)
-        deadline = time.monotonic() + 10
-        while server.request("GET", "/api/v1/namespaces/default/pods", token=token)[0] != 200:
-            assert time.monotonic() < deadline, "the RoleBinding was not applied within 10 s"
-            time.sleep(0.1)
-        assert server.request("GET", "/api/v1/namespaces/kube-system/pods", token=token)[0] == 403
+def test_a_role_binding_created_later_lets_the_account_list_pods(
+    api: ApiServerProcess, kubectl: Kubectl
+) -> None:
+    _, answer = token_request(api, "robot", {})
+    token = answer["status"]["token"]
+    assert api.request("GET", "/api/v1/namespaces/default/pods", token=token)[0] == 403
+    grant_pod_reads(kubectl, "robot")
+    assert api.request("GET", "/api/v1/namespaces/default/pods", token=token)[0] == 200
+    assert api.request("GET", "/api/v1/namespaces/kube-system/pods", token=token)[0] == 403

@@ -92,6 +92,19 @@ def test_describe_node_lists_the_extended_resources(up: UpProcess) -> None:
         assert "kubenode.io/gpu" in block, f"kubenode.io/gpu not under {section}:\n{out}"
 
 
+def test_kubectl_apply_deploy_is_accepted_document_by_document(up: UpProcess) -> None:
+    """Issue 41: every document of deploy/ (the DaemonSets and their RBAC) passes the server's validation and
+    admission; --dry-run=server, so nothing starts beside this stack's own node."""
+    code, out, err = up.kubectl("apply", "--dry-run=server", "-f", "deploy/")
+    assert code == 0, err
+    for line in (
+        "clusterrole.rbac.authorization.k8s.io/kubenode-scheduler created (server dry run)",
+        "rolebinding.rbac.authorization.k8s.io/kubenode-scheduler-leader-election created (server dry run)",
+        "daemonset.apps/kubenode-agent created (server dry run)",
+    ):
+        assert line in out
+
+
 def test_an_exclusive_cpu_pod_from_apply_to_delete(up: UpProcess, tmp_path: Path) -> None:
     # Every CPU of the machine (2 here): no other pod may hold one, and the stack reserves none.
     manifest = tmp_path / "pinned.yaml"

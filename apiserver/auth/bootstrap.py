@@ -1,0 +1,126 @@
+"""kube's bootstrap RBAC policy as stored objects, reconciled at every start (kube's
+storage_rbac.go PostStartHook with bootstrappolicy).
+
+The ClusterRoles and ClusterRoleBindings this server's authorizer has compiled in (authz.py: the
+discovery roles, system:kube-scheduler, system:kube-controller-manager, system:monitoring,
+system:service-account-issuer-discovery) and cluster-admin bound to system:masters are written as objects
+labelled `kubernetes.io/bootstrapping: rbac-defaults` and annotated
+`rbac.authorization.kubernetes.io/autoupdate: "true"`. At each start a missing one is created, and one still
+annotated "true" gets the bootstrap rules, roleRef and subjects back (kube adds what is missing; here the
+object is reset, as this server knows no other content for them); one set to "false" is left alone.
+The compiled rules stay the authorizer's fast path, so the answers for these users never wait on the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from apiserver.auth import AUTHENTICATED_GROUP, CONTROLLER_MANAGER_USER, MASTERS_GROUP, SCHEDULER_USER
+from apiserver.auth.authz import (
+    BASIC_USER_RULES,
+    CONTROLLER_MANAGER_RULES,
+    DISCOVERY_ONLY_RULES,
+    EVERYTHING,
+    ISSUER_DISCOVERY_RULES,
+    MONITORING_GROUP,
+    MONITORING_RULES,
+    PUBLIC_INFO_RULES,
+    SCHEDULER_RULES,
+    SERVICEACCOUNTS_GROUP,
+    Rule,
+)
+from apiserver.resources import RBAC_GROUP
+
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+BOOTSTRAPPING_LABEL = "kubernetes.io/bootstrapping"
+UNAUTHENTICATED_GROUP = "system:unauthenticated"
+
+# (ClusterRole name, its rules, the subjects of the ClusterRoleBinding of the same name as (kind, name))
+BOOTSTRAP: tuple[tuple[str, tuple[Rule, ...], tuple[tuple[str, str], ...]], ...] = (
+    ("cluster-admin", EVERYTHING, (("Group", MASTERS_GROUP),)),
+    ("system:discovery", DISCOVERY_ONLY_RULES, (("Group", AUTHENTICATED_GROUP),)),
+    ("system:basic-user", BASIC_USER_RULES, (("Group", AUTHENTICATED_GROUP),)),
+    (
+        "system:public-info-viewer",
+        PUBLIC_INFO_RULES,
+        (("Group", AUTHENTICATED_GROUP), ("Group", UNAUTHENTICATED_GROUP)),
+    ),
+    ("system:monitoring", MONITORING_RULES, (("Group", MONITORING_GROUP),)),
+    ("system:service-account-issuer-discovery", ISSUER_DISCOVERY_RULES, (("Group", SERVICEACCOUNTS_GROUP),)),
+    ("system:kube-scheduler", SCHEDULER_RULES, (("User", SCHEDULER_USER),)),
+    ("system:kube-controller-manager", CONTROLLER_MANAGER_RULES, (("User", CONTROLLER_MANAGER_USER),)),
+)
+
+
+def _rule_object(rule: Rule) -> dict[str, Any]:
+    if rule.urls:
+        return {"verbs": sorted(rule.verbs), "nonResourceURLs": list(rule.urls)}
+    return {
+        "verbs": sorted(rule.verbs),
+        "apiGroups": sorted(rule.groups),
+        "resources": sorted(rule.resources),
+    }
+
+
+def _meta(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "labels": {BOOTSTRAPPING_LABEL: "rbac-defaults"},
+        "annotations": {AUTOUPDATE: "true"},
+    }
+
+
+def bootstrap_objects() -> list[tuple[str, dict[str, Any]]]:
+    """(resource, object) for each bootstrap ClusterRole and ClusterRoleBinding."""
+    objects: list[tuple[str, dict[str, Any]]] = []
+    for name, rules, subjects in BOOTSTRAP:
+        role = {
+            "kind": "ClusterRole",
+            "apiVersion": f"{RBAC_GROUP}/v1",
+            "metadata": _meta(name),
+            "rules": [_rule_object(r) for r in rules],
+        }
+        binding = {
+            "kind": "ClusterRoleBinding",
+            "apiVersion": f"{RBAC_GROUP}/v1",
+            "metadata": _meta(name),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": kind, "apiGroup": RBAC_GROUP, "name": who} for kind, who in subjects],
+        }
+        objects += [("clusterroles", role), ("clusterrolebindings", binding)]
+    return objects
+
+
+CONTENT_FIELDS: dict[str, Sequence[str]] = {
+    "clusterroles": ("rules",),
+    "clusterrolebindings": ("roleRef", "subjects"),
+}
+
+
+async def ensure_bootstrap_policy(
+    store: Any, strategies: Any, objects: Iterable[tuple[str, dict[str, Any]]]
+) -> int:
+    """Create the missing bootstrap objects and reset those still annotated autoupdate "true"; returns how
+    many were written."""
+    written = 0
+    for resource, wanted in objects:
+        name = wanted["metadata"]["name"]
+        current = store.latest(resource, "", name)
+        if current is None:
+            strategies[resource].new_metadata(wanted, "")
+            await store.write(resource, "", name, wanted, "ADDED")
+            written += 1
+            continue
+        obj = orjson.loads(current.data)
+        if (obj["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true":
+            continue
+        fields = CONTENT_FIELDS[resource]
+        if all(obj.get(f) == wanted.get(f) for f in fields):
+            continue
+        obj.update({f: wanted[f] for f in fields})
+        await store.write(resource, "", name, obj, "MODIFIED")
+        written += 1
+    return written
