@@ -1,7 +1,8 @@
 """`kubenode trace pod NAME` (parsed in cli/trace.py): one pod's whole path, scheduler to cgroup.
 
     API server   -> the pod (profile = spec.schedulerName, node, QoS) and its Scheduled or
-                    FailedScheduling events (the scheduler's message);
+                    FailedScheduling events (the scheduler's message); with ResourceClaims, each
+                    claim's devices and every node's DRA verdict (cli/claimtrace.py);
     the Node     -> the agent's status endpoint (status.addresses + daemonEndpoints.kubeletEndpoint.Port);
     agent /pods  -> the devices allocated per container, the pod cgroup, the container pids, and under a
                     Topology Manager policy each resource's NUMA hints and the merged affinity;
@@ -27,6 +28,7 @@ from typing import Any
 
 from cli import cgroupview
 from cli.agentstatus import agent_pods, endpoint_of
+from cli.claimtrace import trace_claims
 from kubenode.kubeclient import EVENTS, PODS, KubeClient, KubeError, NotFound, load_kubeconfig
 
 # The agent's base env, and the identity it stamps on each process it spawns (agent/kuberuntime/processes.py).
@@ -86,6 +88,9 @@ def trace_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
         "processes": [],
         "problems": [],
     }
+    claims = trace_claims(client, pod)
+    if claims is not None:
+        result["claims"] = claims  # DRA: each claim's devices, and why other nodes did not fit
     if not node:
         result["problems"].append("not bound to a node yet")
         return result

@@ -24,14 +24,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Protocol
-
-import numpy as np
+from dataclasses import replace
 
 from kubenode.model.objects import Node, Pod
 from scheduler.cache import SchedulerCache
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.dra.plugin import PLUGIN as DRA_PLUGIN
+from scheduler.dra.plugin import DynamicResources
 from scheduler.extenders import ExtenderChain
 from scheduler.filters import (
     FIT_PLUGIN,
@@ -48,49 +47,16 @@ from scheduler.nodetable import Int64Array
 from scheduler.numa import PLUGIN as NUMA_PLUGIN
 from scheduler.numa import NodeTopology, Placement
 from scheduler.numafilter import TopologyStore, filter_numa, numa_scores
+from scheduler.outcome import Binder, Nomination, Outcome
+from scheduler.picking import pick, pick_by_shape
 from scheduler.preemption import Preemption, find_preemption
 from scheduler.profile import NUMA, Configuration, Profile
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.scoring import normalised_scores, total_scores
-from scheduler.shapecache import INFEASIBLE, BoolArray, ShapeCache
+from scheduler.shapecache import BoolArray, ShapeCache
 
 NO_NODES = "no nodes available to schedule pods"
 LEFTOVER_FLUSH_SECONDS = 30.0
-
-
-class Binder(Protocol):
-    """How the engine acts on the cluster. Both may raise: the pod concerned backs off and is retried."""
-
-    def bind(self, pod: Pod, node: str) -> None: ...
-
-    def evict(self, victim: Pod, preemptor: Pod, node: str) -> None: ...
-
-
-class AsyncBinder(Binder, Protocol):
-    """A binder that binds without a thread per bind in flight: `done(None)` or `done(error)` is
-    called later, from any thread (or at once: `bind_async` may also raise)."""
-
-    def bind_async(self, pod: Pod, node: str, done: Callable[[Exception | None], None]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one scheduling attempt (or a failed bind) decided for a pod."""
-
-    pod: Pod
-    node: str | None
-    message: str
-    nominated_node: str = ""
-    victims: tuple[Pod, ...] = ()
-    bind_failed: bool = False
-    error: bool = False  # the attempt failed with an error (not a plain "does not fit")
-
-
-@dataclass(frozen=True)
-class Nomination:
-    node: str
-    priority: int
-    demand: Demand
 
 
 class Scheduler:
@@ -138,6 +104,8 @@ class Scheduler:
         self.topologies = TopologyStore()
         # Verdicts and local scores of pods of an equal shape (scheduler/shapecache.py); None: off.
         self.shapes = ShapeCache() if shape_cache else None
+        # Pods' ResourceClaims (scheduler/dra/plugin.py); its events requeue the pods it turned down.
+        self.dra = DynamicResources(self._dra_changed)
 
     def profile_for(self, pod: Pod) -> Profile | None:
         return self.config.profiles.get(pod.scheduler_name)
@@ -150,6 +118,8 @@ class Scheduler:
         with self.lock:
             old = self.cache.put_node(node)
             slot = self.cache.table.slot[node.name]
+            if old is None:
+                self.dra.counts.invalidate()  # its per-node arrays follow the table's slots
 
             def helped(qp: QueuedPod) -> bool:
                 # NodeResourcesFit/TaintToleration/NodeAffinity hints: the pod now fits this node,
@@ -180,6 +150,7 @@ class Scheduler:
     def remove_node(self, name: str) -> None:
         with self.lock:
             self.cache.remove_node(name)
+            self.dra.counts.invalidate()
             for key, nomination in list(self.nominations.items()):
                 if nomination.node == name:
                     del self.nominations[key]
@@ -202,7 +173,11 @@ class Scheduler:
                 self.nominations[pod.key] = Nomination(
                     pod.nominated_node_name, pod.priority, Demand.of(pod, profile)
                 )
+            queued = self.queue.get(pod.key)
+            claims_made = queued is not None and self.dra.claims_made(queued.pod, pod)
             self.queue.add(pod)
+            if claims_made:  # kube's hint: its generated ResourceClaims are now named in its status
+                self.queue.activate(pod.key)
             self.wakeup.notify_all()
             return True
 
@@ -219,6 +194,12 @@ class Scheduler:
         """An assigned pod left: pods NodeResourcesFit or the NUMA filter rejected may fit now."""
         self.queue.move_all(lambda qp: not qp.rejected_by or bool({FIT_PLUGIN, NUMA_PLUGIN} & qp.rejected_by))
         self.wakeup.notify_all()
+
+    def _dra_changed(self) -> None:
+        """A ResourceSlice, DeviceClass or ResourceClaim changed, or devices were given back."""
+        with self.lock:
+            self.queue.move_all(lambda qp: DRA_PLUGIN in qp.rejected_by)
+            self.wakeup.notify_all()
 
     # --- helpers ----------------------------------------------------------------------
     def _passes(self, pod: Pod, slot: int) -> bool:
@@ -255,17 +236,7 @@ class Scheduler:
         return self.cache.table.slot.get(name) if name else None
 
     def _pick(self, pod: Pod, feasible: BoolArray, totals: Callable[[], Int64Array]) -> int | None:
-        """The nominated node if it passes; else the only feasible node; else the best by totals()
-        (ties broken at random)."""
-        nominated = self._nominated_slot(pod)
-        if nominated is not None and feasible[nominated]:
-            return nominated
-        slots = np.flatnonzero(feasible)
-        if len(slots) <= 1:
-            return int(slots[0]) if len(slots) else None
-        scores = totals()[slots]
-        best = slots[scores == scores.max()]
-        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+        return pick(feasible, totals, self._nominated_slot(pod), self._rng)
 
     def _totals(
         self,
@@ -282,24 +253,21 @@ class Scheduler:
             totals += self.extenders.scores(pod, self.cache.table, result.feasible)
         return totals
 
-    def _pick_by_shape(self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand) -> int | None:
-        """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py)."""
+    def _pick_by_shape(
+        self, shapes: ShapeCache, pod: Pod, profile: Profile, demand: Demand, excluded: BoolArray | None
+    ) -> int | None:
+        """_pick over the shape cache's verdicts and local scores (scheduler/shapecache.py); `excluded`:
+        nodes DynamicResources turned down."""
         table = self.cache.table
         scores, vary = shapes.evaluate(table, profile, pod, demand)
-        if vary:
-            feasible = scores > INFEASIBLE
-            return self._pick(
-                pod, feasible, lambda: scores + normalised_scores(table, profile, pod, feasible)
-            )
-        # The normalised scores are the same on every node: the best local score decides, as in _pick.
-        nominated = self._nominated_slot(pod)
-        if nominated is not None and scores[nominated] > INFEASIBLE:
-            return nominated
-        top = scores.max() if len(scores) else INFEASIBLE
-        if top == INFEASIBLE:
-            return None
-        best = np.flatnonzero(scores == top)
-        return int(best[self._rng.randrange(len(best))] if len(best) > 1 else best[0])
+        return pick_by_shape(
+            scores,
+            vary,
+            excluded,
+            lambda feasible: normalised_scores(table, profile, pod, feasible),
+            self._nominated_slot(pod),
+            self._rng,
+        )
 
     # --- the cycle --------------------------------------------------------------------
     def flush(self) -> None:
@@ -339,19 +307,28 @@ class Scheduler:
         if table.node_count == 0:
             self.queue.add_unschedulable(qp, frozenset())
             return Outcome(pod, None, NO_NODES)
+        claims = self.dra.applies_to(pod)
+        # A pod with claims takes the shape path when DynamicResources can say at once which nodes it rejects.
+        waiting, excluded = self.dra.pre_filter(pod, table) if claims else ("", None)
+        if waiting:  # PreEnqueue: a claim is missing
+            self.queue.add_unschedulable(qp, frozenset({DRA_PLUGIN}))
+            return Outcome(pod, None, waiting)
         reserved = self.reserved_for(pod)
         if (
             self.shapes is not None
+            and (not claims or excluded is not None)
             and not reserved
             and self.extenders is None
             and not self.topologies.applies_to(pod)
         ):
             # Only each node's own column matters here: the shape cache gives the same verdicts
             # and scores; with no feasible node the full path below says why.
-            slot = self._pick_by_shape(self.shapes, pod, profile, demand)
+            slot = self._pick_by_shape(self.shapes, pod, profile, demand, excluded)
             if slot is not None:
                 return self._assume(qp, demand, slot)
         result = run_filters(table, pod, demand, reserved)
+        if claims:
+            self.dra.filter(pod, table, result)
         placements = filter_numa(self.topologies, table, pod, result, self._pods_on)
         if self.extenders is not None and (failure := self.extenders.filter(pod, table, result)):
             self.queue.add_error(qp)  # an extender error fails the cycle: back off and retry
@@ -371,9 +348,13 @@ class Scheduler:
         self.cache.assume(bound, node, demand)
         self.queue.done(pod.key)
         self.nominations.pop(pod.key, None)
-        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds).
+        claims = self.dra.applies_to(pod)
+        if claims:
+            self.dra.reserve(pod, node)
+        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds); a pod
+        # with claims binds on them, as its claims' status is written first (PreBind).
         bind_async = getattr(self.binder, "bind_async", None)
-        if bind_async is not None and self._run_binding == self._submit_to_pool:
+        if bind_async is not None and self._run_binding == self._submit_to_pool and not claims:
             self._binds_in_flight += 1
             try:
                 bind_async(bound, node, lambda error: self._bound(qp, bound, node, error, True))
@@ -426,6 +407,8 @@ class Scheduler:
 
     def _bind(self, qp: QueuedPod, bound: Pod, node: str) -> None:
         try:
+            if self.dra.applies_to(bound):
+                self.dra.pre_bind(bound, node)
             self.binder.bind(bound, node)
         except Exception as exc:  # any binder failure: undo the assumption and retry later
             self._bound(qp, bound, node, exc)
@@ -442,6 +425,7 @@ class Scheduler:
                 if exc is None:
                     self.cache.finish_binding(bound.key)
                 elif self.cache.is_assumed(bound.key):  # undo the assumption and retry later
+                    self.dra.unreserve(bound)
                     self.cache.forget(bound.key, node)
                     self.queue.add_error(qp)
                     self._assigned_pod_gone()

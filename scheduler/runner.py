@@ -37,10 +37,12 @@ from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig,
 from kubenode.model.objects import Pod
 from scheduler.apibinder import ApiBinder, pod_reference
 from scheduler.clock import MonotonicClock
-from scheduler.engine import Outcome, Scheduler
+from scheduler.dra.live import ApiClaimWriter, DraInformers, serves_dra
+from scheduler.engine import Scheduler
 from scheduler.extenders import with_extender_binder
 from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer, topology_informer
 from scheduler.metrics import MetricsServer, SchedulerMetrics
+from scheduler.outcome import Outcome
 from scheduler.profile import Configuration
 from scheduler.queue import QueuedPod
 from scheduler.statuswriter import StatusWriter
@@ -139,6 +141,10 @@ class LiveScheduler:
         self.nodes = node_informer(self.client, self.router)
         self.pods = pod_informer(self.client, self.router)
         self.topologies = topology_informer(self.client, self.router)
+        # ResourceSlices, DeviceClasses, ResourceClaims for DynamicResources; claim status written at PreBind.
+        self.engine.dra.writer = ApiClaimWriter(self.client, self.may_act)
+        self.dra = DraInformers(self.client, self.engine.dra)
+        self._serves_dra = True
         # Whether the API serves NodeResourceTopology (a kube-apiserver without the CRD does not): only
         # then does scheduling wait for its informer, so that no pod is bound on a stale NUMA picture.
         self._serves_topologies = True
@@ -203,7 +209,8 @@ class LiveScheduler:
     # --- the loop ---------------------------------------------------------------------
     def synced(self) -> bool:
         topologies = self.topologies.has_synced.is_set() or not self._serves_topologies
-        return self.nodes.has_synced.is_set() and self.pods.has_synced.is_set() and topologies
+        dra = self.dra.synced() or not self._serves_dra
+        return self.nodes.has_synced.is_set() and self.pods.has_synced.is_set() and topologies and dra
 
     def _schedule_loop(self) -> None:
         engine = self.engine
@@ -252,6 +259,9 @@ class LiveScheduler:
             log.warning("listing NodeResourceTopology: %s", err)
         if self._serves_topologies:
             self.topologies.start()
+        self._serves_dra = serves_dra(self.client)
+        if self._serves_dra:
+            self.dra.start()
         if self.elector is not None:
             elector = self.elector
             self._spawn(lambda: elector.run(self._stop), "leader-election")
@@ -267,6 +277,8 @@ class LiveScheduler:
         self.pods.stop()
         if self._serves_topologies:
             self.topologies.stop()
+        if self._serves_dra:
+            self.dra.stop()
         self.engine.close()
         self.status.close()
         self.recorder.stop()

@@ -4,7 +4,9 @@ The file holds Node and Pod objects (and optionally PriorityClass objects, which
 in `spec.priority` from `priorityClassName` as the API server's admission does, and
 NodeResourceTopology objects stating a node's NUMA zones: its policy, scope and per-zone
 allocatable devices; `available` defaults to allocatable, and the file's bound pods are
-placed on top as the node's Topology Manager would place them). Bound
+placed on top as the node's Topology Manager would place them), and the resource.k8s.io/v1
+objects of Dynamic Resource Allocation: ResourceSlice, DeviceClass and ResourceClaim (a claim's
+`status.allocation` in the file counts as taken; the result lists each claim's devices). Bound
 pods are loaded into the cache; pending pods go through the same engine as the live
 scheduler. Time is simulated: when only backed-off pods remain, the clock jumps to the
 next backoff expiry, so preemptors get their retry. The run ends when no pod is active
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kubenode.dra.types import PARSERS as DRA_PARSERS
+from kubenode.dra.types import DeviceClass, DraObject, ResourceSlice
 from kubenode.model.documents import load_objects
 from kubenode.model.errors import ValidationError
 from kubenode.model.objects import Node, Pod
@@ -25,8 +29,9 @@ from kubenode.model.parse import parse_node, parse_pod
 from kubenode.model.quantity import format_amount
 from scheduler.cache import parse_start_time
 from scheduler.clock import ManualClock
-from scheduler.engine import Outcome, Scheduler
+from scheduler.engine import Scheduler
 from scheduler.numa import NodeTopology, TopologyError, parse_node_topology
+from scheduler.outcome import Outcome
 from scheduler.profile import Configuration
 
 
@@ -64,13 +69,17 @@ class SimulationResult:
     preemptions: list[str] = field(default_factory=list)  # human-readable lines
     nodes: dict[str, NodeUsage] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # objects skipped, with why
+    claims: dict[str, list[str]] = field(default_factory=dict)  # claim -> "request driver/pool/device"
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "pods": [{"pod": p.pod, "node": p.node, "message": p.message} for p in self.pods],
             "preempted": list(self.preempted),
             "nodes": {name: usage.formatted() for name, usage in self.nodes.items()},
         }
+        if self.claims:
+            out["claims"] = self.claims
+        return out
 
 
 class InMemoryBinder:
@@ -95,6 +104,7 @@ class ClusterObjects:
     invalid_pods: list[PodResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     topologies: list[NodeTopology] = field(default_factory=list)
+    dra: list[DraObject] = field(default_factory=list)
 
 
 def _pod_key(obj: Mapping[str, Any], where: str) -> str:
@@ -154,8 +164,10 @@ def read_cluster(path: Path) -> ClusterObjects:
                     cluster.pods.append(pod)
             elif kind == "NodeResourceTopology":
                 cluster.topologies.append(parse_node_topology(obj, source))
+            elif isinstance(kind, str) and kind in DRA_PARSERS:
+                cluster.dra.append(DRA_PARSERS[kind](obj, source))
             elif kind != "PriorityClass":
-                known = "Node, Pod, PriorityClass and NodeResourceTopology"
+                known = "Node, Pod, PriorityClass, NodeResourceTopology and resource.k8s.io/v1 DRA objects"
                 cluster.errors.append(f"{source}: kind {kind!r} ignored (only {known})")
         except TopologyError as exc:
             cluster.errors.append(f"invalid NodeResourceTopology: {exc}")
@@ -196,6 +208,13 @@ def simulate(
         engine.add_node(node)
     for topology in cluster.topologies:
         engine.update_topology(topology)
+    for obj in cluster.dra:
+        if isinstance(obj, DeviceClass):
+            engine.dra.put_class(obj)
+        elif isinstance(obj, ResourceSlice):
+            engine.dra.put_slice(obj)
+        else:
+            engine.dra.put_claim(obj)
     pending: list[Pod] = []
     node_names = {node.name for node in cluster.nodes}
     for pod in cluster.pods:
@@ -233,6 +252,8 @@ def simulate(
         requested = {r: int(table.requested[table.row[r], slot]) for r in table.resources}
         shown = {r: v for r, v in requested.items() if v or r in node.allocatable}
         result.nodes[name] = NodeUsage(dict(node.allocatable), shown, _zones(engine, name))
+    for key, claim in sorted(engine.dra.state.claims.items()):
+        result.claims[key] = [f"{r.request} {'/'.join(r.device_id)}" for r in claim.allocation or ()]
     return result
 
 

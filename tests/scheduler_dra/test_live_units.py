@@ -1,0 +1,70 @@
+"""The live half of DynamicResources without an API server: decoding, routing, the claim writer, the probe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubenode.dra.types import parse_resource_claim
+from kubenode.kubeclient import NotFound
+from kubenode.kubeclient.client import Resource
+from scheduler.dra.live import RESOURCE_CLAIMS, ApiClaimWriter, DraInformers, _decoder, serves_dra
+from scheduler.dra.plugin import DynamicResources
+from tests.scheduler_dra import support
+
+
+class StubClient:
+    def __init__(self, missing: bool = False) -> None:
+        self.missing = missing
+        self.updates: list[tuple[Resource, dict[str, Any], str]] = []
+
+    def update(self, resource: Resource, body: dict[str, Any], *, subresource: str = "") -> dict[str, Any]:
+        self.updates.append((resource, body, subresource))
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": "8"}}
+
+    def list(self, resource: Resource, namespace: str | None = None, **_: Any) -> dict[str, Any]:
+        if self.missing:
+            raise NotFound(404, "NotFound", "the server could not find the requested resource", {})
+        return {"items": []}
+
+
+def test_a_bad_object_decodes_to_its_name_and_is_treated_as_absent(caplog: pytest.LogCaptureFixture) -> None:
+    plugin = DynamicResources()
+    informers = DraInformers(StubClient(), plugin)  # type: ignore[arg-type]
+    good = support.slice_object({"name": "s", "node": "n", "pool": "p", "driver": "d", "devices": ["x"]})
+    decode = _decoder("ResourceSlice")
+    informers._put(decode(good))
+    assert "s" in plugin.state.slices
+    bad = {**good, "spec": {**good["spec"], "pool": {"name": "p", "generation": -1}}}
+    decoded = decode(bad)
+    assert decoded == "s"
+    assert "ResourceSlice s ignored" in caplog.text and "spec.pool.generation" in caplog.text
+    informers._put(decoded)
+    assert "s" not in plugin.state.slices
+    claim = support.claim_object({"name": "c", "requests": [{"name": "r", "class": "k"}]})
+    informers._put(_decoder("ResourceClaim")(claim))
+    assert "default/c" in plugin.state.claims
+    informers._remove(_decoder("ResourceClaim")(claim))
+    assert plugin.state.claims == {}
+
+
+def test_the_claim_writer_puts_the_status_with_the_resource_version_read() -> None:
+    client = StubClient()
+    obj = support.claim_object({"name": "c", "requests": [{"name": "r", "class": "k"}]})
+    obj["metadata"]["resourceVersion"] = "7"
+    claim = parse_resource_claim(obj)
+    status = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
+    written = ApiClaimWriter(client).write_status(claim, status)  # type: ignore[arg-type]
+    [(resource, body, subresource)] = client.updates
+    assert (resource, subresource) == (RESOURCE_CLAIMS, "status")
+    assert body["metadata"]["resourceVersion"] == "7" and body["status"] == status
+    assert body["apiVersion"] == "resource.k8s.io/v1" and body["kind"] == "ResourceClaim"
+    assert written.raw["metadata"]["resourceVersion"] == "8"
+    with pytest.raises(RuntimeError, match="not leading"):
+        ApiClaimWriter(client, may_act=lambda: False).write_status(claim, status)  # type: ignore[arg-type]
+
+
+def test_an_api_without_resource_k8s_io_leaves_the_plugin_idle() -> None:
+    assert serves_dra(StubClient(missing=True)) is False  # type: ignore[arg-type]
+    assert serves_dra(StubClient()) is True  # type: ignore[arg-type]
