@@ -53,6 +53,10 @@ def register(subparsers: Any) -> None:
     discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
     discover.set_defaults(func=run_discover)
 
+    from deviceplugin.dra.cli import register as register_dra_driver  # flags only; no grpc at import
+
+    register_dra_driver(subparsers)
+
 
 def _load(args: argparse.Namespace) -> tuple[PluginConfig, str]:
     from deviceplugin.config import default_config, load_config, resolve_kubelet_dir
