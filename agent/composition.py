@@ -1,10 +1,10 @@
 """`compose_node`: the one place a NodeAgent is assembled (the daemon, `kubenode up`, hollow nodes, tests).
 
 Flow: the Topology Manager over the device manager -> the container manager (CPU pool, devices, topology,
-pod cgroups) -> the pod record store and the host's facts -> the process runtime, with the container
-manager's PreStartContainer; with a CRI endpoint, the CRI runtime beside it and the selector over both
-(agent/kuberuntime/cri/wiring.py) -> the NodeAgent, handed every part. Nothing is set on a part after it
-is built.
+DRA claims, pod cgroups) -> the pod record store and the host's facts -> the process runtime, with the
+container manager's PreStartContainer; with a CRI endpoint, the CRI runtime beside it and the selector over
+both (agent/kuberuntime/cri/wiring.py) -> the NodeAgent, handed every part. Nothing is set on a part after
+it is built.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
+    from agent.cm.dra.manager import DRAManager
 
 
 def compose_node(
@@ -45,6 +46,7 @@ def compose_node(
     objects: ConfigObjects = NO_OBJECTS,
     launcher: Launcher = HOST_LAUNCHER,
     handler_of: Callable[[str], str] | None = None,
+    dra: DRAManager | None = None,
 ) -> NodeAgent:
     """The agent with its parts; `handler_of` resolves a RuntimeClass to its CRI handler (with a CRI
     endpoint; by default a class names its own handler)."""
@@ -55,7 +57,7 @@ def compose_node(
         str(config.sysfs_root),
         devices,
     )
-    cm = ContainerManager(cgroups, devices, topology)
+    cm = ContainerManager(cgroups, devices, topology, dra=dra)
     store = RecordStore(config.state_dir)
     host = HostInfo(config.node_name, allocatable=dict(allocatable or host_allocatable(config.max_pods)))
     process = ProcessRuntime(

@@ -47,6 +47,8 @@ class RunningAgent:
     cluster: Any = None
     # The authenticated daemon endpoint, when joined (aiohttp is loaded on its first connection).
     secure: LazySecureServer | None = None
+    # The DRA plugin watcher (agent/cm/dra/watcher.py), when joined with a plugins registry directory.
+    dra_watcher: Any = None
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
@@ -59,6 +61,9 @@ class RunningAgent:
         if self.cluster is not None:
             self._started.append("cluster")
             self.cluster.start_reporting()
+        if self.dra_watcher is not None:
+            self._started.append("dra")
+            self.dra_watcher.start()
         self._started.append("agent")
         self.agent.start()
         if self.server is not None:
@@ -77,6 +82,8 @@ class RunningAgent:
             self.agent.stop(terminate_pods=terminate_pods)
             if terminate_pods:
                 self.agent.cm.cgroups.stop_and_remove_root()
+        if "dra" in self._started:
+            self.dra_watcher.stop()
         if "cluster" in self._started:
             self.cluster.stop()
         if "devices" in self._started and self.devices is not None:
@@ -105,9 +112,10 @@ def build_node_agent(
     extra_sources: Sequence[PodSource] = (),
     objects: ConfigObjects = NO_OBJECTS,
     handler_of: Callable[[str], str] | None = None,
+    dra: Any = None,
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`;
-    `handler_of`: the RuntimeClasses of the cluster joined."""
+    `handler_of`: the RuntimeClasses of the cluster joined; `dra`: its DRA manager (agent/cm/dra)."""
     from agent.cm.cgroups import make_pod_cgroups
     from agent.cm.cgroups.delegation import default_cgroup_root, leave_if_inside
     from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
@@ -139,7 +147,26 @@ def build_node_agent(
         allocatable=allocatable,
         objects=objects,
         handler_of=handler_of,
+        dra=dra,
     )
+
+
+def build_dra(config: AgentConfig, client: Any) -> tuple[Any, Any]:
+    """The DRA manager and its plugin watcher (grpc: only an agent that joins with a registry directory)."""
+    from agent.cm.dra.checkpoint import ClaimStore
+    from agent.cm.dra.manager import DRAManager
+    from agent.cm.dra.plugins import DriverRegistry
+    from agent.cm.dra.watcher import PluginWatcher
+    from kubenode.kubeclient.client import Resource
+
+    claims = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
+    registry = DriverRegistry()
+    manager = DRAManager(
+        ClaimStore(config.state_dir), registry, lambda namespace, name: client.get(claims, name, namespace)
+    )
+    assert config.plugins_registry_dir is not None
+    watcher = PluginWatcher(config.plugins_registry_dir, registry, manager.retry_unprepare_quietly)
+    return manager, watcher
 
 
 def build_agent(config: AgentConfig) -> RunningAgent:
@@ -162,12 +189,16 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         from agent.kuberuntime.cri.wiring import runtime_class_handlers
 
         handler_of = runtime_class_handlers(cluster.client)
+    dra = dra_watcher = None
+    if cluster is not None and config.plugins_registry_dir is not None:
+        dra, dra_watcher = build_dra(config, cluster.client)
     agent = build_node_agent(
         config,
         devices,
         [cluster.source] if cluster is not None else [],
         cluster.objects if cluster is not None else NO_OBJECTS,
         handler_of,
+        dra,
     )
     from agent.server.metrics import AgentMetrics
 
@@ -209,7 +240,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
             from agent.kuberuntime.cri.wiring import join_cluster
 
             join_cluster(agent.runtime, cluster)
-    return RunningAgent(config, agent, devices, server, cluster, secure)
+    return RunningAgent(config, agent, devices, server, cluster, secure, dra_watcher)
 
 
 def _port(server: StatusServer | LazySecureServer | None) -> int:

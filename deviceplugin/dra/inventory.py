@@ -22,8 +22,9 @@ from deviceplugin.backends.cputopology import read_cpu_topology
 from deviceplugin.backends.gpu import CONTROL_DEVICES, VISIBLE_DEVICES_ENV
 from deviceplugin.cdi import device_entry
 from deviceplugin.hookcommand import HookCommand
+from kubenode.devicecontract import DRA_CPU_DRIVER
 
-CPU_DRIVER = "cpu.kubenode.io"
+CPU_DRIVER = DRA_CPU_DRIVER
 GPU_DRIVER = "gpu.kubenode.io"
 DRIVERS = (CPU_DRIVER, GPU_DRIVER)
 
