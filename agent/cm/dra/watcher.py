@@ -6,7 +6,8 @@ has handlers for CSI too; the agent only for DRA) -> no supported version among 
 or an endpoint that does not answer, is refused with `NotifyRegistrationStatus(false, error)` -> else the
 driver's client is added to the registry (plugins.py) and `NotifyRegistrationStatus(true)` sent. A socket
 that disappears unregisters the driver registered through it; a driver that comes back re-registers.
-When the directory itself is removed and recreated, every socket found is registered again.
+When the directory itself is removed and recreated, every socket found is registered again. A
+registration that fails (a driver not serving yet) is retried every second while its socket is there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger("agent.dra")
 
 DRA_PLUGIN_TYPE = "DRAPlugin"
 INFO_TIMEOUT_S = 10.0
+RETRY_S = 1.0  # a failed registration is tried again this often while its socket is there
 
 
 class PluginWatcher:
@@ -41,6 +43,9 @@ class PluginWatcher:
         self.registry = registry
         self._on_registered = on_registered
         self._by_socket: dict[str, str] = {}  # socket name -> driver registered through it
+        self._pending: set[str] = (
+            set()
+        )  # sockets whose registration failed: retried (the kubelet's reconciler)
         self._watcher: DirWatcher | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -65,7 +70,11 @@ class PluginWatcher:
     def _run(self) -> None:
         assert self._watcher is not None
         while not self._stopping.is_set():
-            for event in self._watcher.read():
+            events = self._watcher.read(RETRY_S if self._pending else None)
+            if not events:
+                for name in sorted(self._pending):
+                    self.register(name)
+            for event in events:
                 if self._stopping.is_set():
                     return
                 try:
@@ -90,12 +99,14 @@ class PluginWatcher:
 
     def register(self, socket_name: str) -> None:
         path = self.directory / socket_name
+        self._pending.discard(socket_name)
         if not _is_socket(path):
             return
         try:
             with grpc.insecure_channel(f"unix://{path}") as channel:
                 stub = reg_grpc.RegistrationStub(channel)
-                info = stub.GetInfo(reg.InfoRequest(), timeout=INFO_TIMEOUT_S)
+                # The socket exists from bind() on, a moment before the driver serves: wait for it to.
+                info = stub.GetInfo(reg.InfoRequest(), timeout=INFO_TIMEOUT_S, wait_for_ready=True)
                 error = self._validate(info)
                 if error is None:
                     client = DriverClient(
@@ -108,7 +119,10 @@ class PluginWatcher:
                     timeout=INFO_TIMEOUT_S,
                 )
         except grpc.RpcError as exc:
-            log.warning("plugin %s: registration failed: %s: %s", path, exc.code().name, exc.details())
+            log.warning(
+                "plugin %s: registration failed (retried): %s: %s", path, exc.code().name, exc.details()
+            )
+            self._pending.add(socket_name)
             return
         if error is None:
             log.info("DRA driver %s registered (%s, %s)", info.name, info.endpoint, client.version)
@@ -128,6 +142,7 @@ class PluginWatcher:
         return None
 
     def unregister(self, socket_name: str) -> None:
+        self._pending.discard(socket_name)
         name = self._by_socket.pop(socket_name, None)
         if name is None:
             return
