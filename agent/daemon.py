@@ -170,28 +170,34 @@ def build_dra(config: AgentConfig, client: Any) -> tuple[Any, Any]:
 
 
 def build_agent(config: AgentConfig) -> RunningAgent:
-    devices = None
-    if config.device_plugin_dir is not None:
-        from agent.cm.devicemanager import DeviceManager  # grpc: only an agent with device plugins loads it
-
-        devices = DeviceManager(
-            config.device_plugin_dir,
-            config.state_dir,
-            podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
-        )
     cluster = None
     if config.joins_cluster:
         from agent.nodestatus.cluster import ClusterMembership
 
         cluster = ClusterMembership.connect(config)
+    dra = dra_watcher = None
+    if cluster is not None and config.plugins_registry_dir is not None:
+        dra, dra_watcher = build_dra(config, cluster.client)
+    devices = None
+    if config.device_plugin_dir is not None:
+        from agent.cm.devicemanager import DeviceManager  # grpc: only an agent with device plugins loads it
+
+        dynamic = None
+        if dra is not None:
+            from agent.cm.dra.podresources import dynamic_lookup
+
+            dynamic = dynamic_lookup(dra)
+        devices = DeviceManager(
+            config.device_plugin_dir,
+            config.state_dir,
+            podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
+            dynamic_resources=dynamic,
+        )
     handler_of = None
     if cluster is not None and config.container_runtime_endpoint:
         from agent.kuberuntime.cri.wiring import runtime_class_handlers
 
         handler_of = runtime_class_handlers(cluster.client)
-    dra = dra_watcher = None
-    if cluster is not None and config.plugins_registry_dir is not None:
-        dra, dra_watcher = build_dra(config, cluster.client)
     agent = build_node_agent(
         config,
         devices,

@@ -60,6 +60,7 @@ class DRAManager:
         self.store = store
         self.registry = registry
         self._get_claim = get_claim
+        self._by_pod: dict[str, PodDynamicResources] = {}  # the last answer per pod, for PodResources
 
     def prepare(self, pod: Pod) -> PodDynamicResources:
         try:
@@ -89,7 +90,10 @@ class DRAManager:
                 self.store.save()  # "preparing" on disk before any driver is called
             if fresh:
                 self._prepare_entries(fresh)
-            return self._resources(pod, {name: uid for name, (uid, _, _) in claims.items()})
+            result = self._by_pod[pod.uid] = self._resources(
+                pod, {n: uid for n, (uid, _, _) in claims.items()}
+            )
+            return result
 
     def _read(self, pod: Pod, name: str) -> Mapping[str, Any]:
         try:
@@ -165,11 +169,18 @@ class DRAManager:
                 uid_of = {pc.pod_name: by_name.get(pc.claim_name, "") for pc in pod_claims(pod.raw)}
             except PodClaimError:
                 return NO_DYNAMIC
-            return self._resources(pod, uid_of)
+            result = self._by_pod[pod.uid] = self._resources(pod, uid_of)
+            return result
+
+    def dynamic_for(self, pod_uid: str, container: str) -> list[DynamicDevice]:
+        """The container's prepared devices as last answered (PodResources' dynamic resources)."""
+        with self.store.lock:
+            return list(self._by_pod.get(pod_uid, NO_DYNAMIC).containers.get(container, []))
 
     def unprepare(self, pod_uid: str) -> None:
         """The pod's containers are gone: release its claims (ClaimPrepareError when a driver failed)."""
         with self.store.lock:
+            self._by_pod.pop(pod_uid, None)
             for entry in self.store.of_pod(pod_uid):
                 entry.pods.discard(pod_uid)
             self.store.save()
