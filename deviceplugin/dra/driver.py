@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,8 @@ from kubenode.kubeclient.errors import KubeError
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 5.0
+RETRY_S = 5.0  # slices that failed to publish are tried again this often
+SOCKET_CHECK_S = 0.5  # how soon a removed registration socket is served again
 
 
 @dataclass
@@ -195,8 +197,11 @@ class DraDriverDaemon:
         return ok
 
     def _loop(self) -> None:
-        while not self._stopping.wait(self.retry_s):
-            self.publish()
+        next_publish = time.monotonic() + self.retry_s
+        while not self._stopping.wait(min(SOCKET_CHECK_S, self.retry_s)):
+            if time.monotonic() >= next_publish:
+                self.publish()
+                next_publish = time.monotonic() + self.retry_s
             for driver in self.drivers:
                 if not driver.reg_socket.exists():
                     log.info("driver %s: registration socket gone; serving it again", driver.name)
