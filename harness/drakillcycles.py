@@ -93,11 +93,13 @@ class CountingSpecs(ClaimSpecs):
         self.writes = 0
         self.double = 0
 
-    def write(self, claim_uid: str, devices: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    def write(
+        self, claim_uid: str, devices: Sequence[tuple[str, Mapping[str, Any]]], answer: Any = None
+    ) -> list[str]:
         with self._lock:
             self.double += self.path(claim_uid).exists()
             self.writes += 1
-        return super().write(claim_uid, devices)
+        return super().write(claim_uid, devices, answer)
 
 
 def run(root: Path, cycles: int) -> dict[str, Any]:

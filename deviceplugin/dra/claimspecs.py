@@ -4,7 +4,8 @@ File `<cdi-dir>/kubenode-dra_<driver>_<claim uid>.json`, kind `<driver>/claim`, 
 allocated device named `<claim uid>-<device>` whose edits are the device's (inventory.py). The CDI
 device ID handed to the kubelet is `<driver>/claim=<claim uid>-<device>`. A runtime reads only whole
 files (write_atomically: temporary file, fsync, rename), and the driver never touches a file it did not
-name this way.
+name this way. The spec's annotation `dra.kubenode.io/prepared` holds what prepare answered (devices,
+pools, requests, CDI IDs): the driver's record of prepared claims is the set of its spec files.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from typing import Any
 
 from kubenode.atomicfile import write_atomically
 
-CDI_VERSION = "0.5.0"  # device names may start with a digit (claim UIDs do); hostPath on device nodes
+CDI_VERSION = "0.6.0"  # device names may start with a digit (claim UIDs do); hostPath; annotations
+# The driver's answer for the claim, kept in its spec: the spec file is the driver's checkpoint too, so a
+# prepare costs one durable write, and a restarted driver answers a repeated prepare from it.
+ANSWER_ANNOTATION = "dra.kubenode.io/prepared"
 
 
 def kind_of(driver: str) -> str:
@@ -35,11 +39,15 @@ class ClaimSpecs:
     def path(self, claim_uid: str) -> Path:
         return self.dir / f"kubenode-dra_{self.driver}_{claim_uid}.json"
 
-    def write(self, claim_uid: str, devices: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-        """The spec of the claim's (device name, CDI edits); returns the CDI IDs, one per device."""
+    def write(
+        self, claim_uid: str, devices: Sequence[tuple[str, Mapping[str, Any]]], answer: Any = None
+    ) -> list[str]:
+        """The spec of the claim's (device name, CDI edits), with `answer` (JSON) kept in its annotation;
+        returns the CDI IDs, one per device."""
         spec = {
             "cdiVersion": CDI_VERSION,
             "kind": kind_of(self.driver),
+            "annotations": {ANSWER_ANNOTATION: json.dumps(answer, sort_keys=True)},
             "devices": [
                 {"name": f"{claim_uid}-{name}", "containerEdits": dict(edits)} for name, edits in devices
             ],
@@ -52,6 +60,17 @@ class ClaimSpecs:
 
     def remove(self, claim_uid: str) -> None:
         self.path(claim_uid).unlink(missing_ok=True)
+
+    def answers(self) -> dict[str, Any]:
+        """Claim UID -> the answer kept in its spec (a restarted driver's prepared claims)."""
+        found = {}
+        for uid in self.present():
+            try:
+                spec = json.loads(self.path(uid).read_text())
+                found[uid] = json.loads(spec["annotations"][ANSWER_ANNOTATION])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{self.path(uid)}: unreadable claim spec: {exc!r}") from None
+        return found
 
     def present(self) -> list[str]:
         """The claim UIDs whose spec is on disk."""

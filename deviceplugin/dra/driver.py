@@ -1,7 +1,7 @@
 """`kubenode dra-driver`'s composition root: config -> drivers -> their sockets and slices.
 
 For each driver (`cpu.kubenode.io`; `gpu.kubenode.io` where NVML or the config has GPUs): its devices
-(inventory.py), its state of prepared claims in `<plugin-dir>/<driver>/prepared.json` (service.py), the
+(inventory.py), its prepared claims (their CDI specs, service.py and claimspecs.py), the
 DRA socket `<plugin-dir>/<driver>/dra.sock` serving v1 and v1beta1, the registration socket
 `<registry-dir>/<driver>-reg.sock` (registration.py) and the ResourceSlice publisher (slices.py). A
 background loop republishes slices that failed (an API server without resource.k8s.io/v1 yet, a
@@ -110,9 +110,7 @@ class Driver:
         self.dir = options.plugin_dir / name
         self.dra_socket = self.dir / "dra.sock"
         self.reg_socket = options.registry_dir / f"{name}-reg.sock"
-        self.state = DriverState(
-            name, devices, ClaimSpecs(options.cdi_dir, name), self.dir / "prepared.json", get_claim
-        )
+        self.state = DriverState(name, devices, ClaimSpecs(options.cdi_dir, name), get_claim)
         self.registration = RegistrationServicer(name, str(self.dra_socket), SERVICE_VERSIONS)
         self._dra_server: grpc.Server | None = None
         self._reg_server: grpc.Server | None = None

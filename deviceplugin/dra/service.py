@@ -1,33 +1,30 @@
 """The DRAPlugin gRPC service (k8s.io/kubelet/pkg/apis/dra v1 and v1beta1 on one socket) of one driver.
 
-NodePrepareResources, per claim: a claim prepared before (the driver's checkpoint, `prepared.json` in its
-plugin directory) answers what it answered then, so a retried or repeated prepare changes nothing ->
+NodePrepareResources, per claim: a claim prepared before (its CDI spec is there, holding the answer:
+claimspecs.py) answers what it answered then, so a retried or repeated prepare changes nothing ->
 otherwise the claim is read from the API server, its UID checked, the allocation's results for this
 driver taken (a device this node does not have is the claim's error) -> the claim's CDI spec written
-(claimspecs.py) -> the checkpoint saved -> the devices with their CDI IDs answered. A failure of one claim
-is that claim's `error`; the others are prepared. NodeUnprepareResources removes the spec and the
-checkpoint entry; a claim never prepared is already unprepared (no error), as the kubelet expects.
+with the answer in it (claimspecs.py; one durable write) -> the devices with their CDI IDs answered. A
+failure of one claim is that claim's `error`; the others are prepared. NodeUnprepareResources removes
+the spec; a claim never prepared is already unprepared (no error), as the kubelet expects.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import grpc
 
-from deviceplugin.dra.claimspecs import ClaimSpecs
+from deviceplugin.dra.claimspecs import ClaimSpecs, cdi_id
 from deviceplugin.dra.inventory import DraDevice
 from kubenode.api.dra.v1 import api_pb2 as v1
 from kubenode.api.dra.v1 import api_pb2_grpc as v1_grpc
 from kubenode.api.dra.v1beta1 import api_pb2 as v1beta1
 from kubenode.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from kubenode.atomicfile import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -48,29 +45,17 @@ class DriverState:
         driver: str,
         devices: list[DraDevice],
         specs: ClaimSpecs,
-        state_file: Path,
         get_claim: ClaimGetter,
     ) -> None:
         self.driver = driver
         self.specs = specs
-        self.state_file = state_file
         self._get_claim = get_claim
         self._lock = threading.Lock()
         self._devices = {d.name: d for d in devices}
-        self.prepared: dict[str, list[dict[str, Any]]] = self._load()
-
-    def _load(self) -> dict[str, list[dict[str, Any]]]:
-        try:
-            data = json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise SystemExit(f"{self.state_file}: unreadable checkpoint of prepared claims: {exc}") from None
-        return {str(uid): list(devices) for uid, devices in dict(data.get("claims") or {}).items()}
-
-    def _save(self) -> None:
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.state_file, json.dumps({"claims": self.prepared}, sort_keys=True).encode())
+        # The claims prepared before a restart: their specs hold the answers (claimspecs.py).
+        self.prepared: dict[str, list[dict[str, Any]]] = {
+            uid: list(answer) for uid, answer in specs.answers().items()
+        }
 
     def set_devices(self, devices: list[DraDevice]) -> None:
         with self._lock:
@@ -100,19 +85,17 @@ class DriverState:
             if unknown:
                 raise PrepareError(f"ResourceClaim {namespace}/{name}: no device {unknown} on this node")
             names = list(dict.fromkeys(str(r["device"]) for r in results))
-            cdi_ids = self.specs.write(uid, [(n, self._devices[n].edits) for n in names])
-            by_device = dict(zip(names, cdi_ids, strict=True))
             devices = [
                 {
                     "requests": [str(r.get("request") or "")],
                     "pool": str(r.get("pool") or ""),
                     "device": str(r["device"]),
-                    "cdi": [by_device[str(r["device"])]],
+                    "cdi": [cdi_id(self.driver, uid, str(r["device"]))],
                 }
                 for r in results
             ]
+            self.specs.write(uid, [(n, self._devices[n].edits) for n in names], devices)
             self.prepared[uid] = devices
-            self._save()
         log.info("prepared claim %s/%s (%s): %s", namespace, name, uid, ", ".join(names))
         return devices
 
@@ -120,7 +103,6 @@ class DriverState:
         with self._lock:
             self.specs.remove(uid)
             if self.prepared.pop(uid, None) is not None:
-                self._save()
                 log.info("unprepared claim %s", uid)
 
 

@@ -72,11 +72,14 @@ class ClaimStore:
             # Refusing to start is better than forgetting prepared claims (they would leak).
             raise RuntimeError(f"{self.path}: unreadable DRA checkpoint: {exc!r}") from None
 
-    def save(self) -> None:
+    def save(self, *, durable: bool = True) -> None:
+        """Replace the file (atomically always). `durable=False` leaves the fsyncs to the kernel: only for a
+        change whose loss in a power cut is safe to redo (a claim marked prepared reverts to preparing and
+        is prepared again, idempotently; a claim removed after its unprepare is unprepared again)."""
         with self.lock:
             data = {"claims": {uid: e.to_json() for uid, e in sorted(self.claims.items())}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(data, sort_keys=True).encode())
+        write_atomically(self.path, json.dumps(data, sort_keys=True).encode(), durable=durable)
 
     def of_pod(self, pod_uid: str) -> list[ClaimEntry]:
         with self.lock:

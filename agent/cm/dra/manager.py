@@ -134,7 +134,7 @@ class DRAManager:
         for entry in entries:
             if all(d in entry.devices for d in entry.drivers):
                 entry.state = PREPARED
-        self.store.save()
+        self.store.save(durable=False)  # lost in a power cut: "preparing" again, prepared again (idempotent)
         if errors:
             raise ClaimPrepareError("; ".join(errors))
 
@@ -226,7 +226,7 @@ class DRAManager:
                     del self.store.claims[entry.ref.uid]
                     log.info("claim %s/%s unprepared", entry.ref.namespace, entry.ref.name)
             if orphans:
-                self.store.save()
+                self.store.save(durable=False)  # lost in a power cut: unprepared again (no-op for drivers)
         if errors:
             raise ClaimPrepareError("; ".join(errors))
 
