@@ -24,6 +24,7 @@ from typing import Any
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
+    "dra_node_bench": "node agent, DRA claims (kubenode dra-driver)",
     "volume_bench": "node agent, volumes",
     "agent_cluster_bench": "node agent, joined to a cluster",
     "scheduler_bench": "scheduler",

@@ -230,13 +230,6 @@ class DRAManager:
         if errors:
             raise ClaimPrepareError("; ".join(errors))
 
-    def forget_pods_except(self, live: set[str]) -> None:
-        """At start: pods the agent no longer has leave their claims (unprepared when drivers answer)."""
-        with self.store.lock:
-            for entry in self.store.claims.values():
-                entry.pods &= live
-            self.store.save()
-
 
 def _dynamic(entry: ClaimEntry, driver: str, device: PreparedDevice) -> DynamicDevice:
     return DynamicDevice(
