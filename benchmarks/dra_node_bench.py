@@ -16,6 +16,7 @@ and file is removed at the end.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -24,9 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent_bench import config
 from benchstats import percentile, report
 
-from agent.apis.config import AgentConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.sweep import sweep_v1_root
 from agent.cm.devicemanager import DeviceManager
@@ -39,6 +42,7 @@ from deviceplugin.config import parse_config
 from deviceplugin.dra.driver import Driver, DriverOptions, discover
 from deviceplugin.dra.inventory import CPU_DRIVER
 from deviceplugin.manager import PluginManager
+from harness.fakesysfs import write_fake_cpus
 from kubenode.model import Pod, parse_pod
 
 ROUND_TRIPS = 300
@@ -93,13 +97,8 @@ def plugin_pod(i: int, uid: str) -> Pod:
     )
 
 
-def fake_sysfs(root: Path, cpus: int = 2) -> Path:
-    cpu_dir = root / "sys/devices/system/cpu"
-    for cpu in range(cpus):
-        (cpu_dir / f"cpu{cpu}/topology").mkdir(parents=True)
-        (cpu_dir / f"cpu{cpu}/topology/thread_siblings_list").write_text(f"{cpu}\n")
-    (cpu_dir / "online").write_text(f"0-{cpus - 1}\n")
-    return root / "sys"
+def fake_sysfs(root: Path) -> Path:
+    return write_fake_cpus(root / "sys", {0: "0", 1: "1"})
 
 
 def start_driver(work: Path, claims: Claims) -> Driver:
@@ -142,17 +141,6 @@ def bench_round_trips(work: Path) -> tuple[list[float], list[float]]:
         return prepares, unprepares
     finally:
         driver.stop()
-
-
-def config(root: str, work: Path) -> AgentConfig:
-    return AgentConfig(
-        node_name="bench",
-        manifests=work / "manifests",
-        state_dir=work / "state",
-        cgroup_root=root,
-        device_plugin_dir=None,
-        listen="",
-    )
 
 
 def bench_sync(work: Path, make_pod: Callable[[int, str], Pod], **parts: Any) -> list[float]:

@@ -30,6 +30,7 @@ from agent.cm.dra.plugins import DriverClient, DriverRegistry
 from deviceplugin.dra.claimspecs import ClaimSpecs
 from deviceplugin.dra.driver import Driver, DriverOptions, discover
 from deviceplugin.dra.inventory import CPU_DRIVER
+from harness.fakesysfs import write_fake_cpus
 from kubenode.model import Pod, parse_pod
 
 PODS = 3
@@ -103,11 +104,7 @@ class CountingSpecs(ClaimSpecs):
 
 
 def run(root: Path, cycles: int) -> dict[str, Any]:
-    sysfs = root / "sys/devices/system/cpu"
-    for cpu in (0, 1):
-        (sysfs / f"cpu{cpu}/topology").mkdir(parents=True, exist_ok=True)
-        (sysfs / f"cpu{cpu}/topology/thread_siblings_list").write_text(f"{cpu}\n")
-    (sysfs / "online").write_text("0-1\n")
+    write_fake_cpus(root / "sys", {0: "0", 1: "1"})
     options = DriverOptions(
         node_name="node",
         registry_dir=root / "registry",

@@ -20,9 +20,10 @@ import pytest
 
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
-from kubenode.kubeclient import PODS, KubeClient, NotFound
+from kubenode.kubeclient import PODS, KubeClient
 from kubenode.kubeclient.client import Resource
 from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, wait_until
+from tests.dradriver.test_slices import serves_resource_group
 
 REPO = Path(__file__).resolve().parents[2]
 SLICES = Resource("resourceslices", "ResourceSlice", group="resource.k8s.io", version="v1", namespaced=False)
@@ -51,14 +52,6 @@ def driver_for(api: ApiServerProcess) -> Iterator[Callable[[AgentProcess], subpr
     for process in started:
         process.terminate()
         process.wait(timeout=10)
-
-
-def serves_resource_group(client: KubeClient) -> bool:
-    try:
-        client.request("GET", "/apis/resource.k8s.io/v1")
-    except NotFound:
-        return False
-    return True
 
 
 def test_claim_pod_end_to_end(

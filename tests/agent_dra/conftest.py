@@ -4,47 +4,34 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from deviceplugin.dra.driver import Driver, DriverOptions, discover
 from deviceplugin.dra.inventory import CPU_DRIVER
+from harness.fakesysfs import write_fake_cpus
 from kubenode.model import Pod, parse_pod
+from tests.dradriver.test_driver import Claims as ClaimsBase
 
 SIBLINGS = {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"}
 
 
-class Claims:
-    """The API server's ResourceClaims as both sides read them (resource.k8s.io is not served on this
-    branch yet: the draapi issue)."""
-
-    def __init__(self) -> None:
-        self.by_name: dict[tuple[str, str], dict[str, Any]] = {}
-        self.reads = 0
+class Claims(ClaimsBase):
+    """Claims of `cpu.kubenode.io` devices on node-a, reserved for one pod."""
 
     def add(
         self, name: str, uid: str, devices: list[str], reserved_for: str = "pod-1", request: str = "cpus"
     ) -> None:
         results = [{"request": request, "driver": CPU_DRIVER, "pool": "node-a", "device": d} for d in devices]
-        self.by_name[("default", name)] = {
-            "metadata": {"name": name, "namespace": "default", "uid": uid},
-            "status": {
-                "allocation": {"devices": {"results": results}},
-                "reservedFor": [{"resource": "pods", "name": "p", "uid": reserved_for}]
-                if reserved_for
-                else [],
-            },
-        }
-
-    def get(self, namespace: str, name: str) -> Mapping[str, Any]:
-        self.reads += 1
-        try:
-            return self.by_name[(namespace, name)]
-        except KeyError:
-            raise LookupError(f"resourceclaims {name!r} not found") from None
+        reserved = [{"resource": "pods", "name": "p", "uid": reserved_for}] if reserved_for else []
+        self.put(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": uid},
+                "status": {"allocation": {"devices": {"results": results}}, "reservedFor": reserved},
+            }
+        )
 
 
 def claim_pod(uid: str = "pod-1", claims: tuple[str, ...] = ("cpus",)) -> Pod:
@@ -72,11 +59,7 @@ def claim_pod(uid: str = "pod-1", claims: tuple[str, ...] = ("cpus",)) -> Pod:
 @pytest.fixture
 def dirs() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="kn-adra-", dir="/tmp"))
-    cpu_dir = path / "sys/devices/system/cpu"
-    for cpu, siblings in SIBLINGS.items():
-        (cpu_dir / f"cpu{cpu}/topology").mkdir(parents=True)
-        (cpu_dir / f"cpu{cpu}/topology/thread_siblings_list").write_text(siblings + "\n")
-    (cpu_dir / "online").write_text("0-3\n")
+    write_fake_cpus(path / "sys", SIBLINGS)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

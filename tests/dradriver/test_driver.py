@@ -48,7 +48,7 @@ class Claims:
         self.by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.reads = 0
 
-    def add(self, obj: dict[str, Any]) -> None:
+    def put(self, obj: dict[str, Any]) -> None:
         self.by_name[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any]:
@@ -128,7 +128,7 @@ def test_registration_get_info(cpu_driver: Driver) -> None:
 
 @pytest.mark.parametrize("api", ["v1", "v1beta1"])
 def test_prepare_writes_a_spec_and_unprepare_removes_it(cpu_driver: Driver, claims: Claims, api: str) -> None:
-    claims.add(
+    claims.put(
         claim(
             "uid-1", "two", [{"request": "cpus", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-3"}]
         )
@@ -167,18 +167,18 @@ def test_prepare_writes_a_spec_and_unprepare_removes_it(cpu_driver: Driver, clai
 
 
 def test_errors_are_per_claim(cpu_driver: Driver, claims: Claims) -> None:
-    claims.add(
+    claims.put(
         claim("uid-ok", "ok", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-0"}])
     )
-    claims.add(
+    claims.put(
         claim("uid-x", "stale", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-1"}])
     )
-    claims.add(
+    claims.put(
         claim(
             "uid-far", "far", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-99"}]
         )
     )
-    claims.add(
+    claims.put(
         claim("uid-other", "other", [{"request": "r", "driver": "x.example.com", "pool": "p", "device": "d"}])
     )
     asked = [
@@ -202,7 +202,7 @@ def test_errors_are_per_claim(cpu_driver: Driver, claims: Claims) -> None:
 def test_a_restarted_driver_keeps_its_prepared_claims(options: DriverOptions, claims: Claims) -> None:
     devices = discover(options)[CPU_DRIVER]
     first = Driver(CPU_DRIVER, devices, options, claims.get)
-    claims.add(
+    claims.put(
         claim("uid-1", "c", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-6"}])
     )
     first.state.prepare("default", "uid-1", "c")
@@ -216,7 +216,7 @@ def test_a_restarted_driver_keeps_its_prepared_claims(options: DriverOptions, cl
 def test_gpu_claim_spec_names_the_gpu(options: DriverOptions, claims: Claims) -> None:
     devices = discover(options)[GPU_DRIVER]
     driver = Driver(GPU_DRIVER, devices, options, claims.get)
-    claims.add(
+    claims.put(
         claim("uid-g", "g", [{"request": "gpu", "driver": GPU_DRIVER, "pool": "node-a", "device": "gpu-0"}])
     )
     [device] = driver.state.prepare("default", "uid-g", "g")

@@ -82,15 +82,16 @@ class DriverClient:
     def _claims(self, claims: list[ClaimRef]) -> list[Any]:
         return [self._api.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
 
+    def _call(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise DriverCallError(f"{method} of {self.name}: {exc.code().name}: {exc.details()}") from None
+
     def prepare(self, claims: list[ClaimRef]) -> dict[str, list[PreparedDevice] | str]:
         """Per claim UID: its devices, or its error (a string)."""
         request = self._api.NodePrepareResourcesRequest(claims=self._claims(claims))
-        try:
-            response = self._stub.NodePrepareResources(request, timeout=CALL_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            raise DriverCallError(
-                f"NodePrepareResources of {self.name}: {exc.code().name}: {exc.details()}"
-            ) from None
+        response = self._call("NodePrepareResources", request)
         result: dict[str, list[PreparedDevice] | str] = {}
         for claim in claims:
             if claim.uid not in response.claims:
@@ -111,12 +112,7 @@ class DriverClient:
     def unprepare(self, claims: list[ClaimRef]) -> dict[str, str]:
         """Per claim UID: "" when unprepared, else its error."""
         request = self._api.NodeUnprepareResourcesRequest(claims=self._claims(claims))
-        try:
-            response = self._stub.NodeUnprepareResources(request, timeout=CALL_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            raise DriverCallError(
-                f"NodeUnprepareResources of {self.name}: {exc.code().name}: {exc.details()}"
-            ) from None
+        response = self._call("NodeUnprepareResources", request)
         return {
             c.uid: (
                 response.claims[c.uid].error if c.uid in response.claims else f"no answer from {self.name}"
