@@ -3,7 +3,7 @@
 File `<cdi-dir>/kubenode-dra_<driver>_<claim uid>.json`, kind `<driver>/claim`, one CDI device per
 allocated device named `<claim uid>-<device>` whose edits are the device's (inventory.py). The CDI
 device ID handed to the kubelet is `<driver>/claim=<claim uid>-<device>`. A runtime reads only whole
-files (write_atomically: temporary file, fsync, rename), and the driver never touches a file it did not
+files (write_atomically: temporary file, rename), and the driver never touches a file it did not
 name this way. The spec's annotation `dra.kubenode.io/prepared` holds what prepare answered (devices,
 pools, requests, CDI IDs): the driver's record of prepared claims is the set of its spec files.
 """
@@ -54,7 +54,9 @@ class ClaimSpecs:
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         data = json.dumps(spec, indent=2).encode() + b"\n"
-        write_atomically(self.path(claim_uid), data)
+        # Atomic (a runtime never reads half a file) but not fsynced: the CDI directory is /var/run/cdi, a
+        # tmpfs that a power cut empties anyway, and with it go the containers that used the spec.
+        write_atomically(self.path(claim_uid), data, durable=False)
         self.path(claim_uid).chmod(0o644)  # runtimes read it as another user
         return [cdi_id(self.driver, claim_uid, name) for name, _ in devices]
 
