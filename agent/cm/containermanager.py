@@ -119,6 +119,10 @@ class ContainerManager:
             )
         return resources
 
+    def claim_holders(self) -> set[str]:
+        """The pods the DRA checkpoint says hold claims (housekeeping unprepares those of unknown pods)."""
+        return self.dra.holders() if self.dra is not None else set()
+
     def unprepare_claims(self, uid: str) -> None:
         """The pod's containers are gone: its claims are unprepared (ClaimPrepareError when a driver fails;
         the claim stays checkpointed and is retried)."""

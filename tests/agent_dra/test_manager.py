@@ -116,7 +116,9 @@ def test_container_manager_pins_the_pod_and_adds_cdi_ids(driver: Driver, claims:
     assert allocation.resources["side"].cdi_devices == []
     assert allocation.resources["side"].cpuset == "3"
     assert cm.resources_for(claim_pod(), "main").cdi_devices == ["cpu.kubenode.io/claim=uid-1-cpu-3"]
+    assert cm.claim_holders() == {"pod-1"}  # housekeeping unprepares the claims of pods it no longer knows
     cm.unprepare_claims("pod-1")
+    assert cm.claim_holders() == set()
     assert driver.state.specs.present() == []
 
 

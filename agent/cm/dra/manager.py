@@ -177,6 +177,10 @@ class DRAManager:
         with self.store.lock:
             return list(self._by_pod.get(pod_uid, NO_DYNAMIC).containers.get(container, []))
 
+    def holders(self) -> set[str]:
+        with self.store.lock:
+            return {uid for entry in self.store.claims.values() for uid in entry.pods}
+
     def unprepare(self, pod_uid: str) -> None:
         """The pod's containers are gone: release its claims (ClaimPrepareError when a driver failed)."""
         with self.store.lock:
