@@ -23,7 +23,7 @@ spec:
   - {{name: cpus, resourceClaimName: {claim}}}
   containers:
   - name: main
-    command: [sh, -c, 'sleep 600']
+    command: [sh, -c, 'exec sleep 600']
     resources:
       claims: [{{name: cpus}}]
 """
