@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from agent.cm.cgroups import make_pod_cgroups
 from harness.agent import AgentProcess
 from harness.apiserver import ApiServerProcess
 from kubenode.kubeclient import PODS, KubeClient
 from kubenode.kubeclient.client import Resource
 from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, wait_until
+from tests.agent_dra.test_killagent import leaders
+from tests.agent_dra.test_pinned import cpus_allowed
 from tests.dradriver.test_slices import serves_resource_group
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,17 +105,9 @@ def test_claim_pod_end_to_end(
     wait_until(lambda: phase_is(admin, name, "Running"), 60, "the pod Running")
     spec = agent.dir / "cdi" / f"kubenode-dra_cpu.kubenode.io_{claim['metadata']['uid']}.json"
     assert spec.exists()
-    wait_until(
-        lambda: f"Cpus_allowed_list:\t{cpu}" in _logs(admin, name), 30, f"the container pinned to {cpu}"
-    )
+    cgroups = make_pod_cgroups(agent.root)
+    [pid] = wait_until(lambda: leaders(cgroups.pids(pod["metadata"]["uid"])), 30, "the container's process")
+    assert cpus_allowed(pid) == str(cpu)
     admin.delete(PODS, name, "default", grace_period_seconds=0)
     wait_until(lambda: gone(admin, name), 60, "the pod gone")
     wait_until(lambda: not spec.exists(), 30, "the claim's CDI spec removed")
-
-
-def _logs(admin: KubeClient, name: str) -> str:
-    try:
-        return str(admin.request("GET", f"/api/v1/namespaces/default/pods/{name}/log", decode=False))
-    except Exception:  # not yet served while the container starts
-        time.sleep(0.2)
-        return ""
