@@ -48,7 +48,8 @@ def test_gone_and_back(driver: Driver, watched: tuple[PluginWatcher, DriverRegis
     assert wait_until(lambda: registry.names() == [], timeout=10)
     driver.serve_registration()
     assert wait_until(lambda: registry.names() == [CPU_DRIVER], timeout=10)
-    assert seen == [CPU_DRIVER, CPU_DRIVER]
+    # Told after NotifyRegistrationStatus, a moment after the registry has the client.
+    assert wait_until(lambda: seen == [CPU_DRIVER, CPU_DRIVER], timeout=10), seen
 
 
 class Liar(reg_grpc.RegistrationServicer):
