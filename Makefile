@@ -93,6 +93,7 @@ bench: $(STAMP) containerd-deps
 	rm -f $(BENCH_FIGURES)
 	$(BENCH_RUN) benchmarks/deviceplugin_bench.py
 	$(BENCH_RUN) benchmarks/agent_bench.py
+	$(BENCH_RUN) benchmarks/dra_node_bench.py
 	$(BENCH_RUN) benchmarks/volume_bench.py
 	$(BENCH_RUN) benchmarks/agent_cluster_bench.py
 	$(BENCH_RUN) benchmarks/prober_bench.py

@@ -38,6 +38,11 @@ def register(subparsers: Any) -> None:
         help="where device plugins register (default /var/lib/kubenode/device-plugins; 'none' disables)",
     )
     parser.add_argument(
+        "--plugins-registry-dir",
+        help="where DRA drivers put registration sockets (default /var/lib/kubenode/plugins_registry; "
+        "'none' disables)",
+    )
+    parser.add_argument(
         "--listen", help=f"status endpoint HOST:PORT (default 127.0.0.1:{AGENT_STATUS_PORT}; '' disables)"
     )
     parser.add_argument(
@@ -226,6 +231,10 @@ def _config(args: argparse.Namespace) -> Any:
     if args.device_plugin_dir is not None:
         config.device_plugin_dir = (
             None if args.device_plugin_dir in ("", "none") else Path(args.device_plugin_dir)
+        )
+    if args.plugins_registry_dir is not None:
+        config.plugins_registry_dir = (
+            None if args.plugins_registry_dir in ("", "none") else Path(args.plugins_registry_dir)
         )
     config.validate("command line")
     return config

@@ -1,9 +1,9 @@
 """`compose_node`: the one place a NodeAgent is assembled (the daemon, `kubenode up`, hollow nodes, tests).
 
 Flow: the Topology Manager over the device manager -> the container manager (CPU pool, devices, topology,
-pod cgroups) -> the pod record store and the host's facts -> the process runtime, with the container
-manager's PreStartContainer; with a CRI endpoint, the CRI runtime beside it and the selector over both
-(agent/kuberuntime/cri/wiring.py), with the CDI resolver over the configured spec directories
+DRA claims, pod cgroups) -> the pod record store and the host's facts -> the process runtime, with the
+container manager's PreStartContainer; with a CRI endpoint, the CRI runtime beside it and the selector over
+both (agent/kuberuntime/cri/wiring.py), with the CDI resolver over the configured spec directories
 (agent/cm/cdidevices.py) for a runtime that does not apply CDI -> the NodeAgent, handed every part.
 Nothing is set on a part after it is built.
 """
@@ -35,6 +35,7 @@ from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
+    from agent.cm.dra.manager import DRAManager
 
 
 def compose_node(
@@ -50,6 +51,7 @@ def compose_node(
     handler_of: Callable[[str], str] | None = None,
     tokens: TokenManager | None = None,
     api_endpoint: tuple[str, int] | None = None,
+    dra: DRAManager | None = None,
 ) -> NodeAgent:
     """The agent with its parts; `handler_of` resolves a RuntimeClass to its CRI handler (with a CRI
     endpoint; by default a class names its own handler); `tokens` and `api_endpoint` (the cluster joined)
@@ -61,7 +63,7 @@ def compose_node(
         str(config.sysfs_root),
         devices,
     )
-    cm = ContainerManager(cgroups, devices, topology)
+    cm = ContainerManager(cgroups, devices, topology, dra=dra)
     cdi = CdiDevices([Path(d) for d in config.cdi_spec_dirs])
     store = RecordStore(config.state_dir)
     host = HostInfo(

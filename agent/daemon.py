@@ -48,6 +48,8 @@ class RunningAgent:
     cluster: Any = None
     # The authenticated daemon endpoint, when joined (aiohttp is loaded on its first connection).
     secure: LazySecureServer | None = None
+    # The DRA plugin watcher (agent/cm/dra/watcher.py), when joined with a plugins registry directory.
+    dra_watcher: Any = None
     _started: list[str] = field(default_factory=list)
 
     def start(self) -> None:
@@ -60,6 +62,9 @@ class RunningAgent:
         if self.cluster is not None:
             self._started.append("cluster")
             self.cluster.start_reporting()
+        if self.dra_watcher is not None:
+            self._started.append("dra")
+            self.dra_watcher.start()
         self._started.append("agent")
         self.agent.start()
         if self.server is not None:
@@ -78,6 +83,8 @@ class RunningAgent:
             self.agent.stop(terminate_pods=terminate_pods)
             if terminate_pods:
                 self.agent.cm.cgroups.stop_and_remove_root()
+        if "dra" in self._started:
+            self.dra_watcher.stop()
         if "cluster" in self._started:
             self.cluster.stop()
         if "devices" in self._started and self.devices is not None:
@@ -108,9 +115,10 @@ def build_node_agent(
     handler_of: Callable[[str], str] | None = None,
     tokens: TokenManager | None = None,
     api_endpoint: tuple[str, int] | None = None,
+    dra: Any = None,
 ) -> NodeAgent:
     """The agent (cgroups, manifest source, device manager wiring) for `kubenode agent` and `kubenode up`;
-    `handler_of`: the RuntimeClasses of the cluster joined."""
+    `handler_of`: the RuntimeClasses of the cluster joined; `dra`: its DRA manager (agent/cm/dra)."""
     from agent.cm.cgroups import make_pod_cgroups
     from agent.cm.cgroups.delegation import default_cgroup_root, leave_if_inside
     from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
@@ -144,24 +152,52 @@ def build_node_agent(
         handler_of=handler_of,
         tokens=tokens,
         api_endpoint=api_endpoint,
+        dra=dra,
     )
 
 
-def build_agent(config: AgentConfig) -> RunningAgent:
-    devices = None
-    if config.device_plugin_dir is not None:
-        from agent.cm.devicemanager import DeviceManager  # grpc: only an agent with device plugins loads it
+def build_dra(config: AgentConfig, client: Any) -> tuple[Any, Any]:
+    """The DRA manager and its plugin watcher (grpc: only an agent that joins with a registry directory)."""
+    from agent.cm.dra.checkpoint import ClaimStore
+    from agent.cm.dra.manager import DRAManager
+    from agent.cm.dra.plugins import DriverRegistry
+    from agent.cm.dra.watcher import PluginWatcher
+    from kubenode.kubeclient.client import Resource
 
-        devices = DeviceManager(
-            config.device_plugin_dir,
-            config.state_dir,
-            podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
-        )
+    claims = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
+    registry = DriverRegistry()
+    manager = DRAManager(
+        ClaimStore(config.state_dir), registry, lambda namespace, name: client.get(claims, name, namespace)
+    )
+    assert config.plugins_registry_dir is not None
+    watcher = PluginWatcher(config.plugins_registry_dir, registry, manager.retry_unprepare_quietly)
+    return manager, watcher
+
+
+def build_agent(config: AgentConfig) -> RunningAgent:
     cluster = None
     if config.joins_cluster:
         from agent.nodestatus.cluster import ClusterMembership
 
         cluster = ClusterMembership.connect(config)
+    dra = dra_watcher = None
+    if cluster is not None and config.plugins_registry_dir is not None:
+        dra, dra_watcher = build_dra(config, cluster.client)
+    devices = None
+    if config.device_plugin_dir is not None:
+        from agent.cm.devicemanager import DeviceManager  # grpc: only an agent with device plugins loads it
+
+        dynamic = None
+        if dra is not None:
+            from agent.cm.dra.podresources import dynamic_lookup
+
+            dynamic = dynamic_lookup(dra)
+        devices = DeviceManager(
+            config.device_plugin_dir,
+            config.state_dir,
+            podresources_socket=config.device_plugin_dir / PODRESOURCES_SOCKET,
+            dynamic_resources=dynamic,
+        )
     handler_of = None
     if cluster is not None and config.container_runtime_endpoint:
         from agent.kuberuntime.cri.wiring import runtime_class_handlers
@@ -175,6 +211,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
         handler_of,
         cluster.tokens if cluster is not None else None,
         cluster.api_endpoint if cluster is not None else None,
+        dra,
     )
     from agent.server.metrics import AgentMetrics
 
@@ -216,7 +253,7 @@ def build_agent(config: AgentConfig) -> RunningAgent:
             from agent.kuberuntime.cri.wiring import join_cluster
 
             join_cluster(agent.runtime, cluster)
-    return RunningAgent(config, agent, devices, server, cluster, secure)
+    return RunningAgent(config, agent, devices, server, cluster, secure, dra_watcher)
 
 
 def _port(server: StatusServer | LazySecureServer | None) -> int:

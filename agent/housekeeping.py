@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from agent.cm.cgroups import CgroupError
 from agent.cm.containermanager import ContainerManager
+from agent.cm.dra.errors import ClaimPrepareError
 from agent.container.podrecord import RecordStore
 from agent.container.runtime import PodRuntime
 from agent.pod.podmanager import PodManager
@@ -62,6 +63,9 @@ class Housekeeping:
         # Listed before the workers are asked what they know (as the kubelet's HandlePodCleanups does):
         # a pod added meanwhile gets its worker before its cgroup, so it is never taken for an orphan.
         pod_cgroups = set(self.cm.cgroups.list_pods())
+        # Pods holding DRA claims in the checkpoint (one deleted while the agent was down, or killed
+        # between a claim's "preparing" and its record): their claims are unprepared like the rest.
+        claim_holders = self.cm.claim_holders()
         volume_dirs = self.volumes.pod_uids_on_disk()
         # With a CRI runtime: pods it holds a sandbox or container of, record and cgroup or not (an agent
         # killed between RunPodSandbox and its record, a pod deleted while the agent was down).
@@ -91,7 +95,7 @@ class Housekeeping:
             wanted = set(self.table.desired)
             stale_records = {uid for uid in self.table.records if uid not in wanted and uid not in known}
             records = set(self.table.records)
-        self._cleanup_orphans(stale_records | ((pod_cgroups | in_runtime) - known - wanted))
+        self._cleanup_orphans(stale_records | ((pod_cgroups | in_runtime | claim_holders) - known - wanted))
         # Volumes of pods nobody knows (the agent was killed between a pod's end and its cleanup).
         # The ConfigMaps and Secrets no active pod references leave the cache (the kubelet's UnregisterPod).
         self.volumes.objects.forget_except(self._referenced_objects(admitted))
@@ -132,6 +136,10 @@ class Housekeeping:
                 continue
             if self.cm.devices is not None:
                 self.cm.devices.free_pod(uid)
+            try:
+                self.cm.unprepare_claims(uid)
+            except ClaimPrepareError as exc:  # kept in the DRA checkpoint: unprepared when the driver answers
+                log.warning("orphaned pod %s: unpreparing its claims: %s", uid, exc)
             self.runtime.forget(uid)
             self.store.delete(uid)
             if record is not None:

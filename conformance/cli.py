@@ -35,6 +35,12 @@ def register(subparsers: Any) -> None:
         f"({KUBELET_DIR_ENV}=DIR in its environment) and stop it afterwards",
     )
     parser.add_argument(
+        "--dra-driver-cmd",
+        metavar="CMD",
+        help="play the kubelet against a DRA driver started by this shell command instead (REGISTRY_DIR, "
+        "PLUGIN_DIR, CDI_DIR, KUBECONFIG of an embedded API server and NODE_NAME in its environment)",
+    )
+    parser.add_argument(
         "--resource", metavar="NAME", help="check only this resource (default: all that register)"
     )
     parser.add_argument(
@@ -77,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from conformance.suite import SuiteConfig, run_suite, select_checks
     from conformance.target import Limits
 
+    if args.dra_driver_cmd:
+        return _run_dra(args)
     if args.list:
         for check in PER_RESOURCE_CHECKS:
             print(f"{check.name:<36} {check.about}")
@@ -122,6 +130,28 @@ def run(args: argparse.Namespace) -> int:
         print(to_json(results, seconds))
     else:
         print(summary_line(results, seconds))
+    if args.junit:
+        write_junit(Path(args.junit), results, seconds)
+    return 1 if any(r.status is Status.FAIL for r in results) else 0
+
+
+def _run_dra(args: argparse.Namespace) -> int:
+    import sys
+    import time
+    from pathlib import Path
+
+    from conformance.dra.suite import run_dra_suite
+    from conformance.results import Status, summary_line, text_line, to_json, write_junit
+
+    emit = (lambda r: None) if args.json else (lambda r: print(text_line(r), flush=True))
+    started = time.monotonic()
+    try:
+        results = run_dra_suite(args.dra_driver_cmd, args.register_timeout, emit)
+    except (RuntimeError, OSError) as err:
+        print(f"kubenode conformance: {err}", file=sys.stderr)
+        return 2
+    seconds = time.monotonic() - started
+    print(to_json(results, seconds) if args.json else summary_line(results, seconds))
     if args.junit:
         write_junit(Path(args.junit), results, seconds)
     return 1 if any(r.status is Status.FAIL for r in results) else 0

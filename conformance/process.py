@@ -17,9 +17,10 @@ from kubenode.deviceapi import KUBELET_DIR_ENV
 class PluginProcess:
     """`command` run by the shell with KUBENODE_KUBELET_DIR set; its output goes to a log file."""
 
-    def __init__(self, command: str, kubelet_dir: Path) -> None:
+    def __init__(self, command: str, kubelet_dir: Path, env: dict[str, str] | None = None) -> None:
         self.command = command
         self.kubelet_dir = kubelet_dir
+        self.env = env or {}  # more variables for the command (the DRA suite's directories)
         # Kept open for the process's lifetime and removed in stop(), so no context manager.
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115
             prefix="kn-conformance-plugin-", suffix=".log", delete=False
@@ -28,7 +29,7 @@ class PluginProcess:
 
     def start(self, on_exit: Callable[[], None] = lambda: None) -> None:
         """Start the command; `on_exit` runs (on a watcher thread) when its shell exits."""
-        env = dict(os.environ, **{KUBELET_DIR_ENV: str(self.kubelet_dir)})
+        env = dict(os.environ, **{KUBELET_DIR_ENV: str(self.kubelet_dir)}, **self.env)
         self._proc = subprocess.Popen(
             self.command,
             shell=True,

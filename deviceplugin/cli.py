@@ -60,6 +60,10 @@ def register(subparsers: Any) -> None:
     _add_config_options(remove, argparse.SUPPRESS)
     remove.set_defaults(func=run_remove_cdi_specs)
 
+    from deviceplugin.dra.cli import register as register_dra_driver  # flags only; no grpc at import
+
+    register_dra_driver(subparsers)
+
 
 def _load(args: argparse.Namespace) -> tuple[PluginConfig, str]:
     from deviceplugin.config import default_config, load_config, resolve_kubelet_dir

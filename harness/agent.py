@@ -80,6 +80,8 @@ class AgentProcess:
             "stateDir": str(self.state),
             "cgroupRoot": self.root,
             "devicePluginDir": str(self.plugin_dir),
+            # Its own, not the default /var/lib/kubenode/plugins_registry every agent on the host would share.
+            "pluginsRegistryDir": str(self.dir / "plugins_registry"),
             "listen": "127.0.0.1:0",
             **FAST_SETTINGS,
             **(settings or {}),

@@ -18,3 +18,15 @@ CPUSET_ENV = "KUBENODE_CPUSET"
 def device_plugin_limits(limits: Mapping[str, int]) -> dict[str, int]:
     """The amounts of `limits` that device plugins serve: positive extended resources only."""
     return {r: int(n) for r, n in limits.items() if n > 0 and is_extended_resource_name(r)}
+
+
+# kubenode's DRA driver for CPUs (deviceplugin/dra): one device `cpu-<n>` per logical CPU. The agent pins a
+# pod holding such devices to those CPUs (its exclusive cpuset), as it does for the CPU plugin's answer.
+DRA_CPU_DRIVER = "cpu.kubenode.io"
+
+
+def dra_cpu(driver: str, device: str) -> int | None:
+    """The CPU a device of kubenode's CPU driver stands for; None for any other device."""
+    if driver != DRA_CPU_DRIVER or not device.startswith("cpu-") or not device[4:].isdigit():
+        return None
+    return int(device[4:])

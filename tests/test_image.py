@@ -49,11 +49,15 @@ def test_manifests_name_the_one_image_and_use_its_entrypoint() -> None:
     assert f'IMAGE = f"{label}:{{version()}}"' in (ROOT / "tools/image.py").read_text()
     assert json.loads(_instruction("ENTRYPOINT")[0]) == ["kubenode"]
     containers = _containers()
-    assert {name for name, _ in containers} == {"agent-daemonset.yaml", "deviceplugin-daemonset.yaml"}
+    assert {name for name, _ in containers} == {
+        "agent-daemonset.yaml",
+        "deviceplugin-daemonset.yaml",
+        "dra-driver-daemonset.yaml",
+    }
     for name, container in containers:
         assert container["image"] == f"{label}:{VERSION}", name
         assert "command" not in container, f"{name}: `command` would replace the image's entrypoint"
-        assert container["args"][0] in ("agent", "deviceplugin", "cdi-hook"), name
+        assert container["args"][0] in ("agent", "deviceplugin", "dra-driver", "cdi-hook"), name
         assert container["securityContext"]["runAsUser"] == 0, name
     for path in [*(ROOT / "deploy").glob("*.yaml"), ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         for image in re.findall(r"(?:image:|-t)\s*(\S*kubenode[^\s:]*:\S+)", path.read_text()):

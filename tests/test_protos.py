@@ -9,6 +9,9 @@ from pathlib import Path
 
 from kubenode.api.cri.v1 import api_pb2 as cri
 from kubenode.api.deviceplugin.v1beta1 import api_pb2 as dp
+from kubenode.api.dra.v1 import api_pb2 as dra_v1
+from kubenode.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from kubenode.api.pluginregistration.v1 import api_pb2 as reg
 from kubenode.api.podresources.v1 import api_pb2 as pr
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,3 +78,36 @@ def test_cri_wire_names() -> None:
     assert {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "ExecSync"} <= rpcs
     assert cri.LinuxContainerResources.DESCRIPTOR.fields_by_name["cpuset_cpus"].number == 6
     assert cri.LinuxPodSandboxConfig.DESCRIPTOR.fields_by_name["cgroup_parent"].number == 1
+
+
+def test_plugin_registration_wire_names() -> None:
+    fd = reg.DESCRIPTOR
+    assert fd.package == "pluginregistration"
+    rpcs = {m.name for m in fd.services_by_name["Registration"].methods}
+    assert rpcs == {"GetInfo", "NotifyRegistrationStatus"}
+    info = reg.PluginInfo.DESCRIPTOR.fields_by_name
+    assert [info[n].number for n in ("type", "name", "endpoint", "supported_versions")] == [1, 2, 3, 4]
+    assert reg.RegistrationStatus.DESCRIPTOR.fields_by_name["plugin_registered"].number == 1
+
+
+def test_dra_wire_names() -> None:
+    for mod, package in (
+        (dra_v1, "k8s.io.kubelet.pkg.apis.dra.v1"),
+        (dra_v1beta1, "k8s.io.kubelet.pkg.apis.dra.v1beta1"),
+    ):
+        fd = mod.DESCRIPTOR
+        assert fd.package == package
+        rpcs = {m.name for m in fd.services_by_name["DRAPlugin"].methods}
+        assert rpcs == {"NodePrepareResources", "NodeUnprepareResources"}
+        device = mod.Device.DESCRIPTOR.fields_by_name
+        assert [
+            device[n].number for n in ("request_names", "pool_name", "device_name", "cdi_device_ids")
+        ] == [
+            1,
+            2,
+            3,
+            4,
+        ]
+        claim = mod.Claim.DESCRIPTOR.fields_by_name
+        assert [claim[n].number for n in ("namespace", "uid", "name")] == [1, 2, 3]
+        assert mod.NodePrepareResourceResponse.DESCRIPTOR.fields_by_name["error"].number == 2

@@ -26,6 +26,7 @@ from agent.cm.cgroups.detect import CGROUP_MOUNT, detect_version
 SCRIPTS = {
     "deviceplugin_bench": "device plugin",
     "agent_bench": "node agent",
+    "dra_node_bench": "node agent, DRA claims (kubenode dra-driver)",
     "volume_bench": "node agent, volumes",
     "agent_cluster_bench": "node agent, joined to a cluster",
     "scheduler_bench": "scheduler",

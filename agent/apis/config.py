@@ -1,7 +1,7 @@
 """The agent's settings: defaults that work on one machine with no setup, a YAML file, and flags on top.
 
 Config file keys (all optional) are the camelCase forms of the fields below, e.g.
-`nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`,
+`nodeName`, `manifests`, `stateDir`, `cgroupRoot`, `cgroupDriver`, `devicePluginDir`, `pluginsRegistryDir`,
 `listen`, `secureListen`, `nodeIp`, `podPidsLimit`, `maxPods`, `allowPrivileged`, `devicePluginWait`,
 `resyncInterval`,
 `manifestRescanInterval`, and the kubelet's `topologyManagerPolicy`, `topologyManagerScope`,
@@ -32,6 +32,8 @@ DEFAULT_MANIFESTS = Path("/etc/kubenode/manifests")
 DEFAULT_STATE_DIR = Path("/var/lib/kubenode")
 # Not the kubelet's /var/lib/kubelet/device-plugins, so the agent never fights a real kubelet.
 DEFAULT_DEVICE_PLUGIN_DIR = Path("/var/lib/kubenode/device-plugins")
+# Where DRA drivers put their registration sockets (the kubelet's /var/lib/kubelet/plugins_registry).
+DEFAULT_PLUGINS_REGISTRY_DIR = Path("/var/lib/kubenode/plugins_registry")
 # Not 10256 (kube-proxy's health port): see kubenode/ports.py.
 DEFAULT_LISTEN = f"127.0.0.1:{AGENT_STATUS_PORT}"
 
@@ -51,6 +53,7 @@ class AgentConfig:
     cgroup_root: str = ""
     cgroup_driver: str = "cgroupfs"
     device_plugin_dir: Path | None = DEFAULT_DEVICE_PLUGIN_DIR  # None: no device manager
+    plugins_registry_dir: Path | None = DEFAULT_PLUGINS_REGISTRY_DIR  # None: no DRA drivers
     listen: str = DEFAULT_LISTEN  # "" disables the status endpoint
     # The authenticated HTTPS daemon endpoint (the kubelet's --port) served when joining a cluster: logs,
     # exec, attach, port-forward for the API server. "" = the host of `listen` (or 127.0.0.1), any port.
@@ -285,8 +288,8 @@ def _coerce(name: str, value: Any, source: str, key: str) -> Any:
     if name.startswith("eviction_") and isinstance(value, dict):
         return value  # thresholds as a mapping, as the kubelet's config file writes them
     if name in (
-        "manifests", "state_dir", "device_plugin_dir", "kubeconfig", "sysfs_root", "pod_logs_dir",
-        "node_features_dir",
+        "manifests", "state_dir", "device_plugin_dir", "plugins_registry_dir", "kubeconfig", "sysfs_root",
+        "pod_logs_dir", "node_features_dir",
     ):  # fmt: skip
         if value is not None and not isinstance(value, str):
             raise ValidationError(source, key, f"must be a path, got {value!r}")

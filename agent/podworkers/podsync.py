@@ -2,7 +2,9 @@
 
 The kubelet's syncPod family (pkg/kubelet/kubelet.go). Flow of `sync_pod`: every volume ready
 (the volume manager's mount_pod; a failure is a FailedMount Warning event per volume and a retry
-with the volume manager's backoff, no container starts) -> devices for every
+with the volume manager's backoff, no container starts) -> the pod's resource claims prepared by their
+DRA drivers (agent/cm/dra; a failure is a FailedPrepareDynamicResources Warning and a retry with the
+workers' backoff, no container starts) -> devices for every
 container from the device manager (its Allocate; a failure before the pod ever ran fails it
 for good with UnexpectedAdmissionError, as the kubelet's admission-time allocation does) ->
 the exclusive CPUs the CPU plugin returned in KUBENODE_CPUSET claimed in the CPU pool (the
@@ -11,8 +13,8 @@ ensured with its cpuset -> containers whose liveness or startup probe failed kil
 containers started or restarted by the process runtime, each in its own mount namespace with
 its volumeMounts -> the pod's probes started (agent/prober).
 `sync_terminating_pod`: SIGTERM, the grace period, SIGKILL, the final phase.
-`sync_terminated_pod`: the probes stopped, the pod cgroup removed, its volumes unmounted and removed,
-devices and CPUs freed, the record dropped
+`sync_terminated_pod`: the pod's claims unprepared, the probes stopped, the pod cgroup removed, its volumes
+unmounted and removed, devices and CPUs freed, the record dropped
 unless a source still wants the pod.
 
 `PodSyncer` is handed its collaborators by agent/node.py: the node's PodTable (the records), the
@@ -29,6 +31,7 @@ from collections.abc import Callable
 
 from agent.cm.containermanager import ContainerManager, PodAllocation
 from agent.cm.devicemanager import DeviceManagerError
+from agent.cm.dra.errors import ClaimPrepareError
 from agent.container.podrecord import PodRecord, RecordStore
 from agent.container.runtime import PodRuntime
 from agent.pod.podtable import PodTable
@@ -99,6 +102,11 @@ class PodSyncer:
             return SyncResult(requeue_after=exc.retry_after)
         try:
             allocation = self.cm.allocate(pod)
+        except ClaimPrepareError as exc:
+            # The kubelet's FailedPrepareDynamicResources: no container starts; the workers back off, retry.
+            log.warning("pod %s: preparing dynamic resources: %s", pod.key, exc)
+            self._pod_event(pod, "Warning", "FailedPrepareDynamicResources", str(exc))
+            raise
         except DeviceManagerError as exc:
             if record.containers:
                 raise  # it ran before: retry (with backoff) rather than fail a running pod
@@ -174,6 +182,12 @@ class PodSyncer:
         self._observe(pod.uid, "kill", started)
 
     def sync_terminated_pod(self, pod: Pod, ctx: SyncContext) -> None:
+        try:
+            self.cm.unprepare_claims(pod.uid)  # its containers are gone (sync_terminating_pod)
+        except ClaimPrepareError as exc:
+            # Kept in the DRA checkpoint; unprepared once its driver answers (it registers, next unprepare).
+            log.warning("pod %s: unpreparing dynamic resources: %s", pod.key, exc)
+            self._pod_event(pod, "Warning", "FailedUnprepareDynamicResources", str(exc))
         self.cm.cgroups.destroy(pod.uid)
         self.volumes.unmount_pod(pod.uid)
         if self.cm.release(pod.uid):

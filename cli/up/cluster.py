@@ -4,6 +4,8 @@
     agent      -> started when its Node reports Ready=True in the API (not yet "Ready" in the output);
     deviceplugin (CPU backend; the NVML GPU backend when NVML finds GPUs, else the static demo GPU)
                -> ready when its resources are in the Node's capacity and allocatable;
+    dra-driver (kubenode's DRA drivers: cpu.kubenode.io, gpu.kubenode.io where NVML finds GPUs)
+               -> ready when its registration sockets are in the agent's plugins registry directory;
     scheduler  -> ready when it holds the leader Lease (kube-system/kubenode-scheduler);
     controller-manager (node lifecycle: conditions -> NoSchedule taints; and the workload controllers:
                garbage collector, ReplicaSet, Deployment, DaemonSet, Job, ServiceAccount)
@@ -12,10 +14,11 @@
                   a plugin was started for, non-zero in capacity and allocatable (what `kubectl describe
                   node` shows), so the word never comes before the node can take the example pods.
 
-`stop()` goes in reverse: the controller manager, the scheduler, the agent, then `kubenode agent drain` on
-the agent's state (every pod's processes, cgroups and the cgroup root go), the device plugin, the API server.
+`stop()` goes in reverse: the controller manager, the scheduler, the DRA driver, the agent, then `kubenode
+agent drain` on the agent's state (every pod's processes, cgroups and the cgroup root go), the device
+plugin, the API server.
 Everything lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`,
-`device-plugins/`, `logs/<component>.log`, `up/<component>.pid`.
+`device-plugins/`, `plugins_registry/`, `plugins/`, `cdi/`, `logs/<component>.log`, `up/<component>.pid`.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class Cluster:
         # devices never reached the device manager here (seen 2026-11-22; cli/up works around it).
         self._start_agent()
         resources = self._start_device_plugin()
+        self._start_dra_driver()
         self._start_scheduler()
         self._start_controller_manager()
         self._confirm_node_ready(resources)
@@ -187,6 +191,23 @@ class Cluster:
         self.progress(f"deviceplugin ready in {time.monotonic() - began:4.1f} s  {shown}")
         return wanted
 
+    def _start_dra_driver(self) -> None:
+        """kubenode's DRA drivers beside the device plugin: ready once the agent has registered them (their
+        registration sockets are in the agent's plugins registry directory)."""
+        began = time.monotonic()
+        registry = self.options.data_dir / "plugins_registry"
+        driver = self._child(
+            "dra-driver",
+            ["dra-driver", "--kubeconfig", str(self._node_kubeconfig()), "--node-name", self.node,
+             "--registry-dir", str(registry), "--plugin-dir", str(self.options.data_dir / "plugins"),
+             "--cdi-dir", str(self.options.data_dir / "cdi")],
+        )  # fmt: skip
+        sockets = self._wait(
+            driver, "registration sockets", lambda: sorted(p.name for p in registry.glob("*.sock"))
+        )
+        shown = " ".join(name.removesuffix("-reg.sock") for name in sockets)
+        self.progress(f"dra-driver   ready in {time.monotonic() - began:4.1f} s  {shown}")
+
     def _confirm_node_ready(self, wanted: list[str]) -> None:
         """The one "Ready" line: the Node as the API shows it now, with every plugin resource on it."""
         assert self.client is not None
@@ -239,6 +260,7 @@ class Cluster:
             "stateDir": str(self.options.data_dir / "agent"),
             "cgroupRoot": self.options.cgroup_root,
             "devicePluginDir": str(self.options.data_dir / "device-plugins"),
+            "pluginsRegistryDir": str(self.options.data_dir / "plugins_registry"),
             # The address the Node reports as InternalIP, where the API server and `kubenode trace` look
             # for the agent (daemonEndpoints names the port, any free one).
             "listen": f"{host_ip()}:0",

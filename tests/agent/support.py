@@ -120,6 +120,7 @@ class Harness:
         devices: DeviceManager | None = None,
         allocatable: dict[str, int] | None = None,
         objects: ConfigObjects = NO_OBJECTS,
+        dra: Any = None,
         **settings: Any,
     ) -> None:
         self.config = dataclasses.replace(fast_agent_config(root, manifests, state_dir), **settings)
@@ -132,6 +133,7 @@ class Harness:
             devices=devices,
             allocatable=allocatable,
             objects=objects,
+            dra=dra,
         )
         self.started = False
 

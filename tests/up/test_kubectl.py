@@ -265,6 +265,13 @@ def test_a_second_up_on_the_same_data_dir_is_refused(up: UpProcess) -> None:
 def test_ctrl_c_stops_everything_in_reverse_order(up: UpProcess) -> None:
     assert up.interrupt() == 0, up.log()
     stopped = [line.split()[2] for line in up.output if " stopped in " in line]
-    assert stopped == ["controller-manager", "scheduler", "deviceplugin", "agent", "apiserver"], up.log()
+    assert stopped == [
+        "controller-manager",
+        "scheduler",
+        "dra-driver",
+        "deviceplugin",
+        "agent",
+        "apiserver",
+    ], up.log()
     assert any(" drained in " in line for line in up.output)
     assert not list((up.data_dir / "up").glob("*.pid")), "pid files left"

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -34,6 +35,9 @@ from kubenode.api.deviceplugin.v1beta1 import api_pb2
 from kubenode.deviceapi import DIAL_TIMEOUT_S, KUBELET_SOCKET
 from kubenode.grpcaio import AioServer
 
+if TYPE_CHECKING:
+    from agent.cm.devicemanager.podresources import DynamicLookup
+
 log = logging.getLogger(__name__)
 
 
@@ -53,8 +57,10 @@ class DeviceManager:
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT_S,
         dial_timeout: float = DIAL_TIMEOUT_S,
         active_pods: Callable[[], Iterable[PodInfo]] | None = None,
+        dynamic_resources: DynamicLookup | None = None,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
+        self.dynamic_resources = dynamic_resources  # PodResources' DRA claims (agent/cm/dra/podresources.py)
         self.state_dir = Path(state_dir)
         self.podresources_socket = podresources_socket
         # The agent's active pods, for PodResources List/Get; given to start() by an agent, which is made
@@ -96,7 +102,7 @@ class DeviceManager:
         if self.podresources_socket is not None:
             from agent.cm.devicemanager.podresources import serve_podresources
 
-            self._servers.append(serve_podresources(self, self.podresources_socket))
+            self._servers.append(serve_podresources(self, self.podresources_socket, self.dynamic_resources))
         log.info("device manager serving %s", self.kubelet_socket)
 
     def stop(self) -> None:

@@ -6,7 +6,8 @@ devices is listed with its containers and no devices. Without that, the pods hol
 Device entries follow the kubelet's shapes: in List/Get one ContainerDevices per resource and NUMA node
 (devices without topology in one entry without topology), in GetAllocatableResources one entry per healthy
 device and NUMA node. Container `cpu_ids` come from the `KUBENODE_CPUSET` env our CPU plugin returns.
-Not served: memory, dynamic resources, the rate limit.
+A container's dynamic resources (DRA claims) come from `dynamic`, the DRA manager's answer
+(agent/cm/dra/podresources.py), where the agent has one. Not served: memory, the rate limit.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ class PodResourcesSource(Protocol):
     def resources(self) -> list[ResourceStatus]: ...
 
 
+# (pod UID, container name) -> the container's DynamicResource entries
+DynamicLookup = Callable[[str, str], list[api_pb2.DynamicResource]]
+
+
 class PodResourcesServicer(api_pb2_grpc.PodResourcesListerServicer):
-    def __init__(self, source: PodResourcesSource) -> None:
+    def __init__(self, source: PodResourcesSource, dynamic: DynamicLookup | None = None) -> None:
         self._source = source
+        self._dynamic = dynamic
 
     def List(
         self, request: api_pb2.ListPodResourcesRequest, context: grpc.ServicerContext
@@ -71,11 +77,11 @@ class PodResourcesServicer(api_pb2_grpc.PodResourcesListerServicer):
         active = self._source.active_pods
         if active is None:
             return list(_allocated_pods(self._source.allocations()).values())
-        return _active_pods(active(), self._source.allocations())
+        return _active_pods(active(), self._source.allocations(), self._dynamic)
 
 
 def _active_pods(
-    pods: Iterable[PodInfo], allocations: Iterable[ContainerAllocation]
+    pods: Iterable[PodInfo], allocations: Iterable[ContainerAllocation], dynamic: DynamicLookup | None = None
 ) -> list[api_pb2.PodResources]:
     """Every active pod with each of its containers, devices or not (the kubelet's List)."""
     held = {(alloc.pod.uid, alloc.container): alloc for alloc in allocations}
@@ -84,10 +90,12 @@ def _active_pods(
         entry = api_pb2.PodResources(name=pod.name, namespace=pod.namespace)
         for container in pod.containers:
             alloc = held.get((pod.uid, container))
-            if alloc is None:
-                entry.containers.append(api_pb2.ContainerResources(name=container))
-            else:
-                entry.containers.append(_container_resources(alloc))
+            resources = (
+                api_pb2.ContainerResources(name=container) if alloc is None else _container_resources(alloc)
+            )
+            if dynamic is not None:
+                resources.dynamic_resources.extend(dynamic(pod.uid, container))
+            entry.containers.append(resources)
         result.append(entry)
     return result
 
@@ -136,12 +144,14 @@ def _per_node(resource: str, ids: list[str], nodes: list[int]) -> list[api_pb2.C
     ]
 
 
-def serve_podresources(source: PodResourcesSource, socket_path: Path) -> grpc.Server:
+def serve_podresources(
+    source: PodResourcesSource, socket_path: Path, dynamic: DynamicLookup | None = None
+) -> grpc.Server:
     """Serve PodResourcesLister on `socket_path` (a stale socket there is replaced) and return the server."""
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="podresources"))
     # The generated gRPC module has no annotations.
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(source), server)
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(PodResourcesServicer(source, dynamic), server)
     bind_unix(server, socket_path)
     server.start()
     return server

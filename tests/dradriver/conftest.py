@@ -1,0 +1,28 @@
+"""Fixtures: a fake sysfs (8 CPUs, 2 NUMA nodes, SMT pairs) and short socket directories, all removed."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.fakesysfs import write_fake_cpus
+
+# node0: CPUs 0-3, node1: CPUs 4-7; siblings (0,2) (1,3) (4,6) (5,7); socket = NUMA node.
+SIBLINGS = {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3", 4: "4,6", 5: "5,7", 6: "4,6", 7: "5,7"}
+
+
+@pytest.fixture
+def fake_sysfs(tmp_path: Path) -> Path:
+    return write_fake_cpus(tmp_path / "sys", SIBLINGS, {0: "0-3", 1: "4-7"}, cpus_per_socket=4)
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """Unix socket paths must stay under 108 bytes: pytest's tmp_path is too deep."""
+    path = Path(tempfile.mkdtemp(prefix="kn-dra-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
