@@ -12,8 +12,9 @@ volume is resolved to the file in the current timestamped directory, so, as in k
 reach a subPath mount. A plan that cannot be honoured raises MountPlanError and the container is not run.
 
 Child side, `enter_container_namespace(plan)`, called between fork and exec right after the child has
-joined the pod cgroup (agent/kuberuntime/processes.py): unshare(CLONE_NEWNS); make every mount private
-(recursively), so nothing the container mounts or unmounts propagates to the host and back; then, in the
+joined its container cgroup (agent/kuberuntime/processes.py): unshare(CLONE_NEWNS); make every mount
+private (recursively), so nothing the container mounts or unmounts propagates to the host and back; build
+the container's own /dev (agent/kuberuntime/devfs.py `setup_dev`, with the plan's device nodes); then, in the
 order of their depth, bind each volume at its mountPath, read-only where asked; finally chdir to the
 workingDir (the cwd was set before the mounts, and a workingDir may be a mountPath).
 
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
 from agent.container.volumes import MountedVolume
+from agent.kuberuntime.devfs import DevPlan, setup_dev
 from agent.volumemanager import mountutil
 from kubenode.model import Container
 
@@ -68,6 +70,9 @@ class NamespacePlan:
     # securityContext.readOnlyRootFilesystem: a shadow of / binds the host's top-level entries back
     # read-only, so the root stays read-only when the securityContext remounts / (the shadow) read-only.
     read_only_root: bool = False
+    # The container's own /dev (agent/kuberuntime/devfs.py), built before the mounts so that a mountPath
+    # under /dev lands on it; None leaves the host's /dev (tests of the mounts alone).
+    dev: DevPlan | None = None
 
 
 def _inside(path: str, root: str) -> bool:
@@ -234,6 +239,10 @@ def enter_container_namespace(plan: NamespacePlan) -> None:
     mountutil.unshare(mountutil.CLONE_NEWNS)
     mountutil.mount(None, "/", None, mountutil.MS_REC | mountutil.MS_PRIVATE)
     done = _Progress(plan.staging, plan.read_only_root)
+    if plan.dev is not None:
+        setup_dev(plan.dev)
+        if not plan.dev.privileged:
+            done.fresh.add("/dev")  # a tmpfs of the container's own: mount points may be made in it
     for mount in plan.mounts:
         _make_target(mount, done)
         _bind(mount, done.root)
