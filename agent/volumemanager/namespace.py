@@ -226,9 +226,9 @@ def _make_target(mount: BindMount, done: _Progress) -> None:
         os.close(os.open(done.root + target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
 
 
-def _bind(mount: BindMount, root: str) -> None:
+def _bind(mount: BindMount, root: str, source: str) -> None:
     target = root + mount.target
-    mountutil.mount(mount.source, target, None, mountutil.MS_BIND | mountutil.MS_REC)
+    mountutil.mount(source, target, None, mountutil.MS_BIND | mountutil.MS_REC)
     if mount.read_only:
         flags = mountutil.MS_BIND | mountutil.MS_REMOUNT | mountutil.MS_RDONLY
         mountutil.mount(None, target, None, flags)
@@ -239,14 +239,24 @@ def enter_container_namespace(plan: NamespacePlan) -> None:
     mountutil.unshare(mountutil.CLONE_NEWNS)
     mountutil.mount(None, "/", None, mountutil.MS_REC | mountutil.MS_PRIVATE)
     done = _Progress(plan.staging, plan.read_only_root)
+    # Each source is held open (O_PATH) before /dev is replaced, so a volume of the host's /dev (a hostPath)
+    # binds the host's, as runc resolves a bind's source outside the container; the device cgroup then
+    # decides what may be opened through it.
+    sources = [os.open(m.source, os.O_PATH | os.O_CLOEXEC) for m in plan.mounts]
     if plan.dev is not None:
         setup_dev(plan.dev)
         if not plan.dev.privileged:
             done.fresh.add("/dev")  # a tmpfs of the container's own: mount points may be made in it
-    for mount in plan.mounts:
+    own_dev = plan.dev is not None and not plan.dev.privileged
+    for mount, fd in zip(plan.mounts, sources, strict=True):
         _make_target(mount, done)
-        _bind(mount, done.root)
+        _bind(mount, done.root, f"/proc/self/fd/{fd}")
+        if own_dev and os.path.normpath(mount.source) == "/dev":
+            # The recursive bind copied the container's /dev too, stacked on the host's /dev it covers: off.
+            mountutil.umount(done.root + mount.target, mountutil.MNT_DETACH)
         done.bind_done(mount)
+    for fd in sources:
+        os.close(fd)
     if done.root:
         os.chdir(done.root)
         mountutil.mount(done.root, "/", None, mountutil.MS_MOVE)

@@ -1,0 +1,193 @@
+"""A process pod's containers are isolated as runc isolates them (issue 37): each runs in a cgroup of its
+own below the pod's, with its own limits, its device rules and its own /dev.
+
+Real processes in real cgroup v1 hierarchies (the host's); the static device is a node made with mknod
+from /dev/fuse's numbers (10:229), which no runtime allows by default, offered at another containerPath.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cm.cgroups import make_pod_cgroups
+from agent.cm.cgroups.api import PodCgroups
+from agent.container.downwardapi import HostInfo
+from agent.container.podrecord import PodRecord, RecordStore
+from agent.container.resources import ContainerResources, DeviceSpec
+from agent.container.security import SecurityPolicy
+from agent.container.volumes import MountedVolume
+from agent.kuberuntime.runtime import ProcessRuntime
+from harness.manifests import write_manifest
+from kubenode.model import Pod
+from kubenode.model.parse import parse_pod
+from tests.agent.support import MOUNT, Harness, wait_until
+
+FUSE = (10, 229)
+# What the container reports: whether it opens each path, and what its /dev holds.
+PROBE = """
+import os, sys, json
+out = {"dev": sorted(os.listdir("/dev"))}
+for path in sys.argv[1:]:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        out[path] = "ok"
+    except OSError as exc:
+        out[path] = exc.errno
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.fixture
+def fake_gpu(tmp_path: Path) -> str:
+    node = tmp_path / "fakegpu"
+    os.mknod(node, 0o020666, os.makedev(*FUSE))
+    return str(node)
+
+
+@pytest.fixture
+def cgroups(cgroup_root: str) -> Iterator[PodCgroups]:
+    made = make_pod_cgroups(cgroup_root)
+    made.start({})
+    yield made
+    made.stop_and_remove_root()
+
+
+def probe_pod(name: str, paths: list[str], *, privileged: bool = False, host_dev: bool = False) -> Pod:
+    container: dict[str, Any] = {"name": "main", "command": ["python3", "-c", PROBE, *paths]}
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    if host_dev:
+        spec["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+        container["volumeMounts"] = [{"name": "dev", "mountPath": "/host-dev"}]
+    return parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": f"uid-{name}"},
+                      "spec": spec})  # fmt: skip
+
+
+def run_probe(
+    tmp_path: Path, cgroups: PodCgroups, pod: Pod, resources: ContainerResources
+) -> tuple[PodRecord, dict[str, Any]]:
+    """Sync the pod once in its real pod cgroup and wait for its one container to end; its report."""
+    state = tmp_path / "state"
+    runtime = ProcessRuntime(
+        state, RecordStore(state), HostInfo("n"), container_cgroups=cgroups, cgroup_pids=cgroups.pids,
+        security=SecurityPolicy(True, state / "seccomp"),
+    )  # fmt: skip
+    record = PodRecord(pod.uid, pod.namespace, pod.name)
+    info = cgroups.ensure(pod)
+    volumes = {"dev": MountedVolume("dev", "/dev")}
+    runtime.sync_containers(pod, record, cgroups.procs_files(pod), {"main": resources}, None, volumes,
+                            fresh_cgroup=info.created)  # fmt: skip
+    main = record.containers["main"]
+    if main.reason == "CreateContainerConfigError":
+        cgroups.destroy(pod.uid)
+        return record, {}
+    wait_until(lambda: runtime.relist(record) or main.exit_code is not None, 10, "the probe to exit")
+    text = Path(main.log_path).read_text()
+    cgroups.destroy(pod.uid)
+    assert main.exit_code == 0, text
+    report: dict[str, Any] = json.loads(text.splitlines()[-1])
+    return record, report
+
+
+def test_the_holder_opens_its_device_at_its_container_path_and_sees_only_its_own_dev(
+    tmp_path: Path, cgroups: PodCgroups, fake_gpu: str
+) -> None:
+    resources = ContainerResources(devices=[DeviceSpec("/dev/fakegpu0", fake_gpu, "rw")])
+    _, report = run_probe(tmp_path, cgroups, probe_pod("holder", ["/dev/fakegpu0", "/dev/fuse", fake_gpu]),
+                          resources)  # fmt: skip
+    assert report["/dev/fakegpu0"] == "ok"
+    # The same device under another name is opened too (the rule is by major:minor), but no host device
+    # that was not given: /dev/fuse is not in its /dev.
+    assert report["/dev/fuse"] == 2  # ENOENT
+    assert set(report["dev"]) == {"null", "zero", "full", "random", "urandom", "tty", "fakegpu0", "pts",
+                                  "shm", "mqueue", "fd", "stdin", "stdout", "stderr", "ptmx"} | (
+        {"core"} if os.path.exists("/proc/kcore") else set())  # fmt: skip
+
+
+def test_a_pod_that_asked_for_nothing_cannot_open_a_host_device_even_through_a_hostpath_of_dev(
+    tmp_path: Path, cgroups: PodCgroups, fake_gpu: str
+) -> None:
+    pod = probe_pod("nothing", ["/host-dev/fuse", fake_gpu, "/dev/null"], host_dev=True)
+    _, report = run_probe(tmp_path, cgroups, pod, ContainerResources())
+    assert report["/host-dev/fuse"] == 1, report  # EPERM: the device cgroup refuses it
+    assert report[fake_gpu] == 1
+    assert report["/dev/null"] == "ok"
+
+
+def test_a_privileged_pod_opens_every_device(tmp_path: Path, cgroups: PodCgroups, fake_gpu: str) -> None:
+    pod = probe_pod("privileged", ["/dev/fuse", fake_gpu], privileged=True)
+    _, report = run_probe(tmp_path, cgroups, pod, ContainerResources())
+    assert report == {**report, "/dev/fuse": "ok", fake_gpu: "ok"}
+    assert "fuse" in report["dev"]  # the host's /dev
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        (DeviceSpec("/dev/fakegpu0", "/nonexistent/gpu0", "rw"), "/nonexistent/gpu0"),
+        (DeviceSpec("/dev/fakegpu0", "/etc/hostname", "rw"), "/etc/hostname"),
+        (DeviceSpec("/dev/fakegpu0", "/dev/null", "rwx"), '"rwx"'),
+    ],
+)
+def test_a_bad_device_spec_fails_the_container_naming_it_and_makes_nothing(
+    tmp_path: Path, cgroups: PodCgroups, cgroup_root: str, spec: DeviceSpec, named: str
+) -> None:
+    pod = probe_pod("bad", [])
+    record, _ = run_probe(tmp_path, cgroups, pod, ContainerResources(devices=[spec]))
+    main = record.containers["main"]
+    assert main.reason == "CreateContainerConfigError"
+    assert named in main.message and "\n" not in main.message
+    leftovers = [d for d in (MOUNT / "devices" / cgroup_root.strip("/")).rglob("main")]
+    assert leftovers == []
+
+
+HOG = "import time; x = b'a' * (120 << 20); time.sleep(60)"  # 120 MB touched against 48Mi
+
+
+def test_each_container_has_its_own_limits_and_an_oom_kills_only_it(
+    make_harness: Callable[..., Harness], manifests: Path, cgroup_root: str
+) -> None:
+    harness = make_harness().start()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "two"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "hog", "command": ["python3", "-c", HOG],
+                 "resources": {"limits": {"memory": "48Mi", "cpu": "250m"}}},
+                {"name": "sibling", "command": ["sleep", "60"],
+                 "resources": {"limits": {"memory": "256Mi", "cpu": "500m"}}},
+            ],
+        },
+    }  # fmt: skip
+    write_manifest(manifests, "two.yaml", json.dumps(pod))
+
+    def states() -> dict[str, Any] | None:
+        item = harness.pod("two")
+        statuses = {
+            s["name"]: s["state"] for s in (item or {}).get("status", {}).get("containerStatuses", [])
+        }
+        return (
+            statuses
+            if "terminated" in statuses.get("hog", {}) and "running" in statuses.get("sibling", {})
+            else None
+        )
+
+    found = wait_until(states, 30, "hog to be OOM-killed while its sibling runs")
+    assert found["hog"]["terminated"]["reason"] == "OOMKilled"
+    memory = MOUNT / "memory" / cgroup_root.strip("/") / "kubepods"
+    pod_dir = next(memory.glob("pod*"))
+    assert int((pod_dir / "memory.limit_in_bytes").read_text()) == 304 << 20
+    assert int((pod_dir / "hog" / "memory.limit_in_bytes").read_text()) == 48 << 20
+    assert int((pod_dir / "sibling" / "memory.limit_in_bytes").read_text()) == 256 << 20
+    cpu = MOUNT / "cpu" / cgroup_root.strip("/") / "kubepods" / pod_dir.name
+    assert (cpu / "hog" / "cpu.cfs_quota_us").read_text().strip() == "25000"
