@@ -191,3 +191,27 @@ def test_each_container_has_its_own_limits_and_an_oom_kills_only_it(
     assert int((pod_dir / "sibling" / "memory.limit_in_bytes").read_text()) == 256 << 20
     cpu = MOUNT / "cpu" / cgroup_root.strip("/") / "kubepods" / pod_dir.name
     assert (cpu / "hog" / "cpu.cfs_quota_us").read_text().strip() == "25000"
+
+
+def test_trace_shows_a_containers_cgroup_device_rules_and_dev(
+    tmp_path: Path, cgroups: PodCgroups, fake_gpu: str
+) -> None:
+    from cli.cgroupview import container_view
+
+    state = tmp_path / "state"
+    runtime = ProcessRuntime(state, RecordStore(state), HostInfo("n"), container_cgroups=cgroups)
+    pod = parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "uid": "uid-t"},
+                     "spec": {"containers": [{"name": "main", "command": ["sleep", "30"]}]}})  # fmt: skip
+    record = PodRecord(pod.uid, pod.namespace, pod.name)
+    cgroups.ensure(pod)
+    resources = ContainerResources(devices=[DeviceSpec("/dev/fakegpu0", fake_gpu, "rw")])
+    try:
+        runtime.sync_containers(pod, record, cgroups.procs_files(pod), {"main": resources}, fresh_cgroup=True)
+        pid = record.containers["main"].pid
+        assert pid is not None
+        view = container_view(pid)
+        assert str(view["cgroup"]).endswith("/poduid-t/main")
+        assert "c 10:229 rw" in view["deviceRules"] and "c 1:3 rwm" in view["deviceRules"]
+        assert "fakegpu0" in view["dev"] and "fuse" not in view["dev"]
+    finally:
+        cgroups.destroy(pod.uid)
