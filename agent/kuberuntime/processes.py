@@ -1,9 +1,10 @@
-"""Container processes: started inside the pod cgroup before they run anything, or adopted after a restart.
+"""Container processes: started inside their cgroups before they run anything, or adopted after a restart.
 
 `spawn` forks the process in its own session (so pods outlive the agent, which the
 systemd unit's KillMode=process relies on) and, in the child between fork and exec,
-writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy using only
-os.open/os.write; the command is therefore never executed outside its limits or cpuset.
+writes the child's pid into the `cgroup.procs` files it is given (the container's own cgroup below the pod
+cgroup in every hierarchy, and its devices cgroup on v1) using only os.open/os.write; the command is
+therefore never executed outside its limits, cpuset or device rules.
 Output goes to the container's log file (appended). A container with `stdin: true` reads a FIFO in the
 state dir instead of /dev/null, which `kubectl attach` writes.
 

@@ -5,10 +5,14 @@ pod cgroup."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.api import PodCgroups
 from agent.container.downwardapi import HostInfo
 from agent.container.podrecord import PodRecord, RecordStore
@@ -70,3 +74,20 @@ def run_probe(
     assert main.exit_code == 0, text
     report: dict[str, Any] = json.loads(text.splitlines()[-1])
     return record, report
+
+
+def fake_device(directory: Path, numbers: tuple[int, int]) -> str:
+    """A character device node made with mknod in `directory` (a device spec's host path)."""
+    node = directory / "fakegpu"
+    os.mknod(node, 0o020666, os.makedev(*numbers))
+    return str(node)
+
+
+@contextlib.contextmanager
+def started_cgroups(root: str) -> Iterator[PodCgroups]:
+    made = make_pod_cgroups(root)
+    made.start({})
+    try:
+        yield made
+    finally:
+        made.stop_and_remove_root()

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.api import PodCgroups
 from agent.container.downwardapi import HostInfo
 from agent.container.podrecord import PodRecord, RecordStore
@@ -23,7 +22,7 @@ from agent.container.resources import ContainerResources, DeviceSpec
 from agent.kuberuntime.runtime import ProcessRuntime
 from harness.manifests import write_manifest
 from kubenode.model.parse import parse_pod
-from tests.agent.isolation_support import probe_pod, run_probe
+from tests.agent.isolation_support import fake_device, probe_pod, run_probe, started_cgroups
 from tests.agent.support import MOUNT, Harness, wait_until
 
 FUSE = (10, 229)
@@ -31,17 +30,13 @@ FUSE = (10, 229)
 
 @pytest.fixture
 def fake_gpu(tmp_path: Path) -> str:
-    node = tmp_path / "fakegpu"
-    os.mknod(node, 0o020666, os.makedev(*FUSE))
-    return str(node)
+    return fake_device(tmp_path, FUSE)
 
 
 @pytest.fixture
 def cgroups(cgroup_root: str) -> Iterator[PodCgroups]:
-    made = make_pod_cgroups(cgroup_root)
-    made.start({})
-    yield made
-    made.stop_and_remove_root()
+    with started_cgroups(cgroup_root) as made:
+        yield made
 
 
 def test_the_holder_opens_its_device_at_its_container_path_and_sees_only_its_own_dev(

@@ -9,18 +9,16 @@ cgroup is made again for the same container (an update, or a restarted agent's),
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.api import PodCgroups
 from agent.cm.devicecgroup.bpf import attached_programs
 from agent.cm.devicecgroup.rules import container_rules
 from agent.container.resources import ContainerResources, DeviceSpec
-from tests.agent.isolation_support import probe_pod, run_probe
+from tests.agent.isolation_support import fake_device, probe_pod, run_probe, started_cgroups
 from tests.cgroup2_guest.conftest import Transcript
 from tests.cgroup2_guest.support import cgroup_dir
 
@@ -29,17 +27,13 @@ KMSG = (1, 11)
 
 @pytest.fixture
 def fake_gpu(tmp_path: Path) -> str:
-    node = tmp_path / "fakegpu"
-    os.mknod(node, 0o020666, os.makedev(*KMSG))
-    return str(node)
+    return fake_device(tmp_path, KMSG)
 
 
 @pytest.fixture
 def cgroups(v2_root: str) -> Iterator[PodCgroups]:
-    made = make_pod_cgroups(v2_root)
-    made.start({})
-    yield made
-    made.stop_and_remove_root()
+    with started_cgroups(v2_root) as made:
+        yield made
 
 
 def test_devices_of_process_containers_on_cgroup_v2(
