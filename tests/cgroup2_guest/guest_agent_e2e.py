@@ -203,7 +203,8 @@ def test_agent_limits_quota_restart_and_cleanup(node: Node, transcript: Transcri
     assert files["pids.max"] == str(PODS_PIDS_LIMIT)
     assert parse_cpuset(files["cpuset.cpus"]) == allocated
     assert parse_cpuset(files["cpuset.cpus.effective"]) == allocated
-    assert procs(cgroup) == {pid}
+    assert procs(cgroup) == set()  # the pod cgroup holds its containers' cgroups, no process of its own
+    assert procs(f"{cgroup}/main") == {pid}
     assert os.sched_getaffinity(pid) == allocated
     for name, value in files.items():
         transcript.line(f"  {cgroup}/{name}: {value}")
@@ -285,7 +286,7 @@ def test_systemd_driver_in_a_delegated_subtree(node: Node, transcript: Transcrip
     expected = f"{handed}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"
     assert web["kubenode"]["cgroup"] == expected
     pid = web["status"]["containerStatuses"][0]["pid"]
-    assert pid in procs(expected)  # sh and its sleep
+    assert pid in procs(f"{expected}/kubenode-main.scope")  # sh and its sleep, in the container's cgroup
     assert read(expected, "memory.max") == str(32 << 20)
     assert read(expected, "cpu.weight") == str(shares_to_weight(milli_cpu_to_shares(100)))
     # The agent left its handed cgroup for the supervisor leaf, so that cgroup may have children.
