@@ -30,6 +30,7 @@ import pytest
 from agent.cm.cgroups.delegation import SUPERVISOR_LEAF
 from agent.cm.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
 from agent.cm.cgroups.sweep import sweep_v2_root
+from agent.cm.devicecgroup.bpf import attached_programs
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from tests.agent.support import free_port, pod_manifest
 from tests.cgroup2_guest.conftest import Transcript
@@ -253,8 +254,11 @@ def test_agent_limits_quota_restart_and_cleanup(node: Node, transcript: Transcri
     wait_until(lambda: not alive(drop_pid), START_S, "the removed pod's process to stop")
     wait_until(lambda: node.pod_cgroups() == [str(cgroup_dir(cgroup))], START_S, "only busy's cgroup left")
     assert set(node.pods()) == {"busy"}
+    programs = attached_programs(cgroup_dir(f"{cgroup}/main"))
+    assert len(programs) == 1, programs  # its container cgroup's device program, one after the restart
     transcript.line(
-        "SIGKILL + restart: busy adopted (same pid, 0 restarts, same CPU); drop and a stray removed"
+        "SIGKILL + restart: busy adopted (same pid, 0 restarts, same CPU, one device program); drop and a "
+        "stray removed"
     )
 
     # Removing the manifest removes the pod and every pod cgroup.
