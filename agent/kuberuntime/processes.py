@@ -221,16 +221,28 @@ def kill_session(pid: int) -> None:
 def _prepare_child(
     procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
 ) -> None:
-    """In the child between fork and exec: into the pod cgroup first (so nothing runs outside its limits),
-    then the container's own mount namespace with its volumes (agent/volumemanager/namespace.py, which
-    needs root), then down to the container's privileges (its securityContext; a read-only root is
-    remounted inside the namespace the volumes are in, so the volumes stay writable)."""
-    join_cgroup(procs_files)
-    if namespace is not None:
-        try:
-            enter_container_namespace(namespace)
-        except BaseException as exc:
-            report_and_raise(namespace, exc)
+    """In the child between fork and exec: the container's own mount namespace with its /dev and volumes
+    (agent/volumemanager/namespace.py, which needs root), then into its cgroups (so nothing it runs is
+    outside its limits and device rules), then down to the container's privileges (its securityContext; a
+    read-only root is remounted inside the namespace the volumes are in, so the volumes stay writable).
+
+    The namespace is built before the child joins the container's cgroups, as the agent's own work: under
+    a small CPU quota (10m is 1 ms per 100 ms period) building /dev there would wait for the next period,
+    and the device cgroup would refuse the mknod of its nodes. The cgroup files are opened first, while
+    the host's /sys is certainly what the child sees."""
+    fds = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in procs_files]
+    try:
+        if namespace is not None:
+            try:
+                enter_container_namespace(namespace)
+            except BaseException as exc:
+                report_and_raise(namespace, exc)
+        pid = str(os.getpid()).encode()
+        for fd in fds:
+            os.write(fd, pid)
+    finally:
+        for fd in fds:
+            os.close(fd)
     if security is not None:
         security.apply_in_child()
 

@@ -11,8 +11,8 @@ secret, downwardAPI or projected volume, which kube always mounts read-only). A 
 volume is resolved to the file in the current timestamped directory, so, as in kube, an update does not
 reach a subPath mount. A plan that cannot be honoured raises MountPlanError and the container is not run.
 
-Child side, `enter_container_namespace(plan)`, called between fork and exec right after the child has
-joined its container cgroup (agent/kuberuntime/processes.py): unshare(CLONE_NEWNS); make every mount
+Child side, `enter_container_namespace(plan)`, called between fork and exec just before the child joins
+its container cgroups (agent/kuberuntime/processes.py says why): unshare(CLONE_NEWNS); make every mount
 private (recursively), so nothing the container mounts or unmounts propagates to the host and back; build
 the container's own /dev (agent/kuberuntime/devfs.py `setup_dev`, with the plan's device nodes); then, in the
 order of their depth, bind each volume at its mountPath, read-only where asked; finally chdir to the

@@ -1,8 +1,8 @@
 """Device isolation for a container: which device nodes it may open or create (issue 37).
 
 Modules: container.py (a container cgroup's rules through the controller its host has: what the pod
-cgroup manager calls), rules.py (the typed rules, runc's defaults, a rule from a device spec, the effective set),
-v1.py (the cgroup v1 devices controller), bpfprog.py (the cgroup v2 program, as bytes), bpf.py
+cgroup manager calls), rules.py (the typed rules, runc's defaults, a rule from a device spec, the
+effective set), v1.py (the cgroup v1 devices controller), bpfprog.py (the cgroup v2 program, as bytes), bpf.py
 (bpf(2): load, attach, query, detach, replace), choose.py (which of the two a host gets).
 
 Wiring (done for process pods: agent/kuberuntime/isolation.py and the pod cgroup manager's
