@@ -158,3 +158,27 @@ def test_trace_shows_a_containers_cgroup_device_rules_and_dev(
         assert "fakegpu0" in view["dev"] and "fuse" not in view["dev"]
     finally:
         cgroups.destroy(pod.uid)
+
+
+def test_a_pods_cpuset_shrinks_and_grows_around_its_container_cgroups(
+    cgroups: PodCgroups, cgroup_root: str
+) -> None:
+    """cgroup v1 refuses a pod cpuset that leaves out a CPU its container cgroup holds (EBUSY): the
+    containers are narrowed first, and follow the pod's whole set after it grows."""
+    every = (MOUNT / "cpuset" / "cpuset.cpus").read_text().strip()
+    if every == "0":
+        pytest.fail("this test needs a host with two CPUs or more")
+    pod = parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cs", "uid": "uid-cs"},
+                     "spec": {"containers": [{"name": "main", "command": ["sleep", "30"]}]}})  # fmt: skip
+    try:
+        cgroups.ensure(pod, every)
+        cgroups.ensure_container(pod, pod.containers[0], every, ())
+        container = (
+            MOUNT / "cpuset" / cgroup_root.strip("/") / "kubepods" / "besteffort" / "poduid-cs" / "main"
+        )
+        cgroups.ensure(pod, "0")
+        assert (container / "cpuset.cpus").read_text().strip() == "0"
+        cgroups.ensure(pod, every)
+        assert (container / "cpuset.cpus").read_text().strip() == every
+    finally:
+        cgroups.destroy(pod.uid)
