@@ -18,7 +18,7 @@ import pytest
 from agent.cm.cgroups.api import PodCgroups
 from agent.container.downwardapi import HostInfo
 from agent.container.podrecord import PodRecord, RecordStore
-from agent.container.resources import ContainerResources, DeviceSpec
+from agent.container.resources import ContainerResources, DeviceSpec, Mount
 from agent.kuberuntime.runtime import ProcessRuntime
 from harness.manifests import write_manifest
 from kubenode.model.parse import parse_pod
@@ -182,3 +182,23 @@ def test_a_pods_cpuset_shrinks_and_grows_around_its_container_cgroups(
         assert (container / "cpuset.cpus").read_text().strip() == every
     finally:
         cgroups.destroy(pod.uid)
+
+
+def test_allocates_mounts_are_bound_like_volume_mounts(tmp_path: Path, cgroups: PodCgroups) -> None:
+    for name in ("ro", "rw"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "file").write_text("x")
+    resources = ContainerResources(
+        mounts=[
+            Mount("/kn-alloc/ro", str(tmp_path / "ro"), True),
+            Mount("/kn-alloc/rw", str(tmp_path / "rw")),
+        ]
+    )
+    pod = probe_pod("mounts", ["/kn-alloc/ro/file", "/kn-alloc/rw/file"])
+    _, report = run_probe(tmp_path, cgroups, pod, resources)
+    assert (report["/kn-alloc/ro/file"], report["/kn-alloc/rw/file"]) == (30, "ok")  # EROFS where read-only
+    assert not os.path.exists("/kn-alloc"), "made in the container's namespace only"
+    record, _ = run_probe(
+        tmp_path, cgroups, probe_pod("gone", []), ContainerResources(mounts=[Mount("/x", "/nonexistent")])
+    )
+    assert "/nonexistent" in record.containers["main"].message
