@@ -184,7 +184,7 @@ def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path)
     pids = {p["pid"]: p for p in trace["processes"]}
     assert container["pid"] in pids
     assert all(p["container"] == "main" for p in pids.values())
-    assert trace["cgroup"]["path"] in pids[container["pid"]]["cgroups"].values()
+    assert isolation["cgroup"] in pids[container["pid"]]["cgroups"].values()  # the container cgroup
     assert up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")[0] == 0
 
 
