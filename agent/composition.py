@@ -79,7 +79,7 @@ def compose_node(
         clock=clock,
         pre_start=cm.pre_start,
         cgroup_pids=cgroups.pids,
-        cgroup_oom_kills=cgroups.oom_kills,
+        container_cgroups=cgroups,
         security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
         objects=objects,
         launcher=launcher,

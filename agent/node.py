@@ -365,9 +365,10 @@ class NodeAgent:
                 c = record.containers.get(container) if record is not None else None
                 return c.pid if c is not None else None
 
-        return exec_runner(
-            pod, container, self.cm.cgroups.procs_files, self.host, self.runtime.security, container_pid
-        )
+        def procs_files(of: Pod) -> list[str]:
+            return self.cm.cgroups.container_procs_files(of, container)  # its cgroup: its limits, its devices
+
+        return exec_runner(pod, container, procs_files, self.host, self.runtime.security, container_pid)
 
     def _probe_unhealthy(self, uid: str) -> None:
         with self.table.lock:

@@ -104,3 +104,27 @@ def environment(pid: int) -> dict[str, str]:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
         return dict(item.decode(errors="replace").partition("=")[::2] for item in raw.split(b"\0") if item)
     return {}
+
+
+def container_view(pid: int, mount: Path = MOUNT) -> dict[str, Any]:
+    """A process container's isolation as the kernel shows it: its own cgroup (from /proc/<pid>/cgroup)
+    with the limit files, its device rules (v1: devices.list of its devices cgroup; v2: the device
+    programs attached to its cgroup) and what its /dev holds (read through /proc/<pid>/root, its mount
+    namespace)."""
+    cgroups = membership(pid)
+    path = cgroups.get("unified") if is_v2(mount) else cgroups.get("memory")
+    view: dict[str, Any] = {"cgroup": path, "limits": files_by_name(hierarchies(path, mount)) if path else {}}
+    if is_v2(mount):
+        from agent.cm.devicecgroup.bpf import attached_programs  # the node's own bpf(2) query
+
+        try:
+            view["devicePrograms"] = len(attached_programs(mount / (path or "/").strip("/")))
+        except OSError as exc:
+            view["devicePrograms"] = str(exc)
+    else:
+        devices = cgroups.get("devices")
+        rules = _read(mount / "devices" / devices.strip("/") / "devices.list") if devices else None
+        view["deviceRules"] = (rules or "").split("\n") if rules else []
+    with contextlib.suppress(OSError):
+        view["dev"] = sorted(os.listdir(f"/proc/{pid}/root/dev"))
+    return view

@@ -8,7 +8,8 @@
                     Topology Manager policy each resource's NUMA hints and the merged affinity;
     the kernel   -> the pod cgroup in every hierarchy with the limit files as read, the processes in it
                     with their /proc/<pid>/cgroup, the CPU used so far (cpuacct.usage or cpu.stat);
-                    the env each container got from the device plugins, from /proc/<pid>/environ.
+                    the env each container got from the device plugins, from /proc/<pid>/environ;
+                    each container's own cgroup, its device rules and its /dev (cgroupview.container_view).
 
 The plugins' env is what the process has beyond the agent's base (PATH, HOSTNAME, and the
 KUBENODE_CONTAINER identity of agent/kuberuntime/processes.py) and the container's own `env`
@@ -121,6 +122,7 @@ def trace_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
                 "devices": (kubenode.get("devices") or {}).get(cname) or {},
                 "deviceSpecs": (kubenode.get("deviceSpecs") or {}).get(cname) or [],
                 "pluginEnv": plugin_env,
+                "isolation": cgroupview.container_view(pid) if pid else None,
             }
         )
     cgroup = str(kubenode.get("cgroup") or "")
@@ -244,6 +246,14 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"             env {key}={value}")
         for spec in container["deviceSpecs"]:
             lines.append(f"             device {spec}")
+        isolation = container.get("isolation") or {}
+        if isolation:
+            lines.append(f"             cgroup {isolation['cgroup']}")
+            for rule in isolation.get("deviceRules") or []:
+                lines.append(f"             allows {rule}")
+            if "devicePrograms" in isolation:
+                lines.append(f"             device programs {isolation['devicePrograms']}")
+            lines.append(f"             /dev {' '.join(isolation.get('dev') or [])}")
     cgroup = result["cgroup"]
     if cgroup:
         usage = cgroup["cpuUsageSeconds"]

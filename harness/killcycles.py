@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cm.cgroups import make_pod_cgroups
+from agent.cm.cgroups.files import tree_pids
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from agent.volumemanager.mountutil import mounts_under
@@ -66,7 +67,8 @@ def fork_agent(root: str, manifests: Path, state: Path) -> int:
 
 
 def copies(root: str) -> dict[str, int]:
-    """Pod UID -> container processes (session leaders) in its cgroup; descendants are not counted."""
+    """Pod UID -> container processes (session leaders) in its cgroup and its containers' cgroups below it;
+    descendants are not counted."""
     top = process_tree(root)
     found: dict[str, int] = {}
     for current, dirs, _files in os.walk(top):
@@ -75,9 +77,8 @@ def copies(root: str) -> dict[str, int]:
             continue
         dirs.clear()
         count = 0
-        try:
-            pids = [int(line) for line in Path(current, "cgroup.procs").read_text().split()]
-        except OSError:
+        pids = tree_pids(current)
+        if not pids and not os.path.isdir(current):
             continue  # removed meanwhile
         for pid in pids:
             with contextlib.suppress(OSError):  # exited meanwhile

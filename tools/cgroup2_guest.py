@@ -41,6 +41,7 @@ MODULES = {
     "agent": "guest_agent_e2e.py",
     "cdi": "guest_cdi_hook.py",  # the CDI cpuset hook (deviceplugin/cdihook.py) on real cgroup v2
     "devices": "guest_device_programs.py",  # device programs (agent/cm/devicecgroup/bpf.py)
+    "isolation": "guest_container_isolation.py",  # process pods: container cgroups, device programs, /dev
 }
 APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
 OUT_ENV = "KUBENODE_CGROUP2_GUEST_OUT"  # read by tests/cgroup2_guest/conftest.py

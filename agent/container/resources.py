@@ -4,7 +4,8 @@ The kubelet's RunContainerOptions (pkg/kubelet/container): the container manager
 (agent/cm/containermanager.py) answers `resources_for(pod, container)` with the device plugins'
 Allocate answers merged (env, device specs, mounts, annotations, CDI device names:
 agent/cm/devicemanager/runoptions.py) and the cpuset the pod cgroup is pinned to. The process runtime
-applies the env (the rest: a later issue); the CRI runtime the env, devices, mounts, annotations, CDI
+applies the env, the device specs (device cgroup rules and nodes in the container's own /dev) and the
+mounts (agent/kuberuntime/isolation.py); the CRI runtime the env, devices, mounts, annotations, CDI
 names and cpuset. Where the runtime does not apply CDI itself, agent/cm/cdidevices.py resolves the CDI
 names into env, devices and mounts as the container is created and keeps the whole resolved edits in
 `cdi_edits` (not saved: resolved again at each creation). The pod record keeps each device-holding

@@ -31,9 +31,10 @@ from agent.kuberuntime.pleg import (
     ContainerEventStream,
 )
 from agent.kuberuntime.processes import ContainerProcess, Identity
-from kubenode.model import Pod
+from kubenode.model import Container, Pod
 
 if TYPE_CHECKING:
+    from agent.cm.devicecgroup.rules import DeviceRule
     from agent.kuberuntime.securitycontext import ProcessSecurity
     from agent.volumemanager.namespace import NamespacePlan
 
@@ -168,6 +169,20 @@ class HollowCgroups:
 
     def procs_files(self, pod: Pod) -> list[str]:
         return []
+
+    def ensure_container(
+        self, pod: Pod, container: Container, cpuset: str | None, device_rules: Sequence[DeviceRule]
+    ) -> list[str]:
+        return []
+
+    def container_procs_files(self, pod: Pod, container: str) -> list[str]:
+        return []
+
+    def container_oom_kills(self, uid: str, container: str) -> int:
+        return 0
+
+    def describe_container(self, uid: str, container: str) -> dict[str, object]:
+        return {}
 
     def pids(self, uid: str) -> set[int]:
         return set()

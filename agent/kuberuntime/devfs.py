@@ -1,9 +1,10 @@
 """A container's own /dev, built as runc builds it, inside the container's private mount namespace.
 
-Where it plugs in (wiring, after the agent's restructuring): a process pod's container shares the
+Where it plugs in (wired by agent/kuberuntime/isolation.py): a process pod's container shares the
 host's root; agent/volumemanager/namespace.py `enter_container_namespace` runs in the child between
-fork and exec, after the child joined its cgroups (the device cgroup included, agent/cm/devicecgroup),
-and does unshare(CLONE_NEWNS), makes every mount private, binds the volumes (shadowing `/` onto a
+fork and exec, before the child joins its cgroups (the device cgroup included, agent/cm/devicecgroup:
+so its mknods are the agent's, and the bind fallback below is for user namespaces), and does
+unshare(CLONE_NEWNS), makes every mount private, binds the volumes (shadowing `/` onto a
 staging tmpfs and MS_MOVE-ing it to `/` when a mountPath's parent is missing), then chroots there if
 it did. `setup_dev(plan)` is to be called right after the mounts are made private and BEFORE the
 volumes are bound: at `/dev` of the namespace (root ""), so a volume whose mountPath is under /dev

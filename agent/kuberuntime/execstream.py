@@ -86,6 +86,26 @@ def exec_spec(
     return ExecSpec(tuple(command), env, container.working_dir, tuple(procs_files), security, mounts)
 
 
+_TIOCSPTLCK = 0x40045431
+_TIOCGPTPEER = 0x5441
+
+
+def container_pty(pid: int) -> tuple[int, int]:
+    """A pty of the container's own devpts (its /dev/pts, a new instance), as runc makes an exec's terminal
+    inside the container: the command's `tty` is then a /dev/pts path that exists where it runs."""
+    try:
+        master = os.open(f"/proc/{pid}/root/dev/ptmx", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ProcessStartError(f"cannot open the container's /dev/ptmx: {exc.strerror}") from None
+    try:
+        fcntl.ioctl(master, _TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
+        slave = fcntl.ioctl(master, _TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        os.close(master)
+        raise ProcessStartError(f"cannot open a terminal in the container: {exc.strerror}") from None
+    return master, slave
+
+
 def _set_size(master: int, width: int, height: int) -> None:
     if 0 < width < 65536 and 0 < height < 65536:
         with contextlib.suppress(OSError):
@@ -109,7 +129,7 @@ class ExecSession:
             check_working_dir(spec.working_dir)  # else it is checked inside the container's namespace
         master = slave = None
         if tty:
-            master, slave = os.openpty()
+            master, slave = os.openpty() if spec.mounts_of is None else container_pty(spec.mounts_of)
             os.set_blocking(master, False)
             if size is not None:
                 _set_size(master, *size)

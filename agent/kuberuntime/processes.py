@@ -1,9 +1,10 @@
-"""Container processes: started inside the pod cgroup before they run anything, or adopted after a restart.
+"""Container processes: started inside their cgroups before they run anything, or adopted after a restart.
 
 `spawn` forks the process in its own session (so pods outlive the agent, which the
 systemd unit's KillMode=process relies on) and, in the child between fork and exec,
-writes the child's pid into the pod cgroup's `cgroup.procs` in every hierarchy using only
-os.open/os.write; the command is therefore never executed outside its limits or cpuset.
+writes the child's pid into the `cgroup.procs` files it is given (the container's own cgroup below the pod
+cgroup in every hierarchy, and its devices cgroup on v1) using only os.open/os.write; the command is
+therefore never executed outside its limits, cpuset or device rules.
 Output goes to the container's log file (appended). A container with `stdin: true` reads a FIFO in the
 state dir instead of /dev/null, which `kubectl attach` writes.
 
@@ -220,16 +221,28 @@ def kill_session(pid: int) -> None:
 def _prepare_child(
     procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
 ) -> None:
-    """In the child between fork and exec: into the pod cgroup first (so nothing runs outside its limits),
-    then the container's own mount namespace with its volumes (agent/volumemanager/namespace.py, which
-    needs root), then down to the container's privileges (its securityContext; a read-only root is
-    remounted inside the namespace the volumes are in, so the volumes stay writable)."""
-    join_cgroup(procs_files)
-    if namespace is not None:
-        try:
-            enter_container_namespace(namespace)
-        except BaseException as exc:
-            report_and_raise(namespace, exc)
+    """In the child between fork and exec: the container's own mount namespace with its /dev and volumes
+    (agent/volumemanager/namespace.py, which needs root), then into its cgroups (so nothing it runs is
+    outside its limits and device rules), then down to the container's privileges (its securityContext; a
+    read-only root is remounted inside the namespace the volumes are in, so the volumes stay writable).
+
+    The namespace is built before the child joins the container's cgroups, as the agent's own work: under
+    a small CPU quota (10m is 1 ms per 100 ms period) building /dev there would wait for the next period,
+    and the device cgroup would refuse the mknod of its nodes. The cgroup files are opened first, while
+    the host's /sys is certainly what the child sees."""
+    fds = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in procs_files]
+    try:
+        if namespace is not None:
+            try:
+                enter_container_namespace(namespace)
+            except BaseException as exc:
+                report_and_raise(namespace, exc)
+        pid = str(os.getpid()).encode()
+        for fd in fds:
+            os.write(fd, pid)
+    finally:
+        for fd in fds:
+            os.close(fd)
     if security is not None:
         security.apply_in_child()
 

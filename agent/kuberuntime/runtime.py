@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cm.cgroups.api import CgroupError
+from agent.cm.cgroups.api import CgroupError, PodCgroups
 from agent.container.downwardapi import ContainerConfigError, HostInfo
 from agent.container.podrecord import (
     RUNNING,
@@ -54,6 +54,7 @@ from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
 from agent.kuberuntime.envvars import container_argv, container_env
+from agent.kuberuntime.isolation import Isolation, container_isolation, namespace_plan
 from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
@@ -68,7 +69,6 @@ from agent.kuberuntime.sequence import ContainerSequence, pod_phase
 from agent.stats.usage import process_pod_usage
 from agent.util.backoff import CrashLoopBackoff
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
-from agent.volumemanager.namespace import MountPlanError, NamespacePlan, container_mounts
 from kubenode.model import Container, Pod
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class ProcessRuntime:
         pre_start: Callable[[str, str], None] | None = None,
         cgroup_pids: Callable[[str], set[int]] | None = None,
         security: SecurityPolicy | None = None,
-        cgroup_oom_kills: Callable[[str], int] | None = None,
+        container_cgroups: PodCgroups | None = None,
         objects: ConfigObjects = NO_OBJECTS,
         launcher: Launcher = HOST_LAUNCHER,
     ) -> None:
@@ -113,11 +113,11 @@ class ProcessRuntime:
         self._pre_start = pre_start
         # The pids in a pod's cgroup (every hierarchy), read at the start of each sync.
         self._cgroup_pids = cgroup_pids
-        # The pod cgroup's OOM kill count, and its value just before each container started: a container
-        # that ends by SIGKILL after the count rose is reported OOMKilled (the kubelet reads it from its
-        # runtime). The kernel counts the kill before it sends the SIGKILL (mm/oom_kill.c), so the count read
-        # after the exit was reaped already holds it.
-        self._cgroup_oom_kills = cgroup_oom_kills
+        # Each container's own cgroup below the pod's, with its limits and device rules (None: containers
+        # run in the pod cgroup, as on a hollow node). Its OOM kill count, and its value when the container
+        # started: a container that ends by SIGKILL after the count rose is reported OOMKilled (the kubelet
+        # reads it from its runtime).
+        self._container_cgroups = container_cgroups
         self._oom_baseline: dict[tuple[str, str], int] = {}
         self.store = store
         # What privileged containers and Localhost seccomp profiles may use (the node's securityContext side).
@@ -156,21 +156,21 @@ class ProcessRuntime:
             self.store.save(record)
         return bool(stopped)
 
-    def _oom_count(self, uid: str) -> int | None:
-        if self._cgroup_oom_kills is None:
+    def _oom_count(self, uid: str, container: str) -> int | None:
+        if self._container_cgroups is None:
             return None
         try:
-            return self._cgroup_oom_kills(uid)
+            return self._container_cgroups.container_oom_kills(uid, container)
         except (OSError, CgroupError, ValueError):
             return None  # no pod cgroup (yet, or any more): nothing to compare
 
     def _explain_sigkill(self, record: PodRecord, c: ContainerRecord) -> None:
-        """A container ended by SIGKILL while the pod cgroup's OOM kill count rose since it started was
+        """A container ended by SIGKILL while its cgroup's OOM kill count rose since it started was
         killed by the kernel's OOM killer: kube reports it as terminated, reason OOMKilled, exit code 137."""
         baseline = self._oom_baseline.pop((record.uid, c.name), None)
         if c.exit_code != 128 + signal.SIGKILL or c.reason != "Error" or baseline is None:
             return
-        now = self._oom_count(record.uid)
+        now = self._oom_count(record.uid, c.name)
         if now is not None and now > baseline:
             c.reason = "OOMKilled"
 
@@ -248,7 +248,9 @@ class ProcessRuntime:
             env = container_env(pod, c, self.host, resources.envs, self.objects)
             argv = container_argv(c, env)
             security = process_security(pod, c, self.security)
-            namespace = self._namespace(pod, c, where.volumes)
+            isolation = container_isolation(resources, security is not None and security.privileged)
+            staging = self.pods_dir / pod.uid / "mntns" / c.name
+            namespace = namespace_plan(c, where.volumes, isolation, staging)
             if self._pre_start is not None:
                 self._pre_start(pod.uid, c.name)
         except ContainerConfigError as exc:
@@ -256,14 +258,16 @@ class ProcessRuntime:
             hints.append(CONFIG_ERROR_RETRY_S)
             return
         log_path = self.log_path(pod, c.name, rec.restart_count)
-        # The baseline is read before the process exists: one the OOM killer ends before this thread runs
-        # again (a loaded node) must find the count above it, not already in it.
-        oom_baseline = self._oom_count(pod.uid)
         try:
             stdin = self.stdin_path(pod.uid, c.name) if wants_stdin(pod, c.name) else None
             identity = Identity.new(pod.uid, c.name)
+            procs_files = self._container_cgroup(pod, c, resources, isolation) or where.procs_files
+            # The baseline is read once the container's cgroup exists (it is kept across restarts, so its
+            # count holds earlier kills) and before the process does: one the OOM killer ends before this
+            # thread runs again (a loaded node) must find the count above it, not already in it.
+            oom_baseline = self._oom_count(pod.uid, c.name)
             proc = self.launcher.spawn(
-                argv, env, c.working_dir, log_path, where.procs_files, identity, security, namespace,
+                argv, env, c.working_dir, log_path, procs_files, identity, security, namespace,
                 stdin_path=stdin,
             )  # fmt: skip
         except ProcessStartError as exc:
@@ -280,20 +284,16 @@ class ProcessRuntime:
         rec.adopted = False
         log.info("pod %s container %s started (pid %d)", pod.key, c.name, proc.pid)
 
-    def _namespace(self, pod: Pod, c: Container, volumes: Mapping[str, MountedVolume]) -> NamespacePlan:
-        """The container's mount namespace: its volumeMounts (a plan that cannot be honoured is a
-        CreateContainerConfigError, as the kubelet's failure to prepare a subPath is)."""
+    def _container_cgroup(
+        self, pod: Pod, c: Container, resources: ContainerResources, isolation: Isolation
+    ) -> list[str]:
+        """The container's own cgroup, made with its limits and device rules; its cgroup.procs files."""
+        if self._container_cgroups is None:
+            return []
         try:
-            mounts = container_mounts(c, volumes)
-        except MountPlanError as exc:
-            raise ContainerConfigError(str(exc)) from None
-        staging = ""
-        if mounts:
-            # An empty directory of the pod's, where a shadow of / is built if a mountPath needs one.
-            path = self.pods_dir / pod.uid / "mntns" / c.name
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            staging = str(path)
-        return NamespacePlan(mounts, staging)
+            return self._container_cgroups.ensure_container(pod, c, resources.cpuset or None, isolation.rules)
+        except (CgroupError, OSError, ValueError) as exc:
+            raise ProcessStartError(f"container cgroup: {exc}") from None
 
     def log_path(self, pod: Pod, container: str, restart: int) -> Path:
         return self.pod_logs_dir(pod.namespace, pod.name, pod.uid) / container / f"{restart}.log"

@@ -99,7 +99,7 @@ class PodTargets:
         if upstream is not None:
             return upstream
         try:
-            files = self._agent.cm.cgroups.procs_files(pod)
+            files = self._agent.cm.cgroups.container_procs_files(pod, container)
             policy = self._agent.runtime.security
             return exec_spec(pod, container, command, files, self._agent.host, policy, found.record.pid)
         except ContainerConfigError as exc:

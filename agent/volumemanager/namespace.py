@@ -11,9 +11,10 @@ secret, downwardAPI or projected volume, which kube always mounts read-only). A 
 volume is resolved to the file in the current timestamped directory, so, as in kube, an update does not
 reach a subPath mount. A plan that cannot be honoured raises MountPlanError and the container is not run.
 
-Child side, `enter_container_namespace(plan)`, called between fork and exec right after the child has
-joined the pod cgroup (agent/kuberuntime/processes.py): unshare(CLONE_NEWNS); make every mount private
-(recursively), so nothing the container mounts or unmounts propagates to the host and back; then, in the
+Child side, `enter_container_namespace(plan)`, called between fork and exec just before the child joins
+its container cgroups (agent/kuberuntime/processes.py says why): unshare(CLONE_NEWNS); make every mount
+private (recursively), so nothing the container mounts or unmounts propagates to the host and back; build
+the container's own /dev (agent/kuberuntime/devfs.py `setup_dev`, with the plan's device nodes); then, in the
 order of their depth, bind each volume at its mountPath, read-only where asked; finally chdir to the
 workingDir (the cwd was set before the mounts, and a workingDir may be a mountPath).
 
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
 from agent.container.volumes import MountedVolume
+from agent.kuberuntime.devfs import DevPlan, setup_dev
 from agent.volumemanager import mountutil
 from kubenode.model import Container
 
@@ -68,6 +70,9 @@ class NamespacePlan:
     # securityContext.readOnlyRootFilesystem: a shadow of / binds the host's top-level entries back
     # read-only, so the root stays read-only when the securityContext remounts / (the shadow) read-only.
     read_only_root: bool = False
+    # The container's own /dev (agent/kuberuntime/devfs.py), built before the mounts so that a mountPath
+    # under /dev lands on it; None leaves the host's /dev (tests of the mounts alone).
+    dev: DevPlan | None = None
 
 
 def _inside(path: str, root: str) -> bool:
@@ -221,9 +226,9 @@ def _make_target(mount: BindMount, done: _Progress) -> None:
         os.close(os.open(done.root + target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
 
 
-def _bind(mount: BindMount, root: str) -> None:
+def _bind(mount: BindMount, root: str, source: str) -> None:
     target = root + mount.target
-    mountutil.mount(mount.source, target, None, mountutil.MS_BIND | mountutil.MS_REC)
+    mountutil.mount(source, target, None, mountutil.MS_BIND | mountutil.MS_REC)
     if mount.read_only:
         flags = mountutil.MS_BIND | mountutil.MS_REMOUNT | mountutil.MS_RDONLY
         mountutil.mount(None, target, None, flags)
@@ -234,10 +239,24 @@ def enter_container_namespace(plan: NamespacePlan) -> None:
     mountutil.unshare(mountutil.CLONE_NEWNS)
     mountutil.mount(None, "/", None, mountutil.MS_REC | mountutil.MS_PRIVATE)
     done = _Progress(plan.staging, plan.read_only_root)
-    for mount in plan.mounts:
+    # Each source is held open (O_PATH) before /dev is replaced, so a volume of the host's /dev (a hostPath)
+    # binds the host's, as runc resolves a bind's source outside the container; the device cgroup then
+    # decides what may be opened through it.
+    sources = [os.open(m.source, os.O_PATH | os.O_CLOEXEC) for m in plan.mounts]
+    if plan.dev is not None:
+        setup_dev(plan.dev)
+        if not plan.dev.privileged:
+            done.fresh.add("/dev")  # a tmpfs of the container's own: mount points may be made in it
+    own_dev = plan.dev is not None and not plan.dev.privileged
+    for mount, fd in zip(plan.mounts, sources, strict=True):
         _make_target(mount, done)
-        _bind(mount, done.root)
+        _bind(mount, done.root, f"/proc/self/fd/{fd}")
+        if own_dev and os.path.normpath(mount.source) == "/dev":
+            # The recursive bind copied the container's /dev too, stacked on the host's /dev it covers: off.
+            mountutil.umount(done.root + mount.target, mountutil.MNT_DETACH)
         done.bind_done(mount)
+    for fd in sources:
+        os.close(fd)
     if done.root:
         os.chdir(done.root)
         mountutil.mount(done.root, "/", None, mountutil.MS_MOVE)

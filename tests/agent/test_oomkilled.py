@@ -6,10 +6,11 @@ import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from agent.cm.cgroups import PodCgroups
 from agent.cm.cgroups.files import read_flat_key
 from agent.container.downwardapi import HostInfo
 from agent.container.podrecord import TERMINATED, PodRecord, RecordStore
@@ -94,17 +95,28 @@ def memory_cgroup(cgroup_root: str) -> Iterator[Path]:
     yield path
 
 
+class OneMemoryCgroup:
+    """The container cgroups of a pod whose one container runs in `memory_cgroup`: the two calls the runtime
+    makes around a start (the cgroup the process joins, its OOM kill count)."""
+
+    def __init__(self, memory_cgroup: Path) -> None:
+        self.memory_cgroup = memory_cgroup
+
+    def ensure_container(self, *args: Any) -> list[str]:
+        return [str(self.memory_cgroup / "cgroup.procs")]
+
+    def container_oom_kills(self, uid: str, container: str) -> int:
+        return read_flat_key(str(self.memory_cgroup), "memory.oom_control", "oom_kill")
+
+
 def test_an_oom_kill_before_the_runtime_looks_again_is_still_oomkilled(
     tmp_path: Path, memory_cgroup: Path
 ) -> None:
-    def oom_kills(uid: str) -> int:
-        return read_flat_key(str(memory_cgroup), "memory.oom_control", "oom_kill")
-
     runtime = ProcessRuntime(
         tmp_path,
         RecordStore(tmp_path),
         HostInfo("n"),
-        cgroup_oom_kills=oom_kills,
+        container_cgroups=cast(PodCgroups, OneMemoryCgroup(memory_cgroup)),
         launcher=OomBeforeSpawnReturns(memory_cgroup),
     )
     hog = ("python3", "-c", "x = b'a' * (200 << 20)")

@@ -64,11 +64,12 @@ def test_qos_classes_get_the_kubelets_values(make_harness: Callable[..., Harness
     assert (tiers / "burstable" / "cpu.shares").read_text().strip() == "256"  # sum of burstable cpu requests
     assert (tiers / "besteffort" / "cpu.shares").read_text().strip() == "2"
 
-    # Every container process is inside its pod cgroup in every hierarchy.
+    # Every container process is inside its own cgroup below its pod cgroup in every hierarchy.
     for item in (g, b, be):
-        pid = str(item["status"]["containerStatuses"][0]["pid"])
+        status = item["status"]["containerStatuses"][0]
+        pid, name = str(status["pid"]), status["name"]
         for controller in ("cpu", "cpuacct", "cpuset", "memory", "pids"):
-            assert pid in cg_file(item, controller, "cgroup.procs").split(), (
+            assert pid in cg_file(item, controller, f"{name}/cgroup.procs").split(), (
                 item["metadata"]["name"],
                 controller,
             )

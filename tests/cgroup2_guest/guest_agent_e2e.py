@@ -29,6 +29,7 @@ import pytest
 
 from agent.cm.cgroups.delegation import SUPERVISOR_LEAF
 from agent.cm.cgroups.formulas import milli_cpu_to_shares, shares_to_weight
+from agent.cm.devicecgroup.bpf import attached_programs
 from kubenode.cgroupsweep import sweep_v2_root
 from kubenode.cpuset import format_cpuset, parse_cpuset
 from tests.agent.support import free_port, pod_manifest
@@ -203,7 +204,8 @@ def test_agent_limits_quota_restart_and_cleanup(node: Node, transcript: Transcri
     assert files["pids.max"] == str(PODS_PIDS_LIMIT)
     assert parse_cpuset(files["cpuset.cpus"]) == allocated
     assert parse_cpuset(files["cpuset.cpus.effective"]) == allocated
-    assert procs(cgroup) == {pid}
+    assert procs(cgroup) == set()  # the pod cgroup holds its containers' cgroups, no process of its own
+    assert procs(f"{cgroup}/main") == {pid}
     assert os.sched_getaffinity(pid) == allocated
     for name, value in files.items():
         transcript.line(f"  {cgroup}/{name}: {value}")
@@ -252,8 +254,11 @@ def test_agent_limits_quota_restart_and_cleanup(node: Node, transcript: Transcri
     wait_until(lambda: not alive(drop_pid), START_S, "the removed pod's process to stop")
     wait_until(lambda: node.pod_cgroups() == [str(cgroup_dir(cgroup))], START_S, "only busy's cgroup left")
     assert set(node.pods()) == {"busy"}
+    programs = attached_programs(cgroup_dir(f"{cgroup}/main"))
+    assert len(programs) == 1, programs  # its container cgroup's device program, one after the restart
     transcript.line(
-        "SIGKILL + restart: busy adopted (same pid, 0 restarts, same CPU); drop and a stray removed"
+        "SIGKILL + restart: busy adopted (same pid, 0 restarts, same CPU, one device program); drop and a "
+        "stray removed"
     )
 
     # Removing the manifest removes the pod and every pod cgroup.
@@ -285,7 +290,7 @@ def test_systemd_driver_in_a_delegated_subtree(node: Node, transcript: Transcrip
     expected = f"{handed}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"
     assert web["kubenode"]["cgroup"] == expected
     pid = web["status"]["containerStatuses"][0]["pid"]
-    assert pid in procs(expected)  # sh and its sleep
+    assert pid in procs(f"{expected}/kubenode-main.scope")  # sh and its sleep, in the container's cgroup
     assert read(expected, "memory.max") == str(32 << 20)
     assert read(expected, "cpu.weight") == str(shares_to_weight(milli_cpu_to_shares(100)))
     # The agent left its handed cgroup for the supervisor leaf, so that cgroup may have children.

@@ -22,7 +22,9 @@ spec:
 
 
 def _pod_pids(root: str) -> set[int]:
-    found = glob.glob(str(MOUNT / "pids" / root.strip("/") / "**" / "pod*" / "cgroup.procs"), recursive=True)
+    # The pod cgroups and their containers' cgroups below them.
+    pattern = MOUNT / "pids" / root.strip("/") / "**" / "pod*" / "**" / "cgroup.procs"
+    found = glob.glob(str(pattern), recursive=True)
     return {int(pid) for path in found for pid in Path(path).read_text().split()}
 
 

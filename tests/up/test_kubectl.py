@@ -179,6 +179,11 @@ def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path)
     (container,) = trace["containers"]
     assert container["devices"] == {"kubenode.io/gpu": ["demo-gpu-0"]}
     assert container["pluginEnv"] == {"DEMO_GPU_SERIAL": "DEMO-0"}, "GREETING is the spec's, PATH the agent's"
+    # Its own cgroup below the pod's, its device rules (a v1 allow list), the device spec's node in its /dev.
+    isolation = container["isolation"]
+    assert isolation["cgroup"] == f"{trace['cgroup']['path']}/{container['name']}", isolation
+    assert "c 1:3 rwm" in isolation["deviceRules"] and "a *:* rwm" not in isolation["deviceRules"], isolation
+    assert "demo-gpu0" in isolation["dev"] and "fuse" not in isolation["dev"], isolation
     # Every figure is what the cgroup file holds (read again here; none of these change while it runs).
     hierarchies = trace["cgroup"]["hierarchies"]
     assert {"cpu", "cpuset", "memory", "pids", "cpuacct"} <= set(hierarchies)
@@ -195,7 +200,7 @@ def test_trace_shows_the_cgroup_files_as_they_are(up: UpProcess, tmp_path: Path)
     pids = {p["pid"]: p for p in trace["processes"]}
     assert container["pid"] in pids
     assert all(p["container"] == "main" for p in pids.values())
-    assert trace["cgroup"]["path"] in pids[container["pid"]]["cgroups"].values()
+    assert isolation["cgroup"] in pids[container["pid"]]["cgroups"].values()  # the container cgroup
     assert up.kubectl("delete", "-f", str(manifest), "--timeout", "30s")[0] == 0
 
 

@@ -1,4 +1,6 @@
-"""Pod and QoS cgroups for the node agent, as the kubelet's pod container manager makes them.
+"""Pod and QoS cgroups for the node agent, as the kubelet's pod container manager makes them, and a process
+pod's container cgroups below each pod cgroup, as runc makes them (`ensure_container`: the container's own
+CPU, memory, pids and cpuset, and its device rules through agent/cm/devicecgroup/container.py).
 
 Public API: `make_pod_cgroups` (manager.py), and from api.py the `PodCgroups` protocol, `ResourceConfig`,
 `PodCgroupInfo` and `CgroupError`. Beyond the contract, the object `make_pod_cgroups` returns
@@ -8,8 +10,9 @@ raw interface files plus normalised keys `cpu_quota` ("max" when unlimited), `cp
 
 Modules, one job each:
 - `api`: the contract types.
-- `formulas`: MilliCPUToShares/Quota, the shares <-> weight conversion, ResourceConfigForPod.
-- `naming`: cgroupfs and systemd names for tiers and pods; UID checks before any path is made.
+- `formulas`: MilliCPUToShares/Quota, the shares <-> weight conversion, ResourceConfigForPod and a
+  container's config.
+- `naming`: cgroupfs and systemd names for tiers, pods and containers; UID checks before any path is made.
 - `validate`: value checks run before anything is written.
 - `detect`: cgroup v1/v2 detection by statfs magic (a hybrid host is v1).
 - `files`: interface file reads/writes, kernel errors -> CgroupError, pid and tree helpers.

@@ -6,11 +6,14 @@ real implementation comes from `make_pod_cgroups` (manager.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from kubenode.model import Pod, QOSClass
+from kubenode.model import Container, Pod, QOSClass
+
+if TYPE_CHECKING:
+    from agent.cm.devicecgroup.rules import DeviceRule
 
 Driver = Literal["cgroupfs", "systemd"]
 
@@ -68,6 +71,21 @@ class PodCgroups(Protocol):
 
     def procs_files(self, pod: Pod) -> list[str]:
         """Absolute paths of cgroup.procs in every hierarchy of the pod cgroup."""
+
+    def ensure_container(
+        self, pod: Pod, container: Container, cpuset: str | None, device_rules: Sequence[DeviceRule]
+    ) -> list[str]:
+        """Make the container's own cgroup below the pod cgroup (its CPU, memory, pids and cpuset) and
+        enforce its device rules; returns the cgroup.procs files its process joins before it execs."""
+
+    def container_procs_files(self, pod: Pod, container: str) -> list[str]:
+        """The cgroup.procs files a command exec'd in the container joins (its cgroup's, devices included)."""
+
+    def container_oom_kills(self, uid: str, container: str) -> int:
+        """The container cgroup's OOM kill count (0 while it has none)."""
+
+    def describe_container(self, uid: str, container: str) -> dict[str, object]:
+        """The container cgroup's name, limits and device rules (`kubenode trace pod`)."""
 
     def pids(self, uid: str) -> set[int]:
         """Every pid in the pod cgroup and its sub-cgroups, all hierarchies."""

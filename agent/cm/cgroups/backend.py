@@ -36,6 +36,9 @@ class Hierarchies(Protocol):
     def write(self, dirs: Dirs, config: ResourceConfig) -> None:
         """Make the cgroup's files hold `config`, rewriting only what differs."""
 
+    def fit_children_cpusets(self, dirs: Dirs, cpus: str | None, *, before: bool) -> None:
+        """Keep the sub-cgroups' cpusets within `cpus` around a write of `dirs`'s (v1 needs it)."""
+
     def procs_files(self, dirs: Dirs) -> list[str]: ...
 
     def pids(self, dirs: Dirs) -> set[int]: ...

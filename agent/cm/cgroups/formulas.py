@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.cm.cgroups.api import ResourceConfig
-from kubenode.model import Pod, QOSClass
+from kubenode.model import Container, Pod, QOSClass
 from kubenode.model.resources import CPU, MEMORY
 
 MIN_SHARES = 2
@@ -85,5 +85,30 @@ def resource_config_for_pod(
         cpu_period=period,
         memory_limit=memory,
         pids_limit=pids,
+        cpuset_cpus=cpuset,
+    )
+
+
+def resource_config_for_container(
+    container: Container,
+    *,
+    enforce_cpu_limits: bool = True,
+    pids_limit: int = UNLIMITED,
+    cpuset: str | None = None,
+) -> ResourceConfig:
+    """A container cgroup's config, as the kubelet's generateLinuxContainerResources hands it to runc: shares
+    from the container's cpu request (its limit when it has no request, as the API server defaults it;
+    2 with neither), quota and period from its cpu limit, its memory limit, the node-wide pids limit and
+    the pod's cpuset. The pod cgroup above keeps the pod's totals."""
+    milli_cpu = container.requests.get(CPU) or container.limits.get(CPU, 0)
+    quota: int | None = milli_cpu_to_quota(container.limits.get(CPU, 0))
+    if not enforce_cpu_limits or quota == 0:
+        quota = None
+    return ResourceConfig(
+        cpu_shares=milli_cpu_to_shares(milli_cpu),
+        cpu_quota=quota,
+        cpu_period=QUOTA_PERIOD if quota is not None else None,
+        memory_limit=container.limits.get(MEMORY, 0) or None,
+        pids_limit=pids_limit if pids_limit > 0 else None,
         cpuset_cpus=cpuset,
     )

@@ -6,18 +6,34 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agent.cm.cgroups.api import CgroupError, Driver, PodCgroupInfo, PodCgroups, ResourceConfig
 from agent.cm.cgroups.backend import Dirs, Hierarchies, cgroup_path
 from agent.cm.cgroups.detect import detect_version
-from agent.cm.cgroups.formulas import MIN_SHARES, milli_cpu_to_shares, resource_config_for_pod
-from agent.cm.cgroups.naming import QOS_TIERS, checked_uid, pod_cgroup_name, to_dirs, uid_from_dir
-from kubenode.model import Pod, QOSClass
+from agent.cm.cgroups.formulas import (
+    MIN_SHARES,
+    milli_cpu_to_shares,
+    resource_config_for_container,
+    resource_config_for_pod,
+)
+from agent.cm.cgroups.naming import (
+    QOS_TIERS,
+    checked_uid,
+    container_dir,
+    pod_cgroup_name,
+    to_dirs,
+    uid_from_dir,
+)
+from kubenode.model import Container, Pod, QOSClass
 from kubenode.model.resources import CPU, MEMORY
+
+if TYPE_CHECKING:
+    from agent.cm.devicecgroup.container import ContainerDevices
+    from agent.cm.devicecgroup.rules import DeviceRule
 
 KILL_PASSES = 5  # as the kubelet's pod container manager Destroy
 KILL_WAIT_S = 1.0  # per pass: how long killed processes get to leave the cgroup
@@ -47,6 +63,7 @@ class PodCgroupManager:
         *,
         pids_limit: int = -1,
         enforce_cpu_limits: bool = True,
+        devices: ContainerDevices | None = None,
     ) -> None:
         if driver not in ("cgroupfs", "systemd"):
             raise CgroupError(cgroup_root, "", f"unknown cgroup driver {driver!r}")
@@ -55,6 +72,9 @@ class PodCgroupManager:
         self._root = _root_dirs(cgroup_root)
         self._pids_limit = pids_limit
         self._enforce_cpu_limits = enforce_cpu_limits
+        # Who enforces a container's device rules (agent/cm/devicecgroup/container.py); None: nobody, and a
+        # container with rules is refused rather than run with every device.
+        self._devices = devices
         self._tiers = {qos: self._root + to_dirs(name, driver) for qos, name in QOS_TIERS.items()}
         # Pod workers call in parallel. Making directories is serialised so that no cgroup is seen
         # (and used as a parent) between its mkdir and the copy of its parent's cpuset.
@@ -139,7 +159,11 @@ class PodCgroupManager:
         created = False
         try:
             created = self._create(dirs)
+            if not created:
+                self.backend.fit_children_cpusets(dirs, config.cpuset_cpus, before=True)
             self.backend.write(dirs, config)
+            if not created:
+                self.backend.fit_children_cpusets(dirs, config.cpuset_cpus, before=False)
         except Exception as exc:
             if fresh or created:
                 self._undo_create(dirs, exc)
@@ -156,6 +180,49 @@ class PodCgroupManager:
 
     def procs_files(self, pod: Pod) -> list[str]:
         return self.backend.procs_files(self._pod_dirs(pod.qos_class, pod.uid))
+
+    # -- containers (process pods: one cgroup per container below the pod's, as runc makes) --
+
+    def _container_dirs(self, pod_dirs: Dirs, container: str) -> Dirs:
+        return (*pod_dirs, container_dir(container, self.driver))
+
+    def ensure_container(
+        self, pod: Pod, container: Container, cpuset: str | None, device_rules: Sequence[DeviceRule]
+    ) -> list[str]:
+        dirs = self._container_dirs(self._pod_dirs(pod.qos_class, pod.uid), container.name)
+        config = resource_config_for_container(
+            container,
+            enforce_cpu_limits=self._enforce_cpu_limits,
+            pids_limit=self._pids_limit,
+            cpuset=cpuset if self.version == 1 else None,  # v2: empty, the pod's effective cpuset
+        )
+        self.backend.validate(dirs, config)
+        self._create(dirs)
+        self.backend.write(dirs, config)
+        files = self.backend.procs_files(dirs)
+        if device_rules:
+            if self._devices is None:
+                raise CgroupError(cgroup_path(dirs), "", "no device controller to enforce the device rules")
+            files += self._devices.enforce(dirs, device_rules)
+        return files
+
+    def container_procs_files(self, pod: Pod, container: str) -> list[str]:
+        dirs = self._container_dirs(self._pod_dirs(pod.qos_class, pod.uid), container)
+        if not self.backend.exists(dirs):
+            return self.procs_files(pod)  # started before container cgroups (an adopted pod)
+        files = self.backend.procs_files(dirs)
+        return files + (self._devices.procs_files(dirs) if self._devices is not None else [])
+
+    def container_oom_kills(self, uid: str, container: str) -> int:
+        dirs = self._container_dirs(self._only(uid), container)
+        return self.backend.oom_kills(dirs) if self.backend.exists(dirs) else 0
+
+    def describe_container(self, uid: str, container: str) -> dict[str, object]:
+        dirs = self._container_dirs(self._only(uid), container)
+        if not self.backend.exists(dirs):
+            return {"cgroup": cgroup_path(dirs), "exists": False}
+        devices = self._devices.describe(dirs) if self._devices is not None else []
+        return {"cgroup": cgroup_path(dirs), "limits": self.backend.read_limits(dirs), "devices": devices}
 
     def _found(self, uid: str) -> list[Dirs]:
         """The pod's cgroup under whichever tiers hold it (normally one)."""
@@ -268,8 +335,15 @@ def build_manager(
         from agent.cm.cgroups.v1 import V1Hierarchies
 
         backend = V1Hierarchies(mount_root)
+    from agent.cm.devicecgroup.container import devices_for
+
     return PodCgroupManager(
-        backend, cgroup_root, driver, pids_limit=pids_limit, enforce_cpu_limits=enforce_cpu_limits
+        backend,
+        cgroup_root,
+        driver,
+        pids_limit=pids_limit,
+        enforce_cpu_limits=enforce_cpu_limits,
+        devices=devices_for(chosen, mount_root),
     )
 
 

@@ -4,7 +4,10 @@ A name is a tuple of components (`("kubepods", "burstable", "pod<uid>")`, the ku
 CgroupName). The driver turns it into directory names: cgroupfs uses the components as they
 are; systemd makes each level a slice whose name repeats its ancestors, with '-' in a component
 escaped to '_' (`kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice`).
-Both live under the agent's own cgroup root (on systemd hosts its delegated subtree).
+Both live under the agent's own cgroup root (on systemd hosts its delegated subtree). A process pod's
+container gets a cgroup of its own below its pod's, as runc makes one per container: `<name>` with
+cgroupfs, `kubenode-<name>.scope` with systemd (runc's systemd driver makes `<prefix>-<id>.scope`; a
+process container's name is its ID here: it is unique in the pod and a DNS label).
 """
 
 from __future__ import annotations
@@ -35,6 +38,17 @@ def checked_uid(uid: str) -> str:
 
 def pod_cgroup_name(qos: QOSClass, uid: str) -> CgroupName:
     return (*QOS_TIERS[qos], POD_PREFIX + checked_uid(uid))
+
+
+SCOPE_PREFIX = "kubenode-"
+SCOPE_SUFFIX = ".scope"
+
+
+def container_dir(container: str, driver: Driver) -> str:
+    """The directory of a container's cgroup inside its pod's; refuses a name that is not a DNS label."""
+    if not container or len(container) > 63 or not all(ch.isalnum() or ch == "-" for ch in container):
+        raise CgroupError(f"container {container!r}", "", "invalid container name (a DNS label)")
+    return f"{SCOPE_PREFIX}{container}{SCOPE_SUFFIX}" if driver == "systemd" else container
 
 
 def to_dirs(name: CgroupName, driver: Driver) -> tuple[str, ...]:

@@ -211,6 +211,20 @@ class V1Hierarchies:
         if current_cpus != cpus:
             self._set("cpuset", dirs, "cpuset.cpus", format_cpuset(cpus))
 
+    def fit_children_cpusets(self, dirs: Dirs, cpus: str | None, *, before: bool) -> None:
+        """v1 refuses (EBUSY) a cpuset.cpus that leaves out a CPU a child cgroup holds, and a child cannot
+        hold a CPU its parent lacks: around a write of `dirs`'s cpus, its container cgroups are narrowed
+        to the CPUs kept `before`, and given the parent's whole set after."""
+        if cpus is None or not os.path.isdir(self._path("cpuset", dirs)):
+            return
+        wanted = parse_cpuset(cpus)
+        for name in subdirectories(self._path("cpuset", dirs)):
+            child = (*dirs, name)
+            held = self._cpus(child, "cpuset.cpus")
+            target = (held & wanted or held) if before else wanted
+            if target != held:
+                self._set("cpuset", child, "cpuset.cpus", format_cpuset(target))
+
     def _write_cpu(self, dirs: Dirs, config: ResourceConfig, fresh: bool) -> None:
         def current(file: str) -> int:
             return _FRESH[file] if fresh else self._get_int("cpu", dirs, file)
@@ -261,7 +275,9 @@ class V1Hierarchies:
             remove_tree(os.path.join(directory, *dirs))
 
     def remove_if_empty(self, dirs: Dirs) -> None:
-        for path in self._hierarchy_paths(dirs):
+        # The devices hierarchy holds the containers' device cgroups (agent/cm/devicecgroup/container.py).
+        others = [os.path.join(d, *dirs) for d in other_hierarchies(self._mount_root, set(self._distinct))]
+        for path in [*self._hierarchy_paths(dirs), *others]:
             with contextlib.suppress(OSError):  # still holds pods or tasks, or already gone
                 os.rmdir(path)
 

@@ -134,6 +134,9 @@ class V2Hierarchies:
                 # An empty cpuset (inherit the parent's) is written as a bare newline.
                 write_file(directory, file, value or "\n")
 
+    def fit_children_cpusets(self, dirs: Dirs, cpus: str | None, *, before: bool) -> None:
+        """Nothing: a v2 child's cpuset is empty (it follows its parent's effective one)."""
+
     def procs_files(self, dirs: Dirs) -> list[str]:
         return [os.path.join(self._path(dirs), "cgroup.procs")]
 

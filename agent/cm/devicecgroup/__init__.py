@@ -1,10 +1,12 @@
 """Device isolation for a container: which device nodes it may open or create (issue 37).
 
-Modules: rules.py (the typed rules, runc's defaults, a rule from a device spec, the effective set),
-v1.py (the cgroup v1 devices controller), bpfprog.py (the cgroup v2 program, as bytes), bpf.py
+Modules: container.py (a container cgroup's rules through the controller its host has: what the pod
+cgroup manager calls), rules.py (the typed rules, runc's defaults, a rule from a device spec, the
+effective set), v1.py (the cgroup v1 devices controller), bpfprog.py (the cgroup v2 program, as bytes), bpf.py
 (bpf(2): load, attach, query, detach, replace), choose.py (which of the two a host gets).
 
-Wiring (for the runtimes, once agent/ is restructured), per container, in the agent:
+Wiring (done for process pods: agent/kuberuntime/isolation.py and the pod cgroup manager's
+`ensure_container`; CDI devices' nodes come from agent/cm/cdidevices.py's resolved edits), per container:
 1. Before forking: `rules.container_rules([(d.host_path, d.permissions) for d in resources.devices],
    privileged)` plus, for CDI devices, the rules of the resolved edits' device nodes
    (kubenode.cdi.resolve). Any DeviceRuleError fails the container with its one line.
