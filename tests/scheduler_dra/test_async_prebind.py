@@ -52,7 +52,7 @@ class LaterClaims:
         done(written_claim(claim, status, {**claim.raw, "metadata": meta, "status": status}), None)
 
 
-def cluster() -> tuple[Scheduler, LaterBinder, LaterClaims]:
+def cluster(devices: int = 1) -> tuple[Scheduler, LaterBinder, LaterClaims]:
     clock = ManualClock()
     binder = LaterBinder()
     scheduler = Scheduler(binder, None, clock=clock, wall_clock=clock.now, seed=0)
@@ -64,7 +64,7 @@ def cluster() -> tuple[Scheduler, LaterBinder, LaterClaims]:
         "node": "node-0",
         "pool": "node-0",
         "driver": "gpu.example.com",
-        "devices": ["gpu-0"],
+        "devices": [f"gpu-{i}" for i in range(devices)],
     }
     scheduler.dra.put_slice(parse_resource_slice(support.slice_object(spec)))
     scheduler.dra.put_class(parse_device_class(support.class_object("gpu.example.com", "gpu.example.com")))
@@ -114,3 +114,22 @@ def test_a_conflicting_claim_write_sends_no_binding_and_the_device_is_free_again
     outcome = scheduler.schedule_one()
     assert outcome is not None and outcome.node == "node-0"
     scheduler.close(timeout=0)
+
+
+def test_pods_in_flight_together_hold_their_own_devices_whatever_order_the_answers_come_in() -> None:
+    scheduler, binder, claims = cluster(devices=2)
+    scheduler.add_pod(claim_pod("pa", "a"))
+    scheduler.add_pod(claim_pod("pb", "b"))
+    scheduler.schedule_one()
+    scheduler.schedule_one()
+    devices = [status["allocation"]["devices"]["results"][0]["device"] for _, status, _ in claims.sent]
+    assert sorted(devices) == ["gpu-0", "gpu-1"]  # the first in flight kept its device from the second
+    claims.answer(1)
+    claims.answer(0)
+    assert sorted(pod for pod, _, _ in binder.sent) == ["default/pa", "default/pb"]
+    for _, _, done in binder.sent:
+        done(None)
+    state = scheduler.dra.state
+    assert state.in_flight("default/pa") == [] and state.in_flight("default/pb") == []
+    assert all(state.claims[key].allocation is not None for key in ("default/a", "default/b"))
+    scheduler.close(timeout=1)
