@@ -10,8 +10,8 @@ One cycle (`schedule_one`), as kube-scheduler's scheduleOne: pop the next pod; f
 every node; if the pod's nominated node passes, take it; one feasible node is taken
 without scoring; otherwise score every feasible node and take the best, ties broken at
 random (seedable). The pod is assumed in the cache at once and bound asynchronously (by
-an AsyncBinder's `bind_async`, else on the binding pool's threads); a failed bind forgets
-it and sends it to backoff. With no feasible node, preemption
+an AsyncBinder's `bind_async`, after the claims' PreBind writes, else on the binding pool's
+threads); a failed bind forgets it and sends it to backoff. With no feasible node, preemption
 is tried and the pod waits in the queue with kube-scheduler's FitError message.
 Configured extenders (scheduler.extenders) filter after the plugins and add their
 prioritize scores; an extender error fails the cycle unless the extender is ignorable.
@@ -351,15 +351,26 @@ class Scheduler:
         claims = self.dra.applies_to(pod)
         if claims:
             self.dra.reserve(pod, node)
-        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds); a pod
-        # with claims binds on them, as its claims' status is written first (PreBind).
+        # An AsyncBinder binds without the pool's threads (unless the caller runs the binds), as kube's
+        # binding cycle runs beside the next scheduling cycle; a pod with claims has their status
+        # written first (PreBind), asynchronously too, and is bound from the answer.
         bind_async = getattr(self.binder, "bind_async", None)
-        if bind_async is not None and self._run_binding == self._submit_to_pool and not claims:
+        if bind_async is not None and self._run_binding == self._submit_to_pool:
             self._binds_in_flight += 1
-            try:
-                bind_async(bound, node, lambda error: self._bound(qp, bound, node, error, True))
-            except Exception as exc:  # refused before sending (e.g. no longer leading)
-                self._bound(qp, bound, node, exc, True)
+
+            def bind(error: Exception | None = None) -> None:
+                if error is not None:
+                    self._bound(qp, bound, node, error, True)
+                    return
+                try:
+                    bind_async(bound, node, lambda error: self._bound(qp, bound, node, error, True))
+                except Exception as exc:  # refused before sending (e.g. no longer leading)
+                    self._bound(qp, bound, node, exc, True)
+
+            if claims:
+                self.dra.pre_bind_async(bound, node, bind)
+            else:
+                bind()
         else:
             self._run_binding(lambda: self._bind(qp, bound, node))
         return Outcome(pod, node, f"Successfully assigned {pod.key} to {node}")

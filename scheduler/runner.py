@@ -37,7 +37,7 @@ from kubenode.kubeclient.leaderelection import ClientLeaseStore, ElectionConfig,
 from kubenode.model.objects import Pod
 from scheduler.apibinder import ApiBinder, pod_reference
 from scheduler.clock import MonotonicClock
-from scheduler.dra.live import ApiClaimWriter, DraInformers, serves_dra
+from scheduler.dra.live import ApiClaimWriter, DraInformers, ParsedClaims, serves_dra
 from scheduler.engine import Scheduler
 from scheduler.extenders import with_extender_binder
 from scheduler.informers import BadObject, EventRouter, node_informer, pod_informer, topology_informer
@@ -142,8 +142,9 @@ class LiveScheduler:
         self.pods = pod_informer(self.client, self.router)
         self.topologies = topology_informer(self.client, self.router)
         # ResourceSlices, DeviceClasses, ResourceClaims for DynamicResources; claim status written at PreBind.
-        self.engine.dra.writer = ApiClaimWriter(self.client, self.may_act)
-        self.dra = DraInformers(self.client, self.engine.dra)
+        claims = ParsedClaims()  # the writer's answers spare the informer a parse
+        self.engine.dra.writer = ApiClaimWriter(self.client, self.may_act, claims)
+        self.dra = DraInformers(self.client, self.engine.dra, claims)
         self._serves_dra = True
         # Whether the API serves NodeResourceTopology (a kube-apiserver without the CRD does not): only
         # then does scheduling wait for its informer, so that no pod is bound on a stale NUMA picture.

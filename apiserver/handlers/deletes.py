@@ -123,7 +123,7 @@ async def delete(
         dry_run=dry_run,
         finalize=lambda obj: gc_finalizers(strategy, obj, policy),
     )
-    if not gone or resource.plural == "pods":
+    if not gone or strategy.returns_deleted_object:
         return json_bytes(entry.data)
     details = {"name": old.name, "kind": resource.plural, "uid": old_obj.get("metadata", {}).get("uid", "")}
     if resource.group:

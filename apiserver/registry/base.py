@@ -78,6 +78,9 @@ class Strategy:
     has_status: bool = False  # a /status subresource: main updates keep status, status updates keep spec
     name_is_label: bool = False  # namespaces: DNS-1123 label, not subdomain
     default_propagation = "Background"  # a DELETE's propagationPolicy when it names none
+    # kube's Store.ReturnDeletedObject: a DELETE that removes the object answers the object (as it was
+    # last stored), not a Status. The OpenAPI of those kinds, and so every generated client, expects it.
+    returns_deleted_object = False
 
     def __init__(self, info: ResourceInfo, clock: Clock = utc_now) -> None:
         self.info = info

@@ -110,6 +110,7 @@ def claim_spec_causes(spec: Mapping[str, Any], path: str) -> list[Cause]:
 
 class _DraStrategy(Strategy):
     immutable_spec = False
+    returns_deleted_object = True  # each of kube's pkg/registry/resource/*/storage sets it
 
     def validate(self, obj: dict[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
         meta = obj.get("metadata") or {}

@@ -147,6 +147,7 @@ class PodStrategy(Strategy):
     model = "V1Pod"
     field_labels = POD_FIELDS
     has_status = True
+    returns_deleted_object = True
 
     def index(self, obj: Mapping[str, Any]) -> dict[str, str]:
         spec = obj.get("spec") or {}

@@ -42,6 +42,7 @@ def _go_strings(values: Iterable[str]) -> str:
 class ServiceStrategy(Strategy):
     model = "V1Service"
     has_status = True
+    returns_deleted_object = True
 
     def __init__(self, info: ResourceInfo, clock: Clock = utc_now, cidr: str = SERVICE_CIDR) -> None:
         super().__init__(info, clock)

@@ -305,3 +305,4 @@ class JobStrategy(WorkloadStrategy):
 
 class ServiceAccountStrategy(Strategy):
     model = "V1ServiceAccount"
+    returns_deleted_object = True

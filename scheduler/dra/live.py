@@ -2,17 +2,23 @@
 
 Three informers (ResourceSlices, DeviceClasses, ResourceClaims) feed the plugin's `put_*`/`remove_*`;
 an object that does not parse is logged with the field named and treated as absent (a slice's
-devices are not offered, a class or claim is missing), so the rest keeps being served. PreBind
+devices are not offered, a class or claim is missing), so the rest keeps being served. A claim is
+parsed once per resourceVersion (`ParsedClaims`): the claim PreBind wrote is remembered with the
+version the API server answered, so the informer's event for that write reuses it. PreBind
 writes a claim's status with PUT .../resourceclaims/<name>/status carrying the resourceVersion
-the scheduler read: a stale write is a 409 Conflict, the bind fails and the pod is retried once
-the informer brings the claim as it is now. Whether the API serves resource.k8s.io/v1 is probed
+the scheduler read (`write_status_async` on the client's reactor, chained before the Binding; a
+stale write is a 409 Conflict, the bind fails and the pod is retried once the informer brings the
+claim as it is now); the answer is not parsed again where its status is the one written.
+Whether the API serves resource.k8s.io/v1 is probed
 once at start (`serves_dra`): without it the plugin stays idle, and pods with claims wait.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubenode.dra.types import (
@@ -20,7 +26,7 @@ from kubenode.dra.types import (
     DeviceClass,
     ResourceClaim,
     ResourceSlice,
-    parse_resource_claim,
+    with_status,
 )
 from kubenode.kubeclient import (
     DEVICE_CLASSES,
@@ -33,7 +39,7 @@ from kubenode.kubeclient import (
 )
 from kubenode.kubeclient.informer import Informer
 from kubenode.model.errors import ValidationError
-from scheduler.dra.plugin import DynamicResources
+from scheduler.dra.plugin import DynamicResources, WriteDone, written_claim
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +70,69 @@ def _decoder(kind: str) -> Callable[[dict[str, Any]], Decoded]:
     return decode
 
 
+def _version(raw: Mapping[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class ParsedClaims:
+    """The last parsed (or written) claim by key: an informer event for a resourceVersion already
+    parsed, or that PreBind wrote, costs a lookup; a newer version of the same claim (same uid) keeps
+    the spec parsed before, which is immutable, and parses only its status. Shared by the claim
+    informer and ApiClaimWriter (the writer's answer and the watch event come in either order, on
+    different threads)."""
+
+    def __init__(self) -> None:
+        self._parse = _decoder("ResourceClaim")
+        self._lock = threading.Lock()
+        self._claims: dict[str, ResourceClaim] = {}
+
+    def decode(self, obj: dict[str, Any]) -> Decoded:
+        key, version = _key(obj), _version(obj)
+        with self._lock:
+            cached = self._claims.get(key)
+        if cached is not None:
+            if version and _version(cached.raw) == version:
+                return cached
+            meta = obj.get("metadata") or {}
+            if meta.get("uid") == cached.uid and obj.get("spec") == cached.raw.get("spec"):
+                try:
+                    claim = replace(with_status(cached, obj), deleting=bool(meta.get("deletionTimestamp")))
+                except ValidationError:
+                    pass  # parsed in full below, which names the field
+                else:
+                    self.remember(claim)
+                    return claim
+        decoded = self._parse(obj)
+        if isinstance(decoded, ResourceClaim):
+            self.remember(decoded)
+        return decoded
+
+    def remember(self, claim: ResourceClaim) -> None:
+        with self._lock:
+            self._claims[claim.key] = claim
+
+    def get(self, key: str, version: str) -> ResourceClaim | None:
+        """The claim parsed for this resourceVersion, if it is the last one seen."""
+        with self._lock:
+            cached = self._claims.get(key)
+        return cached if cached is not None and version and _version(cached.raw) == version else None
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._claims.pop(key, None)
+
+
 class DraInformers:
-    def __init__(self, client: KubeClient, plugin: DynamicResources) -> None:
+    def __init__(
+        self, client: KubeClient, plugin: DynamicResources, claims: ParsedClaims | None = None
+    ) -> None:
         self.plugin = plugin
+        self.claims = claims or ParsedClaims()
         self.informers: list[Informer[Decoded]] = [
             Informer(
                 client,
                 resource,
-                decode=_decoder(resource.kind),
+                decode=self.claims.decode if resource is RESOURCE_CLAIMS else _decoder(resource.kind),
                 on_add=self._put,
                 on_update=lambda old, new: self._put(new),
                 on_delete=self._remove,
@@ -96,8 +157,10 @@ class DraInformers:
         elif isinstance(obj, DeviceClass):
             self.plugin.remove_class(obj.name)
         elif isinstance(obj, ResourceClaim):
+            self.claims.forget(obj.key)
             self.plugin.remove_claim(obj.key)
         elif "/" in obj:
+            self.claims.forget(obj)
             self.plugin.remove_claim(obj)
         else:
             self.plugin.remove_slice(obj)
@@ -131,19 +194,55 @@ def serves_dra(client: KubeClient) -> bool:
 
 
 class ApiClaimWriter:
-    """PreBind's writes: the claim's status, with the resourceVersion read (a stale one is a Conflict)."""
+    """PreBind's writes: the claim's status, with the resourceVersion read (a stale one is a Conflict).
+    The claim written is remembered in `claims`, so the watch event of that version is not parsed."""
 
-    def __init__(self, client: KubeClient, may_act: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        may_act: Callable[[], bool] = lambda: True,
+        claims: ParsedClaims | None = None,
+    ) -> None:
         self.client = client
         self.may_act = may_act
+        self.claims = claims or ParsedClaims()
 
-    def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
+    def _body(self, claim: ResourceClaim, status: dict[str, Any]) -> dict[str, Any]:
         if not self.may_act():
             raise RuntimeError("not leading: claim status not written")
-        body = {
+        return {
             **claim.raw,
             "apiVersion": RESOURCE_CLAIMS.api_version,
             "kind": "ResourceClaim",
             "status": status,
         }
-        return parse_resource_claim(self.client.update(RESOURCE_CLAIMS, body, subresource="status"))
+
+    def _written(self, claim: ResourceClaim, status: dict[str, Any], answer: dict[str, Any]) -> ResourceClaim:
+        seen = self.claims.get(claim.key, _version(answer))  # the watch event came first
+        if seen is not None:
+            return seen
+        written = written_claim(claim, status, answer)
+        self.claims.remember(written)
+        return written
+
+    def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
+        answer = self.client.update(RESOURCE_CLAIMS, self._body(claim, status), subresource="status")
+        return self._written(claim, status, answer)
+
+    def write_status_async(self, claim: ResourceClaim, status: dict[str, Any], done: WriteDone) -> None:
+        """`write_status` without waiting: `done` is called on the client's reactor thread."""
+        body = self._body(claim, status)
+
+        def answered(answer: dict[str, Any] | None, error: KubeError | None) -> None:
+            if error is not None or answer is None:
+                done(None, error or KubeError(f"no answer writing claim {claim.key}"))
+                return
+            try:
+                written = self._written(claim, status, answer)
+            except Exception as exc:  # an answer that does not parse: the bind fails, the pod retries
+                done(None, exc)
+                return
+            done(written, None)
+
+        path = RESOURCE_CLAIMS.path(claim.namespace, claim.name, "status")
+        self.client.request_async("PUT", path, answered, body=body)

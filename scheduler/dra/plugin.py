@@ -8,7 +8,8 @@
   in flight ("cannot allocate all claims"; an allocator error is reported as such).
 - Reserve/Unreserve (`reserve`/`unreserve`): the chosen node's allocation becomes in flight, so
   the next pods see its devices taken; undone if binding fails.
-- PreBind (`pre_bind`, on the binding thread, before the Binding): each claim's
+- PreBind (`pre_bind` on a binding thread, or `pre_bind_async` chained before the Binding on the
+  client's reactor, as kube's binding cycle runs beside the next scheduling cycle): each claim's
   `status.allocation` and `status.reservedFor` (the pod) are written through the ClaimWriter; a
   claim already allocated (shared by several pods) only gains the pod in `reservedFor`. A write
   conflict fails the bind and the pod retries, so two scheduler replicas never give one device to
@@ -22,7 +23,7 @@ Only the public resource.k8s.io/v1 objects are read and written.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -51,22 +52,33 @@ class ClaimWriter(Protocol):
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim: ...
 
 
+# A ClaimWriter may also write without waiting: `write_status_async(claim, status, done)` calls
+# `done(written, None)` or `done(None, error)` later (ApiClaimWriter, on the client's reactor).
+WriteDone = Callable[[ResourceClaim | None, Exception | None], None]
+
+
+def written_claim(claim: ResourceClaim, status: dict[str, Any], raw: Mapping[str, Any]) -> ResourceClaim:
+    """The claim as PreBind wrote it: `raw` (the stored object) with the status PreBind made, which needs
+    no parsing; a status the store changed is parsed from `raw`."""
+    if raw.get("status") != status:
+        return with_status(claim, raw)
+    allocation = claim.allocation
+    results = (status.get("allocation") or {}).get("devices", {}).get("results")
+    if results is not None:
+        allocation = tuple(
+            DeviceResult(r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
+            for r in results
+        )
+    return replace(claim, allocation=allocation, reserved_for=tuple(status["reservedFor"]), raw=raw)
+
+
 class InMemoryClaims:
     """The simulator's writer: the claim's new status becomes its object at once."""
 
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
         meta = dict(claim.raw.get("metadata") or {})
         meta["resourceVersion"] = str(int(str(meta.get("resourceVersion") or "0") or 0) + 1)
-        raw = {**claim.raw, "metadata": meta, "status": status}
-        results = (status.get("allocation") or {}).get("devices", {}).get("results")
-        if results is None:
-            return with_status(claim, raw)
-        # What PreBind itself made: no need to check it again (the live writer parses the API's answer).
-        allocation = tuple(
-            DeviceResult(r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
-            for r in results
-        )
-        return replace(claim, allocation=allocation, reserved_for=tuple(status["reservedFor"]), raw=raw)
+        return written_claim(claim, status, {**claim.raw, "metadata": meta, "status": status})
 
 
 def pod_reference(pod: Pod) -> dict[str, Any]:
@@ -267,10 +279,52 @@ class DynamicResources:
 
     def pre_bind(self, pod: Pod, node: str) -> None:
         """Write each claim's status before the pod is bound. Raises on any failure (then Unreserve)."""
+        written = [self.writer.write_status(claim, status) for claim, status in self._statuses(pod, node)]
+        with self._lock:
+            self.state.commit(pod.key, written)
+
+    def pre_bind_async(self, pod: Pod, node: str, done: Callable[[Exception | None], None]) -> None:
+        """`pre_bind` without waiting, where the writer can (`write_status_async`): the claims are written
+        one after the other, each from the answer to the previous one, and `done(None)` follows the
+        commit; `done(error)` on the first failure (nothing more is written)."""
+        write_async: Callable[[ResourceClaim, dict[str, Any], WriteDone], None] | None = getattr(
+            self.writer, "write_status_async", None
+        )
+        try:
+            if write_async is None:
+                self.pre_bind(pod, node)
+                done(None)
+                return
+            writes = self._statuses(pod, node)
+        except Exception as exc:
+            done(exc)
+            return
+        written: list[ResourceClaim] = []
+
+        def next_write(claim: ResourceClaim | None, error: Exception | None) -> None:
+            if error is not None:
+                done(error)
+                return
+            if claim is not None:
+                written.append(claim)
+            if len(written) == len(writes):
+                with self._lock:
+                    self.state.commit(pod.key, written)
+                done(None)
+                return
+            try:
+                write_async(*writes[len(written)], next_write)
+            except Exception as exc:  # refused before sending (e.g. no longer leading)
+                done(exc)
+
+        next_write(None, None)
+
+    def _statuses(self, pod: Pod, node: str) -> list[tuple[ResourceClaim, dict[str, Any]]]:
+        """Each claim of the pod not yet reserved for it, with the status PreBind writes."""
         with self._lock:
             allocations = {a.claim.key: a for a in self.state.in_flight(pod.key)}
             claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
-        written = []
+        writes = []
         for claim in claims:
             reserved = [dict(r) for r in claim.reserved_for]
             if any(r.get("uid") == pod.uid and r.get("name") == pod.name for r in reserved):
@@ -282,9 +336,8 @@ class DynamicResources:
                     raise RuntimeError(f"claim {claim.key} has no allocation for {pod.key} on {node}")
                 status["allocation"] = allocation.to_json()
             status["reservedFor"] = [*reserved, pod_reference(pod)]
-            written.append(self.writer.write_status(claim, status))
-        with self._lock:
-            self.state.commit(pod.key, written)
+            writes.append((claim, status))
+        return writes
 
 
 def _allocation_selector(claim: ResourceClaim) -> dict[str, Any] | None:

@@ -70,6 +70,9 @@ class DraState:
         self._taken: dict[DeviceID, str] = {}  # device -> the claim (key) it is allocated to
         self._in_flight: dict[str, list[ClaimAllocation]] = {}  # pod key -> allocations reserved for it
         self._in_flight_devices: dict[DeviceID, str] = {}  # device -> pod key
+        # claim key -> the allocations in flight for it, first reserved first: with binding asynchronous
+        # many pods are in flight, and every Filter asks about each of its claims.
+        self._in_flight_claims: dict[str, list[ClaimAllocation]] = {}
         # Told of each device that becomes taken (True) or free (False): the free-device counts.
         self.listeners: list[Callable[[DeviceID, bool], None]] = []
 
@@ -132,6 +135,7 @@ class DraState:
         """PreBind wrote these claims for the pod: they are kept as written (assumed) and its
         allocations are no longer in flight, in one step (the devices stay taken throughout)."""
         allocations = self._in_flight.pop(pod_key, [])
+        self._unindex(allocations)
         olds = [old.allocation or () for c in written if (old := self.claims.get(c.key)) is not None]
         before = self._devices_of(
             *(a.results for a in allocations), *olds, *(c.allocation or () for c in written)
@@ -172,12 +176,14 @@ class DraState:
         before = self._devices_of(*(a.results for a in allocations))
         self._in_flight[pod_key] = allocations
         for allocation in allocations:
+            self._in_flight_claims.setdefault(allocation.claim.key, []).append(allocation)
             for device in _taken_by(allocation.results):
                 self._in_flight_devices[device] = pod_key
         self._tell(before)
 
     def unreserve(self, pod_key: str) -> list[ClaimAllocation]:
         allocations = self._in_flight.pop(pod_key, [])
+        self._unindex(allocations)
         before = self._devices_of(*(a.results for a in allocations))
         for allocation in allocations:
             for device in _taken_by(allocation.results):
@@ -190,11 +196,18 @@ class DraState:
         return self._in_flight.get(pod_key, [])
 
     def _in_flight_for(self, claim_key: str) -> ClaimAllocation | None:
-        for allocations in self._in_flight.values():
-            for allocation in allocations:
-                if allocation.claim.key == claim_key:
-                    return allocation
-        return None
+        allocations = self._in_flight_claims.get(claim_key)
+        return allocations[0] if allocations else None
+
+    def _unindex(self, allocations: list[ClaimAllocation]) -> None:
+        """Drop these allocations (no longer in flight) from the claim index."""
+        for allocation in allocations:
+            key = allocation.claim.key
+            others = [a for a in self._in_flight_claims.get(key, ()) if a is not allocation]
+            if others:
+                self._in_flight_claims[key] = others
+            else:
+                self._in_flight_claims.pop(key, None)
 
     def is_allocated(self, claim: ResourceClaim) -> bool:
         return claim.allocation is not None or self._in_flight_for(claim.key) is not None

@@ -128,7 +128,9 @@ def test_dry_run_delete_answers_what_a_delete_would(setup: ApiServerProcess) -> 
         graceful["metadata"]["deletionGracePeriodSeconds"] == 30 and graceful["metadata"]["deletionTimestamp"]
     )
     gone = ok(setup, "DELETE", "/api/v1/namespaces/dry/services/s" + DRY)
-    assert gone["kind"] == "Status" and gone["status"] == "Success"
+    # kube's service registry sets ReturnDeletedObject: the Service that would go, not a Status.
+    assert gone["kind"] == "Service" and gone["metadata"]["name"] == "s"
+    assert ok(setup, "GET", "/api/v1/namespaces/dry/services/s")["metadata"]["name"] == "s"
     listed = ok(setup, "DELETE", PODS + DRY)
     assert sorted(p["metadata"]["name"] for p in listed["items"]) == ["bound", "loose"]
     assert "kubernetes" in [

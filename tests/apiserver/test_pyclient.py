@@ -69,6 +69,22 @@ def test_crud_with_server_defaults_and_selectors(core: Any) -> None:
     assert [p.metadata.name for p in core.list_namespaced_pod(ns).items] == ["a"]
 
 
+def test_delete_answers_as_kube_does_per_kind(core: Any) -> None:
+    """Services and ServiceAccounts (ReturnDeletedObject in kube's registry) answer the deleted object, which
+    the client decodes as V1Service/V1ServiceAccount; a ConfigMap answers a Status (its OpenAPI: Status)."""
+    ns = namespace(core, "py-deletes")
+    core.create_namespaced_service(ns, {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    service = core.delete_namespaced_service("s", ns)
+    assert type(service).__name__ == "V1Service"
+    assert service.metadata.name == "s" and service.spec.ports
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "sa"}})
+    account = core.delete_namespaced_service_account("sa", ns)
+    assert type(account).__name__ == "V1ServiceAccount" and account.metadata.name == "sa"
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}})
+    status = core.delete_namespaced_config_map("cm", ns)
+    assert status["kind"] == "Status" and status["status"] == "Success"
+
+
 def test_watch_stream_resumes_from_a_resource_version(core: Any) -> None:
     ns = namespace(core, "py-watch")
     core.create_namespaced_pod(ns, pod("before"))
