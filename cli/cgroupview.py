@@ -115,7 +115,7 @@ def container_view(pid: int, mount: Path = MOUNT) -> dict[str, Any]:
     path = cgroups.get("unified") if is_v2(mount) else cgroups.get("memory")
     view: dict[str, Any] = {"cgroup": path, "limits": files_by_name(hierarchies(path, mount)) if path else {}}
     if is_v2(mount):
-        from agent.cm.devicecgroup.bpf import attached_programs  # the node's own bpf(2) query
+        from agent.cm.devicecgroup import attached_programs  # the node's own bpf(2) query
 
         try:
             view["devicePrograms"] = len(attached_programs(mount / (path or "/").strip("/")))

@@ -16,3 +16,9 @@ Wiring (done for process pods: agent/kuberuntime/isolation.py and the pod cgroup
    (agent/kuberuntime/devfs.py), then execs. On a pod update, step 2 again; on removal, the cgroup's
    rmdir takes the rules (and the program) with it.
 """
+
+from agent.cm.devicecgroup.bpf import attached_programs
+
+# `attached_programs` is the package's one public name outside the agent: `kubenode trace pod` counts the
+# device programs on a container's cgroup with it (cli/cgroupview.py).
+__all__ = ["attached_programs"]
