@@ -83,6 +83,7 @@ def compose_node(
         security=SecurityPolicy(config.allow_privileged, Path(config.state_dir) / "seccomp"),
         objects=objects,
         launcher=launcher,
+        cdi=cdi.apply,
     )
     runtime: PodRuntime = process
     if config.container_runtime_endpoint:

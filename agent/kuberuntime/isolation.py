@@ -26,7 +26,7 @@ from agent.cm.devicecgroup.rules import DeviceRule, DeviceRuleError, container_r
 from agent.container.downwardapi import ContainerConfigError
 from agent.container.resources import ContainerResources, Mount
 from agent.container.volumes import MountedVolume
-from agent.kuberuntime.devfs import DevfsError, DevPlan, dev_plan, node_for_device
+from agent.kuberuntime.devfs import DevfsError, DevPlan, dev_plan, node_for_device, node_from_cdi
 from agent.volumemanager.namespace import BindMount, MountPlanError, NamespacePlan, container_mounts
 from kubenode.model import Container
 
@@ -40,12 +40,20 @@ class Isolation:
 
 def container_isolation(resources: ContainerResources, privileged: bool) -> Isolation:
     """Step 1 of the module's flow; ContainerConfigError names the device or path."""
+    cdi_nodes = resources.cdi_edits.device_nodes if resources.cdi_edits is not None else ()
     try:
-        rules = container_rules([(d.host_path, d.permissions) for d in resources.devices], privileged)
-        nodes = [node_for_device(d.host_path, d.container_path) for d in resources.devices]
+        devices = [(d.host_path, d.permissions) for d in resources.devices]
+        devices += [(n.source, n.cgroup_access) for n in cdi_nodes if n.cgroup_access]
+        rules = container_rules(devices, privileged)
+        nodes = {
+            n.path: n for n in (node_for_device(d.host_path, d.container_path) for d in resources.devices)
+        }
+        nodes.update((n.path, n) for n in map(node_from_cdi, cdi_nodes))  # a CDI node replaces a plugin's
     except (DeviceRuleError, DevfsError) as exc:
         raise ContainerConfigError(str(exc)) from None
-    return Isolation(rules, dev_plan(nodes, privileged), tuple(_allocate_mount(m) for m in resources.mounts))
+    return Isolation(
+        rules, dev_plan(list(nodes.values()), privileged), tuple(_allocate_mount(m) for m in resources.mounts)
+    )
 
 
 def _allocate_mount(mount: Mount) -> BindMount:

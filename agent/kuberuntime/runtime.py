@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cm.cdidevices import CdiResolutionError
 from agent.cm.cgroups.api import CgroupError, PodCgroups
 from agent.container.downwardapi import ContainerConfigError, HostInfo
 from agent.container.podrecord import (
@@ -102,8 +103,12 @@ class ProcessRuntime:
         container_cgroups: PodCgroups | None = None,
         objects: ConfigObjects = NO_OBJECTS,
         launcher: Launcher = HOST_LAUNCHER,
+        cdi: Callable[[ContainerResources], ContainerResources] | None = None,
     ) -> None:
         self.launcher = launcher
+        # CDI names turned into env, mounts and device nodes as each container is created
+        # (agent/cm/cdidevices.py): a process pod has no runtime below it to apply them.
+        self._cdi = cdi
         self.logs_dir = Path(state_dir) / "logs"
         self.stdin_dir = Path(state_dir) / "stdin"
         self.pods_dir = Path(state_dir) / "pods"
@@ -243,6 +248,12 @@ class ProcessRuntime:
                 if c.image
                 else "the container has no command to run"
             )
+            return
+        try:
+            resources = self._cdi(resources) if self._cdi is not None else resources
+        except CdiResolutionError as exc:  # an unknown name, a spec that does not parse: nothing was made
+            rec.state, rec.reason, rec.message = WAITING, "CreateContainerError", str(exc)
+            hints.append(CONFIG_ERROR_RETRY_S)
             return
         try:
             env = container_env(pod, c, self.host, resources.envs, self.objects)

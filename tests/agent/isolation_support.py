@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,18 @@ def probe_pod(name: str, paths: list[str], *, privileged: bool = False, host_dev
 
 
 def run_probe(
-    tmp_path: Path, cgroups: PodCgroups, pod: Pod, resources: ContainerResources
+    tmp_path: Path,
+    cgroups: PodCgroups,
+    pod: Pod,
+    resources: ContainerResources,
+    cdi: Callable[[ContainerResources], ContainerResources] | None = None,
 ) -> tuple[PodRecord, dict[str, Any]]:
-    """Sync the pod once in its real pod cgroup and wait for its one container to end; its report."""
+    """Sync the pod once in its real pod cgroup and wait for its one container to end; its report (empty
+    where the container was not created)."""
     state = tmp_path / "state"
     runtime = ProcessRuntime(
         state, RecordStore(state), HostInfo("n"), container_cgroups=cgroups, cgroup_pids=cgroups.pids,
-        security=SecurityPolicy(True, state / "seccomp"),
+        security=SecurityPolicy(True, state / "seccomp"), cdi=cdi,
     )  # fmt: skip
     record = PodRecord(pod.uid, pod.namespace, pod.name)
     info = cgroups.ensure(pod)
@@ -65,7 +70,7 @@ def run_probe(
     runtime.sync_containers(pod, record, cgroups.procs_files(pod), {"main": resources}, None, volumes,
                             fresh_cgroup=info.created)  # fmt: skip
     main = record.containers["main"]
-    if main.reason == "CreateContainerConfigError":
+    if main.reason in ("CreateContainerConfigError", "CreateContainerError"):
         cgroups.destroy(pod.uid)
         return record, {}
     wait_until(lambda: runtime.relist(record) or main.exit_code is not None, 10, "the probe to exit")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.cm.cdidevices import CdiDevices
 from agent.cm.cgroups.api import PodCgroups
 from agent.container.downwardapi import HostInfo
 from agent.container.podrecord import PodRecord, RecordStore
@@ -202,3 +203,40 @@ def test_allocates_mounts_are_bound_like_volume_mounts(tmp_path: Path, cgroups: 
         tmp_path, cgroups, probe_pod("gone", []), ContainerResources(mounts=[Mount("/x", "/nonexistent")])
     )
     assert "/nonexistent" in record.containers["main"].message
+
+
+def cdi_spec_dir(tmp_path: Path, host_node: str) -> Path:
+    """A private CDI directory whose one device puts `host_node` at /dev/cdigpu0 (issue 37: process pods
+    apply CDI's edits themselves)."""
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    device = {
+        "name": "g0",
+        "containerEdits": {"deviceNodes": [{"path": "/dev/cdigpu0", "hostPath": host_node}]},
+    }
+    spec = {"cdiVersion": "0.6.0", "kind": "kubenode.test/gpu", "devices": [device]}
+    (spec_dir / "gpu.json").write_text(json.dumps(spec))
+    return spec_dir
+
+
+def test_a_cdi_device_is_a_node_in_the_containers_dev_and_a_device_rule(
+    tmp_path: Path, cgroups: PodCgroups, fake_gpu: str
+) -> None:
+    cdi = CdiDevices([cdi_spec_dir(tmp_path, fake_gpu)])
+    resources = ContainerResources(cdi_devices=["kubenode.test/gpu=g0"])
+    _, report = run_probe(
+        tmp_path, cgroups, probe_pod("cdi", ["/dev/cdigpu0", "/dev/fuse"]), resources, cdi.apply
+    )
+    assert report["/dev/cdigpu0"] == "ok", report
+    assert report["/dev/fuse"] == 2  # ENOENT: only the CDI node was added to its /dev
+
+
+def test_an_unknown_cdi_name_is_create_container_error_naming_it(
+    tmp_path: Path, cgroups: PodCgroups, fake_gpu: str
+) -> None:
+    cdi = CdiDevices([cdi_spec_dir(tmp_path, fake_gpu)])
+    resources = ContainerResources(cdi_devices=["kubenode.test/gpu=ghost"])
+    record, _ = run_probe(tmp_path, cgroups, probe_pod("ghost", ["/dev/null"]), resources, cdi.apply)
+    main = record.containers["main"]
+    assert (main.state, main.reason) == ("waiting", "CreateContainerError")
+    assert "kubenode.test/gpu=ghost" in main.message
