@@ -82,6 +82,9 @@ class AgentProcess:
             "devicePluginDir": str(self.plugin_dir),
             # Its own, not the default /var/lib/kubenode/plugins_registry every agent on the host would share.
             "pluginsRegistryDir": str(self.dir / "plugins_registry"),
+            # and its own CDI directory beside the host's, where a DRA driver started for it writes its
+            # claims' specs (the agent resolves a process pod's CDI IDs there, as containerd does in its own)
+            "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi", str(self.dir / "cdi")],
             "listen": "127.0.0.1:0",
             **FAST_SETTINGS,
             **(settings or {}),

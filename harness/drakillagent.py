@@ -10,6 +10,7 @@ would). The kill test (tests/agent_dra/test_killagent.py) owns the driver and co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -30,9 +31,13 @@ CPU_DRIVER = "cpu.kubenode.io"
 
 
 def main(argv: list[str]) -> int:
-    root, manifests, state, socket, claims_file = argv
+    root, manifests, state, socket, claims_file, cdi_dir = argv
     logging.basicConfig(level=logging.INFO, format="agent %(levelname)s %(name)s: %(message)s")
-    config = fast_agent_config(root, Path(manifests), Path(state))
+    # The driver's CDI directory is the agent's too: the agent, as the runtime of its process pods, resolves
+    # the claim's CDI IDs there (as containerd does in its configured directories).
+    config = dataclasses.replace(
+        fast_agent_config(root, Path(manifests), Path(state)), cdi_spec_dirs=[cdi_dir]
+    )
 
     def get_claim(namespace: str, name: str) -> dict[str, Any]:
         claim: dict[str, Any] = json.loads(Path(claims_file).read_text())[name]

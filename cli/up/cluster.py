@@ -261,6 +261,9 @@ class Cluster:
             "cgroupRoot": self.options.cgroup_root,
             "devicePluginDir": str(self.options.data_dir / "device-plugins"),
             "pluginsRegistryDir": str(self.options.data_dir / "plugins_registry"),
+            # The host's CDI directories and the data dir's, where the DRA driver writes its claims' specs:
+            # the agent resolves its process pods' CDI IDs there, as containerd does in its own.
+            "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi", str(self.options.data_dir / "cdi")],
             # The address the Node reports as InternalIP, where the API server and `kubenode trace` look
             # for the agent (daemonEndpoints names the port, any free one).
             "listen": f"{host_ip()}:0",
