@@ -7,7 +7,11 @@ so the next agent also cleans up orphans while it starts the batch), forks agent
 it at a point that moves from cycle to cycle (at once, then once 10%, 25%, 50%, 75% and all of
 the batch's containers have appeared), then forks agent B on the same state and waits, with a
 deadline, until every pod of the batch runs exactly one container process. The copies each
-pod's cgroup holds at that moment are the result; a healthy agent never leaves more than one.
+pod's cgroup holds at that moment are the result; a healthy agent never leaves more than one. The container
+is a shell that execs its program, as most pods' are: the program's environment is the one the shell
+rebuilt, in the shell's order, which a restarted agent must still recognise. The exact windows of one spawn
+that a kill from outside rarely hits (before the child joins its cgroup, before it execs, before the record
+is saved) are injected one by one by harness/spawnkill.py.
 
 Every pod has volumes (a memory-backed emptyDir, a tmpfs on the host, and a downwardAPI volume, mounted
 in the container's own namespace at a path the host lacks), so a kill also lands between a tmpfs mount
@@ -123,7 +127,7 @@ def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
               terminationGracePeriodSeconds: 1
               containers:
               - name: main
-                command: [sleep, "600"]
+                command: [sh, -c, "exec sleep 600"]
                 volumeMounts:
                 - {{name: scratch, mountPath: /kn-hostile-volumes/scratch}}
                 - {{name: info, mountPath: /kn-hostile-volumes/info}}

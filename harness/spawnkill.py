@@ -6,6 +6,8 @@ the windows of one start that a kill at a random moment (harness/killcycles.py) 
 - `in-prepare`: the child is forked but has not joined its container cgroup yet (it is building its
   mount namespace): no cgroup holds it. It holds that window open until the restarted agent has synced
   the pod (its record is written), then goes on.
+- `in-namespace`: the same window, later: the child is building its mount namespace (its volumes, its
+  /dev) when the agent dies; held open the same way.
 - `before-exec`: the child has joined its container cgroup but not exec'd: it is in the cgroup, a session
   leader, but /proc/<pid>/environ is still the agent's (no identity stamp). It holds that window open
   the same way, then execs.
@@ -37,7 +39,7 @@ from agent.kuberuntime.processes import HOST_LAUNCHER, ContainerProcess
 from harness.killcycles import copies, kill, wait_for
 from harness.manifests import fast_agent_config, write_manifest
 
-POINTS = ("in-prepare", "before-exec", "after-spawn")
+POINTS = ("in-prepare", "in-namespace", "before-exec", "after-spawn")
 UID = "spawnkill-0"
 SETTLE_S = 3.0  # how long agent B runs after the pod is up, for a later sync to show a second copy
 DEADLINE_S = 15.0
@@ -61,8 +63,29 @@ def _wait_orphaned(agent: int) -> None:
         time.sleep(0.005)
 
 
+def _hold_until_synced(record: Path) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not record.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the restarted agent's first sync of the pod has happened once it exists
+
+
+def _inject_into_namespace(record: Path) -> None:
+    """Wrap the namespace build in the child (processes.enter_container_namespace) in agent A."""
+    real = vars(processes)["enter_container_namespace"]  # imported there, looked up at each call
+
+    def enter(plan: Any) -> None:
+        _wait_orphaned(os.getppid())
+        _hold_until_synced(record)
+        real(plan)
+
+    vars(processes)["enter_container_namespace"] = enter
+
+
 def _inject_into_prepare(point: str, record: Path) -> None:
     """Wrap the child's preparation (processes._prepare_child, looked up at each spawn) in agent A."""
+    if point == "in-namespace":
+        _inject_into_namespace(record)
+        return
     real = processes._prepare_child
 
     def prepare(procs_files: Sequence[str], *args: Any, **kwargs: Any) -> None:
@@ -70,13 +93,11 @@ def _inject_into_prepare(point: str, record: Path) -> None:
         if point == "before-exec":
             real(procs_files, *args, **kwargs)
         _wait_orphaned(agent)
-        deadline = time.monotonic() + DEADLINE_S
-        while not record.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)  # the restarted agent's first sync of the pod has happened once it exists
+        _hold_until_synced(record)
         if point == "in-prepare":
             real(procs_files, *args, **kwargs)
 
-    processes._prepare_child = prepare  # type: ignore[assignment]
+    processes._prepare_child = prepare
 
 
 def run_agent(root: str, manifests: Path, state: Path, point: str | None) -> None:

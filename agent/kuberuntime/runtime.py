@@ -55,11 +55,11 @@ from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
 from agent.kuberuntime.envvars import container_argv, container_env
+from agent.kuberuntime.identity import Identity
 from agent.kuberuntime.isolation import Isolation, container_isolation, namespace_plan
 from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
-    Identity,
     Launcher,
     ProcessStartError,
     kill_session,
