@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from agent.cm.cgroups.manager import PodCgroupManager
 from agent.kuberuntime.identity import IDENTITY_ENV, Identity, container_in, read_identity, stamped_processes
+from tests.agent.support import wait_until
 from tests.agent_cgroups.support import container, pod
 
 
@@ -42,6 +44,9 @@ def test_the_stamp_is_found_wherever_a_shell_put_it_in_the_environment() -> None
     # dash rebuilds the environment of what it execs in its own order: the stamp is not first any more.
     child = subprocess.Popen(["sh", "-c", "exec sleep 30"], env=env, start_new_session=True)
     try:
+        wait_until(
+            lambda: Path(f"/proc/{child.pid}/cmdline").read_bytes().startswith(b"sleep"), 5, "the exec"
+        )
         assert read_identity(child.pid) == Identity("uid-1", "main", "abc")
     finally:
         child.kill()
