@@ -21,8 +21,8 @@ runs once agent B has settled. A correct agent gives starts == copies == 1.
 
 from __future__ import annotations
 
+import functools
 import json
-import logging
 import os
 import signal
 import sys
@@ -32,12 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import agent.kuberuntime.processes as processes
-from agent.cm.cgroups import make_pod_cgroups
-from agent.composition import compose_node
-from agent.config.sources import ManifestSource
-from agent.kuberuntime.processes import HOST_LAUNCHER, ContainerProcess
-from harness.killcycles import copies, kill, wait_for
-from harness.manifests import fast_agent_config, write_manifest
+from agent.kuberuntime.processes import HOST_LAUNCHER, ContainerProcess, Launcher
+from harness.killcycles import copies, fork_agent, kill, pod_text, wait_for
+from harness.manifests import write_manifest
 
 POINTS = ("in-prepare", "in-namespace", "before-exec", "after-spawn")
 UID = "spawnkill-0"
@@ -100,33 +97,12 @@ def _inject_into_prepare(point: str, record: Path) -> None:
     processes._prepare_child = prepare
 
 
-def run_agent(root: str, manifests: Path, state: Path, point: str | None) -> None:
-    logging.basicConfig(level=os.environ.get("SPAWNKILL_LOG_LEVEL", "ERROR"))
-    config = fast_agent_config(root, manifests, state, housekeeping_interval=0.2)
-    launcher = HOST_LAUNCHER
+def injection(point: str, state: Path) -> Launcher:
+    """Agent A's fault (killcycles.run_agent's `inject`): the kill planted at `point`; the launcher to use."""
     if point == "after-spawn":
-        launcher = _KillAfterSpawn()  # type: ignore[assignment]
-    elif point is not None:
-        _inject_into_prepare(point, state / "pods" / f"{UID}.json")
-    agent = compose_node(
-        config,
-        make_pod_cgroups(root),
-        [ManifestSource(manifests, "testnode", rescan_interval=1.0)],
-        launcher=launcher,
-    )
-    agent.start()
-    while True:
-        time.sleep(3600)
-
-
-def fork_agent(root: str, manifests: Path, state: Path, point: str | None) -> int:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            run_agent(root, manifests, state, point)
-        finally:
-            os._exit(3)
-    return pid
+        return _KillAfterSpawn()
+    _inject_into_prepare(point, state / "pods" / f"{UID}.json")
+    return HOST_LAUNCHER
 
 
 def starts(state: Path) -> int:
@@ -145,29 +121,12 @@ def main(argv: Sequence[str]) -> int:
     if point not in POINTS:
         print(f"unknown kill point {point!r}; one of {', '.join(POINTS)}", file=sys.stderr)
         return 2
-    write_manifest(
-        manifests,
-        "p.yaml",
-        f"""\
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: spawnkill, uid: {UID}}}
-        spec:
-          terminationGracePeriodSeconds: 1
-          containers:
-          - name: main
-            command: [sh, -c, "echo kubenode-started; exec sleep 600"]
-            volumeMounts:
-            - {{name: scratch, mountPath: /kn-hostile-volumes/scratch}}
-          volumes:
-          - {{name: scratch, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}
-        """,
-    )
-    agent = fork_agent(root, manifests, state, point)
+    write_manifest(manifests, "p.yaml", pod_text("spawnkill", UID, "echo kubenode-started; exec sleep 600"))
+    agent = fork_agent(root, manifests, state, functools.partial(injection, point, state))
     # Agent A kills itself at the point; it must be dead (killed, not crashed) before agent B starts.
     _done, status = os.waitpid(agent, 0)
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    agent = fork_agent(root, manifests, state, None)
+    agent = fork_agent(root, manifests, state)
     up: Callable[[], bool] = lambda: starts(state) >= 1 and copies(root).get(UID) == 1  # noqa: E731
     wait_for(up, DEADLINE_S)
     time.sleep(SETTLE_S)  # let later syncs (and a late exec) happen: a second copy would show by now
