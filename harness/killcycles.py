@@ -7,7 +7,11 @@ so the next agent also cleans up orphans while it starts the batch), forks agent
 it at a point that moves from cycle to cycle (at once, then once 10%, 25%, 50%, 75% and all of
 the batch's containers have appeared), then forks agent B on the same state and waits, with a
 deadline, until every pod of the batch runs exactly one container process. The copies each
-pod's cgroup holds at that moment are the result; a healthy agent never leaves more than one.
+pod's cgroup holds at that moment are the result; a healthy agent never leaves more than one. The container
+is a shell that execs its program, as most pods' are: the program's environment is the one the shell
+rebuilt, in the shell's order, which a restarted agent must still recognise. The exact windows of one spawn
+that a kill from outside rarely hits (before the child joins its cgroup, before it execs, before the record
+is saved) are injected one by one by harness/spawnkill.py.
 
 Every pod has volumes (a memory-backed emptyDir, a tmpfs on the host, and a downwardAPI volume, mounted
 in the container's own namespace at a path the host lacks), so a kill also lands between a tmpfs mount
@@ -34,6 +38,7 @@ from agent.cm.cgroups import make_pod_cgroups
 from agent.cm.cgroups.files import tree_pids
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
+from agent.kuberuntime.processes import HOST_LAUNCHER, Launcher
 from agent.volumemanager.mountutil import mounts_under
 from harness.cgroupfs import process_tree
 from harness.manifests import fast_agent_config, write_manifest
@@ -43,24 +48,31 @@ KILL_POINTS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 POINT_DEADLINE_S = 3.0
 CONVERGE_DEADLINE_S = 10.0  # only reached when copies never converge to one
 
+Injection = Callable[[], Launcher]
 
-def run_agent(root: str, manifests: Path, state: Path) -> None:
-    """The child: an agent on the shared state, until it is killed."""
+
+def run_agent(root: str, manifests: Path, state: Path, inject: Injection | None = None) -> None:
+    """The child: an agent on the shared state, until it is killed; `inject` (run first, in the child)
+    plants a fault and gives the launcher to use (harness/spawnkill.py)."""
     logging.basicConfig(level=logging.ERROR)
+    launcher = inject() if inject is not None else HOST_LAUNCHER
     config = fast_agent_config(root, manifests, state, housekeeping_interval=0.2)
     agent = compose_node(
-        config, make_pod_cgroups(root), [ManifestSource(manifests, "testnode", rescan_interval=1.0)]
+        config,
+        make_pod_cgroups(root),
+        [ManifestSource(manifests, "testnode", rescan_interval=1.0)],
+        launcher=launcher,
     )
     agent.start()
     while True:
         time.sleep(3600)
 
 
-def fork_agent(root: str, manifests: Path, state: Path) -> int:
+def fork_agent(root: str, manifests: Path, state: Path, inject: Injection | None = None) -> int:
     pid = os.fork()
     if pid == 0:
         try:
-            run_agent(root, manifests, state)
+            run_agent(root, manifests, state, inject)
         finally:
             os._exit(3)
     return pid
@@ -115,26 +127,30 @@ def write_batch(manifests: Path, cycle: int, pods: int) -> list[str]:
     uids = []
     for p in range(pods):
         uid = f"hostile-{cycle}-{p}"
-        text = f"""\
-            apiVersion: v1
-            kind: Pod
-            metadata: {{name: c{cycle}-p{p}, uid: {uid}}}
-            spec:
-              terminationGracePeriodSeconds: 1
-              containers:
-              - name: main
-                command: [sleep, "600"]
-                volumeMounts:
-                - {{name: scratch, mountPath: /kn-hostile-volumes/scratch}}
-                - {{name: info, mountPath: /kn-hostile-volumes/info}}
-              volumes:
-              - {{name: scratch, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}
-              - name: info
-                downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
-            """
-        write_manifest(manifests, f"c{cycle}-p{p}.yaml", text)
+        write_manifest(manifests, f"c{cycle}-p{p}.yaml", pod_text(f"c{cycle}-p{p}", uid, "exec sleep 600"))
         uids.append(uid)
     return uids
+
+
+def pod_text(name: str, uid: str, script: str) -> str:
+    """A pod whose container runs `script` in a shell, with a memory emptyDir and a downwardAPI volume."""
+    return f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}, uid: {uid}}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          containers:
+          - name: main
+            command: [sh, -c, {json.dumps(script)}]
+            volumeMounts:
+            - {{name: scratch, mountPath: /kn-hostile-volumes/scratch}}
+            - {{name: info, mountPath: /kn-hostile-volumes/info}}
+          volumes:
+          - {{name: scratch, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}
+          - name: info
+            downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
+        """
 
 
 def wait_for(predicate: Callable[[], bool], deadline_s: float, *, poll_s: float = 0.02) -> bool:

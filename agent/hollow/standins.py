@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING
 
 from agent.cm.cgroups import PodCgroupInfo, ResourceConfig
 from agent.cm.devicemanager import DeviceEvent
+from agent.kuberuntime.identity import Identity
 from agent.kuberuntime.pleg import (
     CONTAINER_STARTED,
     CONTAINER_STOPPED,
@@ -30,7 +31,7 @@ from agent.kuberuntime.pleg import (
     ContainerEventHub,
     ContainerEventStream,
 )
-from agent.kuberuntime.processes import ContainerProcess, Identity
+from agent.kuberuntime.processes import ContainerProcess
 from kubenode.model import Container, Pod
 
 if TYPE_CHECKING:

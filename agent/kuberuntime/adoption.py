@@ -1,7 +1,9 @@
 """Adoption: the processes in a pod's cgroup are the truth, and a container never runs twice.
 
 A restarted agent calls `adopt_containers` for each saved pod record; every sync calls `reconcile_containers`
-first. Each container process carries the identity stamped at spawn (processes.Identity). Per container one
+first. Each container process is known by its container cgroup and the identity stamped at spawn
+(identity.py), so one the record does not name (the agent died after the spawn, before the record was
+saved; or while the child had joined its cgroup but not exec'd) is still found. Per container one
 process is kept (the one the runtime tracks, else the one the record names, else the oldest); a kept process
 the runtime did not start is recorded as adopted (ContainerRecord.adopted, which the status manager reads to
 emit no second Started event), and every other copy is killed and logged.
@@ -13,15 +15,14 @@ import logging
 from collections.abc import Callable
 
 from agent.container.podrecord import RUNNING, ContainerRecord, PodRecord, rfc3339
+from agent.kuberuntime.identity import StampedProcess, stamped_processes
 from agent.kuberuntime.pleg import ProcessTable, mark_exited
 from agent.kuberuntime.processes import (
     UNKNOWN_EXIT_CODE,
     AdoptedProcess,
     ContainerProcess,
-    StampedProcess,
     is_same_process_alive,
     kill_session,
-    stamped_processes,
 )
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def reconcile_containers(
         tracked = table.get(record.uid, name)
         keep = _copy_to_keep(c, copies, tracked)
         for p in copies:
-            if keep is not None and p.identity == keep.identity:
+            if keep is not None and _same_spawn(p, keep):
                 continue  # the kept spawn, or a descendant of it that started its own session
             log.warning(
                 "pod %s container %s: killing extra copy pid %d (keeping %s)",
@@ -113,3 +114,11 @@ def _copy_to_keep(
         return next((p for p in copies if p.pid == tracked.pid), None)
     named = [p for p in copies if p.pid == c.pid and c.create_time is not None]
     return named[0] if named else copies[0]
+
+
+def _same_spawn(p: StampedProcess, keep: StampedProcess) -> bool:
+    """Whether `p` is (part of) the kept spawn. One without a spawn id beside a kept spawn (in the container's
+    cgroup, but its stamp dropped: a descendant in a session of its own that cleared its environment) is
+    taken to be the container's own: the copy a dead agent left mid-spawn dies with it before it could
+    be in the cgroup unseen (processes._prepare_child), so no second spawn is ever unstamped there."""
+    return p.identity == keep.identity or (p.identity.spawn_id == "" and keep.identity.spawn_id != "")

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from agent.container.downwardapi import HostInfo
 from agent.container.security import SecurityPolicy
 from agent.kuberuntime.envvars import container_env
+from agent.kuberuntime.identity import IDENTITY_ENV
 from agent.kuberuntime.processes import (
-    IDENTITY_ENV,
     ProcessStartError,
     check_working_dir,
     in_pod_cgroup,

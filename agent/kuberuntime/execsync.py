@@ -24,7 +24,8 @@ from agent.container.downwardapi import HostInfo, expand
 from agent.container.execresult import ExecResult
 from agent.kuberuntime.envvars import container_env
 from agent.kuberuntime.execstream import private_mounts
-from agent.kuberuntime.processes import IDENTITY_ENV, ProcessStartError, kill_session, popen_in_cgroup
+from agent.kuberuntime.identity import IDENTITY_ENV
+from agent.kuberuntime.processes import ProcessStartError, kill_session, popen_in_cgroup
 from agent.kuberuntime.securitycontext import ProcessSecurity
 from kubenode.model import Container, Pod
 

@@ -9,11 +9,14 @@ Output goes to the container's log file (appended). A container with `stdin: tru
 state dir instead of /dev/null, which `kubectl attach` writes.
 
 Every container process is stamped at spawn with an identity, the first entry of its
-environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`. It is what the agent
-trusts instead of its own bookkeeping (the kubelet asks the runtime what runs):
-`stamped_processes` lists the session leaders in a pod cgroup with their identity, read
-back from the first bytes of /proc/<pid>/environ. A container's descendants share its
-session (and identity), so each spawn is one `StampedProcess`, whatever it forks.
+environment: `KUBENODE_CONTAINER=<pod uid>/<container>/<spawn id>`; with the container cgroup it sits
+in, it is what the agent trusts instead of its own bookkeeping (agent/kuberuntime/identity.py).
+
+An agent SIGKILLed in the middle of a spawn must leave no copy it cannot see: until the child has joined
+its container cgroup (the point from which a restarted agent finds it there) it runs with the parent-death
+signal set to SIGKILL, so it dies with the agent; it checks first that the agent is still its parent, and
+clears the signal once it is in the cgroup (a container outlives the agent). The forking thread is the
+one the signal watches, and it waits in Popen until the exec, so nothing else ends the child.
 
 A spawned process is the agent's child, so its exit code is known. An adopted process
 (found again after an agent restart, or found running although the record lost it) is
@@ -27,12 +30,10 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-import secrets
 import signal
 import subprocess
 import termios
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,17 +41,13 @@ import psutil
 
 if TYPE_CHECKING:
     from agent.kuberuntime.securitycontext import ProcessSecurity
+from agent.kuberuntime.identity import IDENTITY_ENV, Identity
 from agent.util.libc import LIBC, check
 from agent.volumemanager.namespace import NamespacePlan, enter_container_namespace, report_and_raise
 
 # Exit code reported for an adopted process that has gone: the kubelet reports a container whose
 # status is lost as ContainerStatusUnknown with 137.
 UNKNOWN_EXIT_CODE = 137
-
-IDENTITY_ENV = "KUBENODE_CONTAINER"
-# The identity is the first entry of the environment we pass to execve, so it lies within the first
-# bytes of /proc/<pid>/environ; a bounded read keeps a scan cheap whatever the environment's size.
-_ENVIRON_READ_BYTES = 4096
 
 
 class ProcessStartError(Exception):
@@ -157,69 +154,19 @@ def check_working_dir(working_dir: str) -> None:
         raise ProcessStartError(f"workingDir {working_dir!r} does not exist")
 
 
-@dataclass(frozen=True)
-class Identity:
-    pod_uid: str
-    container: str
-    spawn_id: str
-
-    def __str__(self) -> str:
-        return f"{self.pod_uid}/{self.container}/{self.spawn_id}"
-
-    @classmethod
-    def new(cls, pod_uid: str, container: str) -> Identity:
-        return cls(pod_uid, container, secrets.token_hex(6))
-
-    @classmethod
-    def parse(cls, text: str) -> Identity | None:
-        parts = text.split("/")
-        return cls(*parts) if len(parts) == 3 and all(parts) else None
-
-
-@dataclass(frozen=True)
-class StampedProcess:
-    """A container process found in a pod cgroup: a session leader carrying an identity."""
-
-    pid: int
-    create_time: float
-    identity: Identity
-
-
-def read_identity(pid: int) -> Identity | None:
-    """The identity stamped on a process, or None (not ours, gone, a zombie, unreadable)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            head = f.read(_ENVIRON_READ_BYTES)
-    except OSError:
-        return None
-    first = head.split(b"\0", 1)[0].decode("utf-8", "replace")
-    name, sep, value = first.partition("=")
-    return Identity.parse(value) if sep and name == IDENTITY_ENV else None
-
-
-def stamped_processes(pids: Iterable[int]) -> list[StampedProcess]:
-    """The session leaders among `pids` that carry an identity, oldest first."""
-    found = []
-    for pid in pids:
-        try:
-            if os.getsid(pid) != pid:
-                continue  # a descendant: it belongs to its session leader's container
-        except OSError:
-            continue
-        identity = read_identity(pid)
-        create_time = process_create_time(pid)
-        if identity is not None and create_time is not None and is_same_process_alive(pid, create_time):
-            found.append(StampedProcess(pid, create_time, identity))
-    return sorted(found, key=lambda p: (p.create_time, p.pid))
-
-
 def kill_session(pid: int) -> None:
     """SIGKILL a container process and the process group it leads (its descendants)."""
     signal_session(pid, signal.SIGKILL)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 def _prepare_child(
-    procs_files: Sequence[str], security: ProcessSecurity | None, namespace: NamespacePlan | None
+    procs_files: Sequence[str],
+    security: ProcessSecurity | None,
+    namespace: NamespacePlan | None,
+    agent_pid: int | None = None,
 ) -> None:
     """In the child between fork and exec: the container's own mount namespace with its /dev and volumes
     (agent/volumemanager/namespace.py, which needs root), then into its cgroups (so nothing it runs is
@@ -229,7 +176,12 @@ def _prepare_child(
     The namespace is built before the child joins the container's cgroups, as the agent's own work: under
     a small CPU quota (10m is 1 ms per 100 ms period) building /dev there would wait for the next period,
     and the device cgroup would refuse the mknod of its nodes. The cgroup files are opened first, while
-    the host's /sys is certainly what the child sees."""
+    the host's /sys is certainly what the child sees. Until it is in them the child dies with the agent
+    (`agent_pid`, see the module's docstring)."""
+    if agent_pid is not None:
+        check(LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != agent_pid:
+            os._exit(1)  # the agent died before the signal was armed: no one will look for this child
     fds = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in procs_files]
     try:
         if namespace is not None:
@@ -243,6 +195,8 @@ def _prepare_child(
     finally:
         for fd in fds:
             os.close(fd)
+    if agent_pid is not None:
+        check(LIBC.prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if security is not None:
         security.apply_in_child()
 
@@ -267,7 +221,9 @@ def spawn(
         check_working_dir(working_dir)
     log_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
     files = list(procs_files)
-    # The identity goes first (see _ENVIRON_READ_BYTES); a container's own variable of that name loses.
+    agent_pid = os.getpid()
+    # The identity goes first (a cheap find for a process that keeps its environment as it got it); a
+    # container's own variable of that name loses.
     stamped = {IDENTITY_ENV: str(identity)} if identity is not None else {}
     stamped.update((k, v) for k, v in env.items() if k != IDENTITY_ENV)
     # Logs are readable by the agent's group at most, whatever the umask (os.open's mode is masked).
@@ -301,7 +257,7 @@ def spawn(
                 close_fds=True,
                 # The pid must be in the pod cgroup before exec, and the process must have given up what its
                 # securityContext does not grant before it runs anything; preexec_fn is the only hook there.
-                preexec_fn=lambda: _prepare_child(files, security, namespace),
+                preexec_fn=lambda: _prepare_child(files, security, namespace, agent_pid),
             )
         except subprocess.SubprocessError as exc:
             reason = _child_error(error_read, error_write)

@@ -12,9 +12,9 @@ says so (reason ImageNotSupported). The pod phase follows the kubelet's getPhase
 
 The processes in the pod cgroup are the truth, not the record (the kubelet asks its runtime
 what runs): `reconcile` runs when a saved record is restored and at the start of every sync.
-Each container process carries the identity stamped at spawn (see `agent.kuberuntime.processes`); a
-running one the record does not know (the agent died before saving it, or the record was
-lost) is adopted, and any further copy of the same container is killed and logged, so a
+Each container process is known by its container cgroup and the identity stamped at spawn (see
+`agent.kuberuntime.identity`); a running one the record does not know (the agent died before saving
+it, or the record was lost) is adopted, and any further copy of the same container is killed and logged, so a
 container never runs twice. Because of that the record need not be written before each
 start: a sync writes it once, after all its starts (a 2,000-container pod is not rewritten
 2,000 times), and a sync stops starting containers as soon as termination is requested.
@@ -55,11 +55,11 @@ from agent.container.usage import CgroupReading, PodUsage
 from agent.container.volumes import MountedVolume
 from agent.kuberuntime.adoption import adopt_containers, reconcile_containers
 from agent.kuberuntime.envvars import container_argv, container_env
+from agent.kuberuntime.identity import Identity
 from agent.kuberuntime.isolation import Isolation, container_isolation, namespace_plan
 from agent.kuberuntime.pleg import ContainerEventStream, ProcessTable, mark_exited, relist_containers
 from agent.kuberuntime.processes import (
     HOST_LAUNCHER,
-    Identity,
     Launcher,
     ProcessStartError,
     kill_session,

@@ -18,7 +18,7 @@ import psutil
 
 from agent.container.podrecord import PodRecord
 from agent.container.usage import CgroupReading, PodUsage, Usage, running_names
-from agent.kuberuntime.processes import stamped_processes
+from agent.kuberuntime.identity import stamped_processes
 
 
 def container_shares(pids: set[int]) -> dict[str, Usage]:
