@@ -1,9 +1,7 @@
 """The driver's ResourceSlice publisher against a real `kubenode apiserver` process.
 
-Where the server serves resource.k8s.io/v1 (the draapi issue), the slice is created, left alone when
-nothing changed, rewritten with the pool's generation raised when a device turns unhealthy, and withdrawn.
-Where it does not yet, the publisher raises the group's 404 (never a silent success) and the daemon keeps
-serving and retrying.
+The server serves resource.k8s.io/v1: the slice is created, left alone when nothing changed, rewritten
+with the pool's generation raised when a device turns unhealthy, and withdrawn.
 """
 
 from __future__ import annotations
@@ -14,11 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from deviceplugin.dra.inventory import DraDevice
-from deviceplugin.dra.slices import RESOURCE_SLICES, SlicePublisher, slice_name
+from deviceplugin.dra.slices import SlicePublisher, slice_name
 from harness.apiserver import ApiServerProcess
-from kubenode.kubeclient.client import KubeClient
+from kubenode.kubeclient import RESOURCE_SLICES, KubeClient, NotFound
 from kubenode.kubeclient.config import load
-from kubenode.kubeclient.errors import NotFound
 
 DEVICES = [
     DraDevice("cpu-0", {"numaNode": {"int": 0}}),
@@ -34,21 +31,9 @@ def client() -> Iterator[KubeClient]:
         kube.close()
 
 
-def serves_resource_group(client: KubeClient) -> bool:
-    try:
-        client.request("GET", "/apis/resource.k8s.io/v1")
-    except NotFound:
-        return False
-    return True
-
-
 def test_publish_create_update_withdraw(client: KubeClient) -> None:
     publisher = SlicePublisher(client, "node-a", "cpu.kubenode.io")
     assert publisher.name == slice_name("node-a", "cpu.kubenode.io") == "node-a-cpu-kubenode-io"
-    if not serves_resource_group(client):
-        with pytest.raises(NotFound):
-            publisher.publish(DEVICES)
-        return
     assert publisher.publish(DEVICES)
     first = client.get(RESOURCE_SLICES, publisher.name)
     assert first["spec"]["driver"] == "cpu.kubenode.io"
