@@ -166,7 +166,9 @@ def build_dra(config: AgentConfig, client: Any) -> tuple[Any, Any]:
 
     registry = DriverRegistry()
     manager = DRAManager(
-        ClaimStore(config.state_dir), registry, lambda namespace, name: client.get(RESOURCE_CLAIMS, name, namespace)
+        ClaimStore(config.state_dir),
+        registry,
+        lambda namespace, name: client.get(RESOURCE_CLAIMS, name, namespace),
     )
     assert config.plugins_registry_dir is not None
     watcher = PluginWatcher(config.plugins_registry_dir, registry, manager.retry_unprepare_quietly)
