@@ -45,6 +45,7 @@ def test_kubenode_dra_driver_passes(tmp_path: Path) -> None:
         assert result.startswith("PASS"), (name, result)
     assert "its CDI specs are gone" in checks["dra.unprepare"], checks["dra.unprepare"]
 
+
 @pytest.mark.parametrize(
     ("mode", "check", "why"),
     [
