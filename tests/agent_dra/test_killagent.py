@@ -48,7 +48,7 @@ def root() -> Iterator[str]:
 def start_agent(root: str, dirs: Path, driver: Driver) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.drakillagent", root, str(dirs / "manifests"), str(dirs / "agent"),
-         str(driver.dra_socket), str(dirs / "claims.json")],
+         str(driver.dra_socket), str(dirs / "claims.json"), str(dirs / "cdi")],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert process.stdout is not None
