@@ -20,7 +20,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -37,11 +36,11 @@ from kubenode.kubeclient import (
     RESOURCE_SLICES,
     AlreadyExists,
     KubeClient,
-    NotFound,
 )
 from tests.agent_cluster.support import events_for, gone, phase_is, pod_body, wait_until
 from tests.agent_dra.test_killagent import leaders
 from tests.agent_dra.test_pinned import cpus_allowed
+from tests.dra_e2e.test_dra_e2e import claim_gone, claim_of, device_class
 from tests.scheduler_live.support import SchedulerProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,35 +97,13 @@ def control_plane(api: ApiServerProcess, tmp_path: Path) -> Iterator[None]:
 
 def claim_template(admin: KubeClient, name: str) -> None:
     with contextlib.suppress(AlreadyExists):
-        admin.create(DEVICE_CLASSES, {
-            "apiVersion": GROUP_VERSION, "kind": "DeviceClass", "metadata": {"name": DRIVER},
-            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-        })  # fmt: skip
+        admin.create(DEVICE_CLASSES, device_class(DRIVER))
     admin.create(RESOURCE_CLAIM_TEMPLATES, {
         "apiVersion": GROUP_VERSION, "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"spec": {"devices": {"requests": [
             {"name": "cpu", "exactly": {"deviceClassName": DRIVER}}]}}},
     }, "default")  # fmt: skip
-
-
-def claim_of(admin: KubeClient, pod_name: str) -> dict[str, Any] | None:
-    statuses = (admin.get(PODS, pod_name, "default").get("status") or {}).get("resourceClaimStatuses") or []
-    if not statuses or not statuses[0].get("resourceClaimName"):
-        return None
-    try:
-        claim: dict[str, Any] = admin.get(RESOURCE_CLAIMS, statuses[0]["resourceClaimName"], "default")
-    except NotFound:
-        return None
-    return claim
-
-
-def claim_gone(admin: KubeClient, name: str) -> bool:
-    try:
-        admin.get(RESOURCE_CLAIMS, name, "default")
-    except NotFound:
-        return True
-    return False
 
 
 def kill_when_prepared(agent: AgentProcess, cdi_dir: Path) -> threading.Event:

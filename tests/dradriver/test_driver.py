@@ -13,7 +13,6 @@ import pytest
 
 from deviceplugin.dra.driver import Driver, DriverOptions, discover, load_options
 from deviceplugin.dra.inventory import CPU_DRIVER, GPU_DRIVER, semver
-from harness.apiserver import ApiServerProcess
 from kubenode.api.dra.v1 import api_pb2 as v1
 from kubenode.api.dra.v1 import api_pb2_grpc as v1_grpc
 from kubenode.api.dra.v1beta1 import api_pb2 as v1beta1
@@ -22,7 +21,6 @@ from kubenode.api.pluginregistration.v1 import api_pb2 as reg
 from kubenode.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubenode.cdi.spec import read_spec
 from kubenode.kubeclient import RESOURCE_CLAIMS, KubeClient
-from kubenode.kubeclient.config import load
 
 GPUS = [
     {
@@ -36,14 +34,6 @@ GPUS = [
         "memory": "80Gi",
     }
 ]
-
-
-@pytest.fixture(scope="module")
-def kube() -> Iterator[KubeClient]:
-    with ApiServerProcess() as server:
-        client = KubeClient(load(server.kubeconfig))
-        yield client
-        client.close()
 
 
 class Claims:
