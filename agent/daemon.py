@@ -162,12 +162,13 @@ def build_dra(config: AgentConfig, client: Any) -> tuple[Any, Any]:
     from agent.cm.dra.manager import DRAManager
     from agent.cm.dra.plugins import DriverRegistry
     from agent.cm.dra.watcher import PluginWatcher
-    from kubenode.kubeclient.client import Resource
+    from kubenode.kubeclient import RESOURCE_CLAIMS
 
-    claims = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
     registry = DriverRegistry()
     manager = DRAManager(
-        ClaimStore(config.state_dir), registry, lambda namespace, name: client.get(claims, name, namespace)
+        ClaimStore(config.state_dir),
+        registry,
+        lambda namespace, name: client.get(RESOURCE_CLAIMS, name, namespace),
     )
     assert config.plugins_registry_dir is not None
     watcher = PluginWatcher(config.plugins_registry_dir, registry, manager.retry_unprepare_quietly)

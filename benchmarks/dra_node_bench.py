@@ -1,5 +1,5 @@
 """DRA on the node: the agent's DRA manager against kubenode's DRA driver on real sockets (needs root for
-the syncPod part: real cgroup v1).
+the syncPod part: real cgroups, v1 or v2 as the host has them).
 
 Prints:
 - prepare round trip through the agent (DRAManager.prepare of a pod with one fresh claim: checkpoint
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_bench import config
+from agent_bench import config, sweep
 from benchstats import percentile, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,7 +42,6 @@ from deviceplugin.dra.driver import Driver, DriverOptions, discover
 from deviceplugin.dra.inventory import CPU_DRIVER
 from deviceplugin.manager import PluginManager
 from harness.fakesysfs import write_fake_cpus
-from kubenode.cgroupsweep import sweep_v1_root
 from kubenode.model import Pod, parse_pod
 
 ROUND_TRIPS = 300
@@ -167,7 +166,7 @@ def bench_sync(work: Path, make_pod: Callable[[int, str], Pod], **parts: Any) ->
         for uid in uids:
             cgroups.destroy(uid)
         cgroups.stop_and_remove_root()
-        sweep_v1_root(root, attempts=100, retry_delay=0.01)
+        sweep(root)
     return samples
 
 

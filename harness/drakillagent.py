@@ -1,9 +1,10 @@
 """A manifest agent with DRA, as its own process, for kill tests: `python -m harness.drakillagent ROOT
-MANIFESTS STATE DRA_SOCKET CLAIMS_JSON`.
+MANIFESTS STATE DRA_SOCKET CLAIMS_JSON CDI_DIR`.
 
 It composes the agent (compose_node) on the cgroup root, manifest directory and state directory given,
 with a DRA manager on STATE whose one driver, `cpu.kubenode.io`, is dialled at DRA_SOCKET and whose
-claims are read from CLAIMS_JSON (`{name: ResourceClaim}`, the API server's stand-in), prints `ready`
+claims are read from CLAIMS_JSON (`{name: ResourceClaim}`, the API server's stand-in), and whose CDI specs
+are read from CDI_DIR (the driver's `--cdi-dir`: process pods apply a claim's CDI devices), prints `ready`
 and runs until SIGTERM (which stops it and its pods) or SIGKILL (which leaves everything as a crash
 would). The kill test (tests/agent_dra/test_killagent.py) owns the driver and counts what is left.
 """
@@ -33,8 +34,6 @@ CPU_DRIVER = "cpu.kubenode.io"
 def main(argv: list[str]) -> int:
     root, manifests, state, socket, claims_file, cdi_dir = argv
     logging.basicConfig(level=logging.INFO, format="agent %(levelname)s %(name)s: %(message)s")
-    # The driver's CDI directory is the agent's too: the agent, as the runtime of its process pods, resolves
-    # the claim's CDI IDs there (as containerd does in its configured directories).
     config = dataclasses.replace(
         fast_agent_config(root, Path(manifests), Path(state)), cdi_spec_dirs=[cdi_dir]
     )

@@ -2,8 +2,9 @@
 and unprepare of a claim the suite allocates against those slices, the CDI IDs answered, idempotence,
 unknown claims, re-registration after the registry directory is recreated.
 
-Each check returns a detail line on success and raises Fail or Skip (conformance/target.py). A check
-needing the embedded API server's resource.k8s.io/v1 is skipped, saying so, where it is not served.
+Each check returns a detail line on success and raises Fail or Skip (conformance/target.py); Skip only where
+an earlier check it builds on did not pass. The suite's API server is the embedded kubenode apiserver
+(conformance/dra/apiserver.py), which serves resource.k8s.io/v1: a 404 for the group fails dra.slices.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ from typing import Any
 from conformance.dra.target import DraTarget, is_socket
 from conformance.target import Fail, Skip
 from kubenode.cdi.registry import load_registry
-from kubenode.kubeclient.client import Resource
-from kubenode.kubeclient.errors import NotFound
+from kubenode.kubeclient import RESOURCE_CLAIMS, RESOURCE_SLICES, NotFound
 
 GROUP_PATH = "/apis/resource.k8s.io/v1"
-SLICES = Resource("resourceslices", "ResourceSlice", group="resource.k8s.io", version="v1", namespaced=False)
-CLAIMS = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
 NAMESPACE = "default"
 
 
@@ -65,7 +63,7 @@ def _group(t: DraTarget) -> None:
     try:
         t.client.request("GET", GROUP_PATH)
     except NotFound:
-        raise Skip("the embedded API server does not serve resource.k8s.io/v1") from None
+        raise Fail(f"the embedded API server answers 404 for {GROUP_PATH}") from None
 
 
 def check_slices(t: DraTarget, memo: dict[str, Any]) -> str:
@@ -74,7 +72,7 @@ def check_slices(t: DraTarget, memo: dict[str, Any]) -> str:
     while True:
         ours = [
             s
-            for s in t.client.list(SLICES).get("items") or []
+            for s in t.client.list(RESOURCE_SLICES).get("items") or []
             if (s.get("spec") or {}).get("driver") == t.driver
             and (s.get("spec") or {}).get("nodeName") == t.node
         ]
@@ -98,7 +96,7 @@ def check_prepare(t: DraTarget, memo: dict[str, Any]) -> str:
     pool, device = memo["device"]
     name = f"conformance-{uuid.uuid4().hex[:8]}"
     made = t.client.create(
-        CLAIMS, {"metadata": {"name": name}, "spec": {"devices": {"requests": []}}}, NAMESPACE
+        RESOURCE_CLAIMS, {"metadata": {"name": name}, "spec": {"devices": {"requests": []}}}, NAMESPACE
     )
     uid = made["metadata"]["uid"]
     made["status"] = {
@@ -107,7 +105,7 @@ def check_prepare(t: DraTarget, memo: dict[str, Any]) -> str:
         },
         "reservedFor": [{"resource": "pods", "name": "conformance", "uid": str(uuid.uuid4())}],
     }
-    t.client.update(CLAIMS, made, subresource="status")
+    t.client.update(RESOURCE_CLAIMS, made, subresource="status")
     t.claims_made.append((name, uid))
     answer = t.call(memo["version"], "prepare", [(NAMESPACE, uid, name)]).claims
     if uid not in answer:

@@ -36,10 +36,10 @@ from deviceplugin.dra.inventory import (
 )
 from deviceplugin.dra.registration import RegistrationServicer
 from deviceplugin.dra.service import SERVICE_VERSIONS, ClaimGetter, DriverState, add_dra_services
-from deviceplugin.dra.slices import RESOURCE_CLAIMS, SlicePublisher
+from deviceplugin.dra.slices import SlicePublisher
 from deviceplugin.hookcommand import hook_command
 from kubenode.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from kubenode.kubeclient.client import KubeClient
+from kubenode.kubeclient import RESOURCE_CLAIMS, KubeClient
 from kubenode.kubeclient.errors import KubeError
 
 log = logging.getLogger(__name__)

@@ -15,16 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from deviceplugin.dra.inventory import DraDevice
-from kubenode.kubeclient.client import KubeClient, Resource
-from kubenode.kubeclient.errors import NotFound
+from kubenode.kubeclient import RESOURCE_SLICES, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
-
-# The shared client layer names these too on main (kubenode.kubeclient RESOURCE_SLICES); same values.
-RESOURCE_SLICES = Resource(
-    "resourceslices", "ResourceSlice", group="resource.k8s.io", version="v1", namespaced=False
-)
-RESOURCE_CLAIMS = Resource("resourceclaims", "ResourceClaim", group="resource.k8s.io", version="v1")
 
 
 def slice_name(node: str, driver: str) -> str:

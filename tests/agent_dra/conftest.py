@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,13 +14,28 @@ from deviceplugin.dra.driver import Driver, DriverOptions, discover
 from deviceplugin.dra.inventory import CPU_DRIVER
 from harness.fakesysfs import write_fake_cpus
 from kubenode.model import Pod, parse_pod
-from tests.dradriver.test_driver import Claims as ClaimsBase
 
 SIBLINGS = {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"}
 
 
-class Claims(ClaimsBase):
-    """Claims of `cpu.kubenode.io` devices on node-a, reserved for one pod."""
+class Claims:
+    """Claims of `cpu.kubenode.io` devices on node-a, reserved for one pod, held in memory: these tests are
+    about the agent's DRA manager and fix the claims' UIDs (the driver's reads of a real API server are
+    tests/dradriver/test_driver.py's, the whole path tests/agent_cluster/test_dra.py's)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.reads = 0
+
+    def put(self, obj: dict[str, Any]) -> None:
+        self.by_name[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+
+    def get(self, namespace: str, name: str) -> Mapping[str, Any]:
+        self.reads += 1
+        try:
+            return self.by_name[(namespace, name)]
+        except KeyError:
+            raise LookupError(f"resourceclaims {name!r} not found") from None
 
     def add(
         self, name: str, uid: str, devices: list[str], reserved_for: str = "pod-1", request: str = "cpus"

@@ -44,7 +44,7 @@ def test_claim_pod_runs_pinned_to_its_cpu(
     dirs: Path,
 ) -> None:
     dra = manager_for(driver, claims, dirs / "state")
-    h = make_harness(dra=dra, cdi_spec_dirs=[str(dirs / "cdi")]).start()
+    h = make_harness(dra=dra, cdi_spec_dirs=[str(dirs / "cdi")]).start()  # where the driver writes its specs
     claims.add("late", "uid-late", ["cpu-0"], reserved_for="someone-else")
     write_manifest(manifests, "late.yaml", POD.format(name="late", uid="pod-late", claim="late"))
     claims.add("one", "uid-one", ["cpu-1"], reserved_for="pod-one")

@@ -55,6 +55,14 @@ def resource_slice(node_name: str, model: str, memory: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def device_class(driver: str) -> dict[str, Any]:
+    """A DeviceClass named after its driver, selecting that driver's devices."""
+    return {
+        "apiVersion": GROUP_VERSION, "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]},
+    }  # fmt: skip
+
+
 def gpu_pod(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
@@ -80,15 +88,17 @@ def cluster() -> Iterator[Cluster]:
             assert not made.close()
 
 
-def claim_of(cluster: Cluster, pod_name: str) -> dict[str, Any] | None:
-    pod = cluster.client.get(PODS, pod_name, "default")
+def claim_of(client: KubeClient, pod_name: str) -> dict[str, Any] | None:
+    """The pod's claim, as its status names it (the claim controller records it); None until then."""
+    pod = client.get(PODS, pod_name, "default")
     statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
     if not statuses:
         return None
     try:
-        return cluster.client.get(RESOURCE_CLAIMS, statuses[0]["resourceClaimName"], "default")
+        claim: dict[str, Any] = client.get(RESOURCE_CLAIMS, statuses[0]["resourceClaimName"], "default")
     except NotFound:
         return None
+    return claim
 
 
 def pod_condition(cluster: Cluster, pod_name: str) -> dict[str, Any]:
@@ -105,10 +115,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     with closing(node_client(cluster.api, "node-a")) as a, closing(node_client(cluster.api, "node-b")) as b:
         a.create(RESOURCE_SLICES, small)
         b.create(RESOURCE_SLICES, big)
-    admin.create(DEVICE_CLASSES, {
-        "apiVersion": GROUP_VERSION, "kind": "DeviceClass", "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-    })  # fmt: skip
+    admin.create(DEVICE_CLASSES, device_class(DRIVER))
     admin.create(RESOURCE_CLAIM_TEMPLATES, {
         "apiVersion": GROUP_VERSION, "kind": "ResourceClaimTemplate",
         "metadata": {"name": "big-gpu", "namespace": "default"},
@@ -119,7 +126,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     }, "default")  # fmt: skip
 
     first = admin.create(PODS, gpu_pod("first"), "default")
-    claim = wait_for(lambda: claim_of(cluster, "first"), 60, "the first pod's claim")
+    claim = wait_for(lambda: claim_of(cluster.client, "first"), 60, "the first pod's claim")
     meta = claim["metadata"]
     assert meta["name"].startswith("first-gpu-") and len(meta["name"]) == len("first-gpu-") + 5
     assert meta["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
@@ -138,7 +145,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [first["metadata"]["uid"]]
 
     admin.create(PODS, gpu_pod("second"), "default")
-    second_claim = wait_for(lambda: claim_of(cluster, "second"), 60, "the second pod's claim")
+    second_claim = wait_for(lambda: claim_of(cluster.client, "second"), 60, "the second pod's claim")
     wait_for(
         lambda: pod_condition(cluster, "second").get("reason") == "Unschedulable", 60, "second unschedulable"
     )
@@ -157,7 +164,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
 
     # No agent runs on node-b to finish the pod: delete it at once, as `kubectl delete --force` does.
     cluster.out("delete", "pod", "first", "--grace-period=0", "--force")
-    wait_for(lambda: _gone(admin, meta["name"]), 60, "the first pod's claim deleted")
+    wait_for(lambda: claim_gone(admin, meta["name"]), 60, "the first pod's claim deleted")
     assert (
         wait_for(
             lambda: admin.get(PODS, "second", "default")["spec"].get("nodeName"), 60, "the second pod bound"
@@ -168,7 +175,7 @@ def test_claim_from_template_allocated_bound_and_released(cluster: Cluster) -> N
     assert second["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
 
 
-def _gone(client: KubeClient, claim_name: str) -> bool:
+def claim_gone(client: KubeClient, claim_name: str) -> bool:
     try:
         client.get(RESOURCE_CLAIMS, claim_name, "default")
     except NotFound:

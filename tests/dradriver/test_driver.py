@@ -1,5 +1,6 @@
 """kubenode's DRA driver over its real sockets: registration, prepare/unprepare in v1 and v1beta1, the CDI
-specs it writes (read back with kubenode's CDI reader), idempotence, a restart, errors per claim."""
+specs it writes (read back with kubenode's CDI reader), idempotence, a restart, errors per claim. The
+claims it reads are ResourceClaims in a real `kubenode apiserver` (resource.k8s.io/v1)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kubenode.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from kubenode.api.pluginregistration.v1 import api_pb2 as reg
 from kubenode.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubenode.cdi.spec import read_spec
+from kubenode.kubeclient import RESOURCE_CLAIMS, KubeClient
 
 GPUS = [
     {
@@ -34,29 +36,36 @@ GPUS = [
 ]
 
 
-def claim(uid: str, name: str, results: list[dict[str, str]], namespace: str = "default") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-        "status": {"allocation": {"devices": {"results": results}}},
-    }
-
-
 class Claims:
-    """The API server's claims as the driver reads them (resource.k8s.io is not served on this branch yet)."""
+    """The driver's claim reads go to a real `kubenode apiserver`. `put` creates a claim and writes its
+    allocation into its status (the scheduler's part), answering the UID the server gave it; `reads`
+    counts the driver's reads; `delete_all` removes what `put` made."""
 
-    def __init__(self) -> None:
-        self.by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
         self.reads = 0
+        self.made: list[str] = []
 
-    def put(self, obj: dict[str, Any]) -> None:
-        self.by_name[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    def put(self, name: str, results: list[dict[str, str]]) -> str:
+        body = {"metadata": {"name": name}, "spec": {"devices": {"requests": []}}}
+        made = self.client.create(RESOURCE_CLAIMS, body, "default")
+        self.made.append(name)
+        made["status"] = {"allocation": {"devices": {"results": results}}}
+        self.client.update(RESOURCE_CLAIMS, made, subresource="status")
+        return str(made["metadata"]["uid"])
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any]:
         self.reads += 1
-        try:
-            return self.by_name[(namespace, name)]
-        except KeyError:
-            raise LookupError(f"resourceclaims {name!r} not found") from None
+        claim: Mapping[str, Any] = self.client.get(RESOURCE_CLAIMS, name, namespace)
+        return claim
+
+    def delete_all(self) -> None:
+        for name in self.made:
+            self.client.delete(RESOURCE_CLAIMS, name, "default")
+
+
+def result(device: str, request: str = "r", driver: str = CPU_DRIVER, pool: str = "node-a") -> dict[str, str]:
+    return {"request": request, "driver": driver, "pool": pool, "device": device}
 
 
 @pytest.fixture
@@ -74,8 +83,10 @@ def options(fake_sysfs: Path, short_dir: Path) -> DriverOptions:
 
 
 @pytest.fixture
-def claims() -> Claims:
-    return Claims()
+def claims(kube: KubeClient) -> Iterator[Claims]:
+    made = Claims(kube)
+    yield made
+    made.delete_all()
 
 
 @pytest.fixture
@@ -128,18 +139,14 @@ def test_registration_get_info(cpu_driver: Driver) -> None:
 
 @pytest.mark.parametrize("api", ["v1", "v1beta1"])
 def test_prepare_writes_a_spec_and_unprepare_removes_it(cpu_driver: Driver, claims: Claims, api: str) -> None:
-    claims.put(
-        claim(
-            "uid-1", "two", [{"request": "cpus", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-3"}]
-        )
-    )
+    uid = claims.put("two", [result("cpu-3", request="cpus")])
     mod, grpc_mod = (v1, v1_grpc) if api == "v1" else (v1beta1, v1beta1_grpc)
     with grpc.insecure_channel(f"unix://{cpu_driver.dra_socket}") as channel:
         stub = grpc_mod.DRAPluginStub(channel)
         request = mod.NodePrepareResourcesRequest(
-            claims=[mod.Claim(namespace="default", uid="uid-1", name="two")]
+            claims=[mod.Claim(namespace="default", uid=uid, name="two")]
         )
-        answer = stub.NodePrepareResources(request, timeout=5).claims["uid-1"]
+        answer = stub.NodePrepareResources(request, timeout=5).claims[uid]
         assert answer.error == ""
         [device] = answer.devices
         assert (list(device.request_names), device.pool_name, device.device_name) == (
@@ -147,81 +154,67 @@ def test_prepare_writes_a_spec_and_unprepare_removes_it(cpu_driver: Driver, clai
             "node-a",
             "cpu-3",
         )
-        assert list(device.cdi_device_ids) == ["cpu.kubenode.io/claim=uid-1-cpu-3"]
-        spec = read_spec(cpu_driver.state.specs.path("uid-1"))
+        assert list(device.cdi_device_ids) == [f"cpu.kubenode.io/claim={uid}-cpu-3"]
+        spec = read_spec(cpu_driver.state.specs.path(uid))
         assert spec.kind == "cpu.kubenode.io/claim"
         [entry] = spec.devices
-        assert entry.name == "uid-1-cpu-3"
+        assert entry.name == f"{uid}-cpu-3"
         assert "KUBENODE_CPUSET=3" in entry.edits.env
         # Prepared again (a kubelet retry): the same answer, the claim not read again.
-        again = stub.NodePrepareResources(request, timeout=5).claims["uid-1"]
+        again = stub.NodePrepareResources(request, timeout=5).claims[uid]
         assert list(again.devices[0].cdi_device_ids) == list(device.cdi_device_ids)
         assert claims.reads == 1
         unprepare = mod.NodeUnprepareResourcesRequest(
-            claims=[mod.Claim(namespace="default", uid="uid-1", name="two")]
+            claims=[mod.Claim(namespace="default", uid=uid, name="two")]
         )
-        assert stub.NodeUnprepareResources(unprepare, timeout=5).claims["uid-1"].error == ""
-        assert not cpu_driver.state.specs.path("uid-1").exists()
+        assert stub.NodeUnprepareResources(unprepare, timeout=5).claims[uid].error == ""
+        assert not cpu_driver.state.specs.path(uid).exists()
         # Unknown now: still answered without error.
-        assert stub.NodeUnprepareResources(unprepare, timeout=5).claims["uid-1"].error == ""
+        assert stub.NodeUnprepareResources(unprepare, timeout=5).claims[uid].error == ""
 
 
 def test_errors_are_per_claim(cpu_driver: Driver, claims: Claims) -> None:
-    claims.put(
-        claim("uid-ok", "ok", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-0"}])
-    )
-    claims.put(
-        claim("uid-x", "stale", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-1"}])
-    )
-    claims.put(
-        claim(
-            "uid-far", "far", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-99"}]
-        )
-    )
-    claims.put(
-        claim("uid-other", "other", [{"request": "r", "driver": "x.example.com", "pool": "p", "device": "d"}])
-    )
+    ok = claims.put("ok", [result("cpu-0")])
+    stale = claims.put("stale", [result("cpu-1")])
+    far = claims.put("far", [result("cpu-99")])
+    other = claims.put("other", [result("d", driver="x.example.com", pool="p")])
     asked = [
-        v1.Claim(namespace="default", uid="uid-ok", name="ok"),
-        v1.Claim(namespace="default", uid="uid-y", name="stale"),
-        v1.Claim(namespace="default", uid="uid-far", name="far"),
-        v1.Claim(namespace="default", uid="uid-other", name="other"),
+        v1.Claim(namespace="default", uid=ok, name="ok"),
+        v1.Claim(namespace="default", uid="uid-y", name="stale"),  # the claim was recreated meanwhile
+        v1.Claim(namespace="default", uid=far, name="far"),
+        v1.Claim(namespace="default", uid=other, name="other"),
         v1.Claim(namespace="default", uid="uid-gone", name="gone"),
     ]
     with grpc.insecure_channel(f"unix://{cpu_driver.dra_socket}") as channel:
         stub = v1_grpc.DRAPluginStub(channel)
         answers = stub.NodePrepareResources(v1.NodePrepareResourcesRequest(claims=asked), timeout=5).claims
-    assert answers["uid-ok"].error == "" and len(answers["uid-ok"].devices) == 1
-    assert "has UID 'uid-x', not 'uid-y'" in answers["uid-y"].error
-    assert "no device ['cpu-99'] on this node" in answers["uid-far"].error
-    assert "no device of cpu.kubenode.io allocated" in answers["uid-other"].error
+    assert answers[ok].error == "" and len(answers[ok].devices) == 1
+    assert f"has UID '{stale}', not 'uid-y'" in answers["uid-y"].error
+    assert "no device ['cpu-99'] on this node" in answers[far].error
+    assert "no device of cpu.kubenode.io allocated" in answers[other].error
     assert "not found" in answers["uid-gone"].error
-    assert cpu_driver.state.specs.present() == ["uid-ok"]
+    assert cpu_driver.state.specs.present() == [ok]
 
 
 def test_a_restarted_driver_keeps_its_prepared_claims(options: DriverOptions, claims: Claims) -> None:
     devices = discover(options)[CPU_DRIVER]
     first = Driver(CPU_DRIVER, devices, options, claims.get)
-    claims.put(
-        claim("uid-1", "c", [{"request": "r", "driver": CPU_DRIVER, "pool": "node-a", "device": "cpu-6"}])
-    )
-    first.state.prepare("default", "uid-1", "c")
+    uid = claims.put("c", [result("cpu-6")])
+    first.state.prepare("default", uid, "c")
     second = Driver(CPU_DRIVER, devices, options, claims.get)
-    assert second.state.prepare("default", "uid-1", "c") == first.state.prepare("default", "uid-1", "c")
+    assert second.state.prepare("default", uid, "c") == first.state.prepare("default", uid, "c")
     assert claims.reads == 1
-    second.state.unprepare("uid-1")
+    second.state.unprepare(uid)
     assert Driver(CPU_DRIVER, devices, options, claims.get).state.prepared == {}
 
 
 def test_gpu_claim_spec_names_the_gpu(options: DriverOptions, claims: Claims) -> None:
     devices = discover(options)[GPU_DRIVER]
     driver = Driver(GPU_DRIVER, devices, options, claims.get)
-    claims.put(
-        claim("uid-g", "g", [{"request": "gpu", "driver": GPU_DRIVER, "pool": "node-a", "device": "gpu-0"}])
-    )
-    [device] = driver.state.prepare("default", "uid-g", "g")
-    assert device["cdi"] == ["gpu.kubenode.io/claim=uid-g-gpu-0"]
-    [entry] = read_spec(driver.state.specs.path("uid-g")).devices
+    uid = claims.put("g", [result("gpu-0", request="gpu", driver=GPU_DRIVER)])
+    [device] = driver.state.prepare("default", uid, "g")
+    assert device["cdi"] == [f"gpu.kubenode.io/claim={uid}-gpu-0"]
+    [entry] = read_spec(driver.state.specs.path(uid)).devices
     assert "NVIDIA_VISIBLE_DEVICES=GPU-aaaa" in entry.edits.env
     assert entry.edits.device_nodes[0].path == "/dev/nvidia0"
 

@@ -1,24 +1,18 @@
 """The driver's ResourceSlice publisher against a real `kubenode apiserver` process.
 
-Where the server serves resource.k8s.io/v1 (the draapi issue), the slice is created, left alone when
-nothing changed, rewritten with the pool's generation raised when a device turns unhealthy, and withdrawn.
-Where it does not yet, the publisher raises the group's 404 (never a silent success) and the daemon keeps
-serving and retrying.
+The server serves resource.k8s.io/v1: the slice is created, left alone when nothing changed, rewritten
+with the pool's generation raised when a device turns unhealthy, and withdrawn.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import pytest
 
 from deviceplugin.dra.inventory import DraDevice
-from deviceplugin.dra.slices import RESOURCE_SLICES, SlicePublisher, slice_name
-from harness.apiserver import ApiServerProcess
-from kubenode.kubeclient.client import KubeClient
-from kubenode.kubeclient.config import load
-from kubenode.kubeclient.errors import NotFound
+from deviceplugin.dra.slices import SlicePublisher, slice_name
+from kubenode.kubeclient import RESOURCE_SLICES, KubeClient, NotFound
 
 DEVICES = [
     DraDevice("cpu-0", {"numaNode": {"int": 0}}),
@@ -26,43 +20,23 @@ DEVICES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[KubeClient]:
-    with ApiServerProcess() as server:
-        kube = KubeClient(load(server.kubeconfig))
-        yield kube
-        kube.close()
-
-
-def serves_resource_group(client: KubeClient) -> bool:
-    try:
-        client.request("GET", "/apis/resource.k8s.io/v1")
-    except NotFound:
-        return False
-    return True
-
-
-def test_publish_create_update_withdraw(client: KubeClient) -> None:
-    publisher = SlicePublisher(client, "node-a", "cpu.kubenode.io")
+def test_publish_create_update_withdraw(kube: KubeClient) -> None:
+    publisher = SlicePublisher(kube, "node-a", "cpu.kubenode.io")
     assert publisher.name == slice_name("node-a", "cpu.kubenode.io") == "node-a-cpu-kubenode-io"
-    if not serves_resource_group(client):
-        with pytest.raises(NotFound):
-            publisher.publish(DEVICES)
-        return
     assert publisher.publish(DEVICES)
-    first = client.get(RESOURCE_SLICES, publisher.name)
+    first = kube.get(RESOURCE_SLICES, publisher.name)
     assert first["spec"]["driver"] == "cpu.kubenode.io"
     assert first["spec"]["nodeName"] == "node-a"
     assert first["spec"]["pool"] == {"name": "node-a", "generation": 1, "resourceSliceCount": 1}
     assert [d["name"] for d in first["spec"]["devices"]] == ["cpu-0", "cpu-1"]
     assert not publisher.publish(DEVICES)
     # A fresh publisher (a restarted driver) finds the slice as it should be: nothing written.
-    assert not SlicePublisher(client, "node-a", "cpu.kubenode.io").publish(DEVICES)
+    assert not SlicePublisher(kube, "node-a", "cpu.kubenode.io").publish(DEVICES)
     unhealthy = [DEVICES[0], dataclasses.replace(DEVICES[1], healthy=False)]
     assert publisher.publish(unhealthy)
-    second = client.get(RESOURCE_SLICES, publisher.name)
+    second = kube.get(RESOURCE_SLICES, publisher.name)
     assert second["spec"]["pool"]["generation"] == 2
     assert [d["name"] for d in second["spec"]["devices"]] == ["cpu-0"]
     publisher.withdraw()
     with pytest.raises(NotFound):
-        client.get(RESOURCE_SLICES, publisher.name)
+        kube.get(RESOURCE_SLICES, publisher.name)
