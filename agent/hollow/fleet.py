@@ -58,6 +58,12 @@ class HollowNode:
             [self.cluster.source],
             allocatable=host_allocatable(config.max_pods),
             launcher=self.launcher,
+            # As a kubemark hollow kubelet: a pod's ConfigMaps and ServiceAccount token (the
+            # kube-api-access volume ServiceAccount admission adds) come from the API, else such a pod
+            # would never leave FailedMount. Nothing is asked for a pod without them.
+            objects=self.cluster.objects,
+            tokens=self.cluster.tokens,
+            api_endpoint=self.cluster.api_endpoint,
         )
         self.cluster.attach(agent, self.plugin, None, status_writers=STATUS_WRITERS)
         self.running = RunningAgent(config, agent, None, None, self.cluster)
