@@ -24,6 +24,7 @@ Everything lives under the data directory: `apiserver/` (its database and kubeco
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import subprocess
 import sys
@@ -71,6 +72,8 @@ class Cluster:
     children: list[Child] = field(default_factory=list)
     node: str = ""
     client: KubeClient | None = None
+    # The GPU plugin's /metrics (dcgm-exporter's per-pod series) for the table; "" when no gpu backend runs.
+    gpu_metrics_url: str = ""
     # Set by SIGINT/SIGTERM: a start still waiting for a component gives up (then everything is stopped).
     interrupted: threading.Event = field(default_factory=threading.Event)
 
@@ -173,11 +176,14 @@ class Cluster:
     def _start_device_plugin(self) -> list[str]:
         began = time.monotonic()
         config = self.options.plugin_config or self._default_plugin_config()
-        plugin = self._child(
-            "deviceplugin",
-            ["deviceplugin", "--config", str(config),
-             "--kubelet-dir", str(self.options.data_dir / "device-plugins")],
-        )  # fmt: skip
+        args = ["deviceplugin", "--config", str(config),
+                "--kubelet-dir", str(self.options.data_dir / "device-plugins")]  # fmt: skip
+        if has_gpu_backend(config):
+            # Loopback only: the table's one scrape per refresh is the sole reader.
+            port = free_loopback_port()
+            args += ["--metrics-bind-address", f"127.0.0.1:{port}"]
+            self.gpu_metrics_url = f"http://127.0.0.1:{port}/metrics"
+        plugin = self._child("deviceplugin", args)
         assert self.client is not None
         client = self.client
         wanted = plugin_resources(config)
@@ -384,6 +390,19 @@ def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
 def plugin_resources(config: Path) -> list[str]:
     document = yamlload.load(config.read_text()) or {}
     return [str(r["name"]) for r in document.get("resources") or [] if isinstance(r, dict) and "name" in r]
+
+
+def has_gpu_backend(config: Path) -> bool:
+    """Whether the plugin config has an NVML gpu resource (its plugin serves dcgm-exporter's series)."""
+    document = yamlload.load(config.read_text()) or {}
+    return any(isinstance(r, dict) and r.get("backend") == "gpu" for r in document.get("resources") or [])
+
+
+def free_loopback_port() -> int:
+    """A port free on 127.0.0.1 now (the plugin binds it a moment later; nothing else here takes ports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def nvml_gpu_count() -> int:
