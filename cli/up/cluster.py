@@ -18,7 +18,8 @@
 agent drain` on the agent's state (every pod's processes, cgroups and the cgroup root go), the device
 plugin, the API server.
 Everything lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`,
-`device-plugins/`, `plugins_registry/`, `plugins/`, `cdi/`, `logs/<component>.log`, `up/<component>.pid`.
+`device-plugins/`, `plugins_registry/`, `plugins/`, `cdi/`, `features.d/`, `logs/<component>.log`,
+`up/<component>.pid`.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class Cluster:
     def kubeconfig(self) -> Path:
         """The admin kubeconfig `up` hands to the user (`export KUBECONFIG=...`)."""
         return self.options.data_dir / "kubeconfig"
+
+    @property
+    def features_dir(self) -> Path:
+        """The agent's nodeFeaturesDir: NFD feature files (the gpu plugin's GFD labels) become Node labels."""
+        return self.options.data_dir / "features.d"
 
     @property
     def agent_config(self) -> Path:
@@ -239,9 +245,14 @@ class Cluster:
         if nvml_gpu_count() > 0:
             document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
             # Named as the demo GPU is, so examples/pods/gpu-job.yaml runs on real GPUs unchanged.
-            document["resources"].append(
-                {"name": "kubenode.io/gpu", "backend": "gpu", "gpu": {"idStrategy": "uuid"}}
-            )
+            # The agent's PodResources socket (per-pod metrics for the table's GPU columns) and its feature
+            # files directory (GFD labels on the Node), both in the data dir.
+            gpu = {
+                "idStrategy": "uuid",
+                "podResourcesSocket": str(self.options.data_dir / "device-plugins" / "pod-resources.sock"),
+                "featuresFile": str(self.features_dir / "kubenode-gfd"),
+            }
+            document["resources"].append({"name": "kubenode.io/gpu", "backend": "gpu", "gpu": gpu})
         path = self.options.data_dir / "plugins.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
@@ -260,6 +271,7 @@ class Cluster:
         self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
         manifests = self.options.data_dir / "manifests"
         manifests.mkdir(exist_ok=True)
+        self.features_dir.mkdir(exist_ok=True)
         settings = {
             "nodeName": self.node,
             "manifests": str(manifests),
@@ -270,6 +282,9 @@ class Cluster:
             # The host's CDI directories and the data dir's, where the DRA driver writes its claims' specs:
             # the agent resolves its process pods' CDI IDs there, as containerd does in its own.
             "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi", str(self.options.data_dir / "cdi")],
+            # Not the host's NFD directory: the labels are this cluster's plugins' (a --plugin-config's
+            # featuresFile goes here too, as tools/device_proof.sh's does).
+            "nodeFeaturesDir": str(self.features_dir),
             # The address the Node reports as InternalIP, where the API server and `kubenode trace` look
             # for the agent (daemonEndpoints names the port, any free one).
             "listen": f"{host_ip()}:0",
