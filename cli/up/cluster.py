@@ -200,6 +200,8 @@ class Cluster:
             lambda: advertised(client.get(NODES, self.node), wanted),
         )
         shown = " ".join(f"{name}={count}" for name, count in resources.items())
+        if self.gpu_metrics_url:
+            shown += f"  metrics {self.gpu_metrics_url}"
         self.progress(f"deviceplugin ready in {time.monotonic() - began:4.1f} s  {shown}")
         return wanted
 
