@@ -3,7 +3,7 @@
 Modes, each writing one JSON object to OUT (the pod's result, read back by the script):
   probe OUT                   what the pod sees: NVIDIA_VISIBLE_DEVICES, `nvidia-smi -L`, which /dev/nvidia*
                               nodes open (errno name when not), torch's CUDA device count and a 4096^2 matmul
-  load OUT GO SECONDS         waits for the file GO, then runs matrix products for SECONDS (with ~8 GiB held)
+  load OUT GO SECONDS         waits for the file GO, then runs matrix products for SECONDS (8 GiB allocated after GO)
   mps OUT LIMIT_MIB           under MPS: the total memory CUDA reports, and whether LIMIT_MIB + 2 GiB fits
 """
 
@@ -69,10 +69,11 @@ def probe() -> dict[str, Any]:
 
 def load(go: str, seconds: float) -> dict[str, Any]:
     torch = _torch()
-    held = torch.empty(8 * 1024 * MIB, dtype=torch.uint8, device="cuda")  # framebuffer the metrics must show
     a = torch.randn(8192, 8192, device="cuda")
     while not os.path.exists(go):
         time.sleep(0.1)
+    # After the go file, so that the framebuffer the metrics show rises by it.
+    held = torch.empty(8 * 1024 * MIB, dtype=torch.uint8, device="cuda")
     began, products = time.monotonic(), 0
     while time.monotonic() - began < seconds:
         a = (a @ a).clamp_(-1, 1)
