@@ -39,7 +39,7 @@ jget() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(s
 pod_manifest() { # pod_manifest NAME GPUS ARGS... -> a process pod running the probe (no image: host processes)
   local name=$1 gpus=$2; shift 2
   local args="" limits=""; for a in "$@"; do args="$args, \"$a\""; done
-  [ "$gpus" != 0 ] && limits="      resources: {limits: {nvidia.com/gpu: $gpus}}"
+  [ "$gpus" != 0 ] && limits="      resources: {limits: {nvidia.com/gpu: \"$gpus\"}}"
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  restartPolicy: Never\n  containers:\n    - name: main\n      command: ["%s", "%s"%s]\n      env: [{name: PYTHONPATH, value: "%s"}]\n%s\n' \
     "$name" "$PY" "$PWD/tools/gpu_probe.py" "$args" "${PYTHONPATH:-}" "$limits"
 }
@@ -86,6 +86,9 @@ gpu_workloads() {
   pod_manifest cpu-probe 0 probe "$out/cpu-probe.json" > "$pods/cpu-probe.yaml"
   # Created once the probes are done: it holds the one GPU until the script's go file.
   pod_manifest gpu-load 1 load "$out/gpu-load.json" "$out/go" 10 > "$work/gpu-load.yaml"
+  # busybox has no nvidia-smi: the CDI spec mounts the host's (and the driver's libraries) into the container.
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: cri-smi}\nspec:\n  restartPolicy: Never\n  containers:\n    - name: main\n      image: docker.io/library/busybox:kubenode\n      command: [nvidia-smi, -L]\n      resources: {limits: {nvidia.com/gpu: \"1\"}}\n' \
+    > "$work/cri-smi.yaml"
   local cri_endpoint=""
   if [ -n "${KN_DEBS:-}" ] && ! command -v containerd >/dev/null; then  # Debian's containerd and runc, unpacked
     for deb in "$KN_DEBS"/*.deb; do dpkg-deb -x "$deb" "$work/debroot"; done
@@ -104,16 +107,25 @@ EOF
     ctrd_pid=$!
     waitlong 120 "[ -s '$work/ctrd.endpoint' ] || ! kill -0 $ctrd_pid 2>/dev/null"
     cri_endpoint=$(cat "$work/ctrd.endpoint" 2>/dev/null)
-    printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: cri-smi}\nspec:\n  restartPolicy: Never\n  containers:\n    - name: main\n      image: docker.io/library/busybox:kubenode\n      command: [nvidia-smi, -L]\n      resources: {limits: {nvidia.com/gpu: 1}}\n' \
-      > "$pods/cri-smi.yaml"
+    [ -n "$cri_endpoint" ] && cp "$work/cri-smi.yaml" "$pods/"
   fi
   [ -n "$cri_endpoint" ] || [ "$dry" = 1 ] || { echo "FAIL CRI pod: no containerd (set KN_DEBS to a directory of containerd, runc .debs; busybox at /bin/busybox)"; fails=$((fails + 1)); tail -5 "$work/containerd-harness.log" 2>/dev/null; }
   if [ "$dry" = 1 ]; then
-    printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: cri-smi}\n' > "$pods/cri-smi.yaml"  # its shape is above
     gpu_plugin_config "$work/up-mps" 2 > "$work/up-mps.plugins.yaml"
-    echo "dry run: the plugin configs and manifests, checked as YAML:"
-    "$PY" -c 'import sys, yaml
-for p in sys.argv[1:]: print("  ", p, "->", list(yaml.safe_load(open(p))))' "$up_dir.plugins.yaml" "$work/up-mps.plugins.yaml" "$pods"/*.yaml "$work/gpu-load.yaml" || fails=$((fails + 1))
+    echo "dry run: the plugin configs through the plugin's parser, the pods through the client's V1Pod model:"
+    "$PY" -c 'import sys
+from deviceplugin.config import load_config
+for path in sys.argv[1:]:
+    gpu = load_config(path).resources[0]
+    print("  ", path, "->", gpu.name, gpu.backend, "replicas", gpu.replicas)' "$up_dir.plugins.yaml" "$work/up-mps.plugins.yaml" \
+      || fails=$((fails + 1))
+    "$PY" -c 'import json, sys, yaml
+from kubernetes.client import ApiClient
+for path in sys.argv[1:]:
+    pod = ApiClient().deserialize(json.dumps(yaml.safe_load(open(path))), "V1Pod", "application/json")
+    c = pod.spec.containers[0]
+    print("  ", path, "->", pod.metadata.name, c.image or "(process pod)", c.command[-3:], c.resources.limits if c.resources else None)' \
+      "$pods"/*.yaml "$work/gpu-load.yaml" "$work/cri-smi.yaml" || fails=$((fails + 1))
     for tool in nvidia-smi nvidia-cuda-mps-control containerd runc; do command -v "$tool" >/dev/null || echo "   missing here: $tool"; done
     "$PY" -c 'import torch' 2>/dev/null || echo "   missing here: torch"
     return 0
