@@ -3,7 +3,7 @@
 Modes, each writing one JSON object to OUT (the pod's result, read back by the script):
   probe OUT                   what the pod sees: NVIDIA_VISIBLE_DEVICES, `nvidia-smi -L`, which /dev/nvidia*
                               nodes open (errno name when not), torch's CUDA device count and a 4096^2 matmul
-  load OUT GO SECONDS         waits for the file GO, then runs matrix products for SECONDS (8 GiB allocated after GO)
+  load OUT GO SECONDS         waits for the file GO, allocates 8 GiB, runs matrix products for SECONDS
   mps OUT LIMIT_MIB           under MPS: the total memory CUDA reports, and whether LIMIT_MIB + 2 GiB fits
 """
 
