@@ -18,12 +18,14 @@
 agent drain` on the agent's state (every pod's processes, cgroups and the cgroup root go), the device
 plugin, the API server.
 Everything lives under the data directory: `apiserver/` (its database and kubeconfigs), `agent/`,
-`device-plugins/`, `plugins_registry/`, `plugins/`, `cdi/`, `logs/<component>.log`, `up/<component>.pid`.
+`device-plugins/`, `plugins_registry/`, `plugins/`, `cdi/`, `features.d/`, `logs/<component>.log`,
+`up/<component>.pid`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import subprocess
 import sys
@@ -71,6 +73,8 @@ class Cluster:
     children: list[Child] = field(default_factory=list)
     node: str = ""
     client: KubeClient | None = None
+    # The GPU plugin's /metrics (dcgm-exporter's per-pod series) for the table; "" when no gpu backend runs.
+    gpu_metrics_url: str = ""
     # Set by SIGINT/SIGTERM: a start still waiting for a component gives up (then everything is stopped).
     interrupted: threading.Event = field(default_factory=threading.Event)
 
@@ -84,6 +88,11 @@ class Cluster:
     def kubeconfig(self) -> Path:
         """The admin kubeconfig `up` hands to the user (`export KUBECONFIG=...`)."""
         return self.options.data_dir / "kubeconfig"
+
+    @property
+    def features_dir(self) -> Path:
+        """The agent's nodeFeaturesDir: NFD feature files (the gpu plugin's GFD labels) become Node labels."""
+        return self.options.data_dir / "features.d"
 
     @property
     def agent_config(self) -> Path:
@@ -173,11 +182,14 @@ class Cluster:
     def _start_device_plugin(self) -> list[str]:
         began = time.monotonic()
         config = self.options.plugin_config or self._default_plugin_config()
-        plugin = self._child(
-            "deviceplugin",
-            ["deviceplugin", "--config", str(config),
-             "--kubelet-dir", str(self.options.data_dir / "device-plugins")],
-        )  # fmt: skip
+        args = ["deviceplugin", "--config", str(config),
+                "--kubelet-dir", str(self.options.data_dir / "device-plugins")]  # fmt: skip
+        if has_gpu_backend(config):
+            # Loopback only: the table's one scrape per refresh is the sole reader.
+            port = free_loopback_port()
+            args += ["--metrics-bind-address", f"127.0.0.1:{port}"]
+            self.gpu_metrics_url = f"http://127.0.0.1:{port}/metrics"
+        plugin = self._child("deviceplugin", args)
         assert self.client is not None
         client = self.client
         wanted = plugin_resources(config)
@@ -188,6 +200,8 @@ class Cluster:
             lambda: advertised(client.get(NODES, self.node), wanted),
         )
         shown = " ".join(f"{name}={count}" for name, count in resources.items())
+        if self.gpu_metrics_url:
+            shown += f"  metrics {self.gpu_metrics_url}"
         self.progress(f"deviceplugin ready in {time.monotonic() - began:4.1f} s  {shown}")
         return wanted
 
@@ -233,9 +247,14 @@ class Cluster:
         if nvml_gpu_count() > 0:
             document["resources"] = [r for r in document["resources"] if r.get("backend") != "static"]
             # Named as the demo GPU is, so examples/pods/gpu-job.yaml runs on real GPUs unchanged.
-            document["resources"].append(
-                {"name": "kubenode.io/gpu", "backend": "gpu", "gpu": {"idStrategy": "uuid"}}
-            )
+            # The agent's PodResources socket (per-pod metrics for the table's GPU columns) and its feature
+            # files directory (GFD labels on the Node), both in the data dir.
+            gpu = {
+                "idStrategy": "uuid",
+                "podResourcesSocket": str(self.options.data_dir / "device-plugins" / "pod-resources.sock"),
+                "featuresFile": str(self.features_dir / "kubenode-gfd"),
+            }
+            document["resources"].append({"name": "kubenode.io/gpu", "backend": "gpu", "gpu": gpu})
         path = self.options.data_dir / "plugins.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
@@ -254,6 +273,7 @@ class Cluster:
         self.node = kubeconfig.name.removeprefix("node-").removesuffix(".kubeconfig")
         manifests = self.options.data_dir / "manifests"
         manifests.mkdir(exist_ok=True)
+        self.features_dir.mkdir(exist_ok=True)
         settings = {
             "nodeName": self.node,
             "manifests": str(manifests),
@@ -264,6 +284,9 @@ class Cluster:
             # The host's CDI directories and the data dir's, where the DRA driver writes its claims' specs:
             # the agent resolves its process pods' CDI IDs there, as containerd does in its own.
             "cdiSpecDirs": ["/etc/cdi", "/var/run/cdi", str(self.options.data_dir / "cdi")],
+            # Not the host's NFD directory: the labels are this cluster's plugins' (a --plugin-config's
+            # featuresFile goes here too, as tools/device_proof.sh's does).
+            "nodeFeaturesDir": str(self.features_dir),
             # The address the Node reports as InternalIP, where the API server and `kubenode trace` look
             # for the agent (daemonEndpoints names the port, any free one).
             "listen": f"{host_ip()}:0",
@@ -384,6 +407,19 @@ def node_ready(node: dict[str, Any], since: float = 0.0) -> bool:
 def plugin_resources(config: Path) -> list[str]:
     document = yamlload.load(config.read_text()) or {}
     return [str(r["name"]) for r in document.get("resources") or [] if isinstance(r, dict) and "name" in r]
+
+
+def has_gpu_backend(config: Path) -> bool:
+    """Whether the plugin config has an NVML gpu resource (its plugin serves dcgm-exporter's series)."""
+    document = yamlload.load(config.read_text()) or {}
+    return any(isinstance(r, dict) and r.get("backend") == "gpu" for r in document.get("resources") or [])
+
+
+def free_loopback_port() -> int:
+    """A port free on 127.0.0.1 now (the plugin binds it a moment later; nothing else here takes ports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def nvml_gpu_count() -> int:

@@ -1,9 +1,9 @@
 """One `kubenode up` run: start the cluster, hand over the kubeconfig, apply the pods, show them, stop.
 
 SIGINT and SIGTERM end the wait (the children run in their own sessions, so a terminal's Ctrl-C reaches
-`up` alone, which then stops them in reverse order). The table is read once a second: the API's pods and
-the agent's /pods; on a terminal it is redrawn in place when it changes, piped each changed row is
-printed as one line.
+`up` alone, which then stops them in reverse order). The table is read once a second: the API's pods, the
+agent's /pods and, where a GPU plugin runs, one scrape of its /metrics (the GPU columns); on a terminal it
+is redrawn in place when it changes, piped each changed row is printed as one line.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.agentstatus import agent_pods, endpoint_of
+from cli.up import gpuusage
 from cli.up.apply import Applied, ManifestError, apply_object, read_manifests
 from cli.up.cluster import Cluster, Options, StartError, example
 from cli.up.table import SETTLED_PHASES, agent_views, pod_key, render, rows, shortfalls
@@ -97,6 +98,11 @@ class Session:
 
     # -- reading ------------------------------------------------------------------------------------------
 
+    def _gpu_usage(self) -> dict[tuple[str, str], gpuusage.GpuUsage] | None:
+        """One scrape of the GPU plugin's /metrics; None (no GPU columns) when no gpu backend runs."""
+        url = self.cluster.gpu_metrics_url
+        return gpuusage.scrape(url) if url else None
+
     def _snapshot(self, client: KubeClient) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         pods, _ = client.list_all(PODS)
         status: dict[str, Any] = {}
@@ -129,7 +135,8 @@ class Session:
             if done or now > deadline or self.stop_requested.is_set() or self.cluster.dead():
                 break
             time.sleep(0.25)
-        say(render(rows(mine, status)))
+        gpu = self._gpu_usage()
+        say(render(rows(mine, status, gpu), gpu_columns=gpu is not None))
         missing = sorted(wanted - {pod_key(p) for p in mine})
         failed = {key: found for key, found in problems.items() if found}
         for namespace, name in missing:
@@ -162,9 +169,10 @@ class Session:
             except KubeError:
                 self.stop_requested.wait(REFRESH_S)
                 continue
-            table_rows = rows(pods, status)
+            gpu = self._gpu_usage()
+            table_rows = rows(pods, status, gpu)
             if terminal:
-                lines = render(table_rows).splitlines()
+                lines = render(table_rows, gpu_columns=gpu is not None).splitlines()
                 if lines != shown:
                     # Up over the previous table and clear to the end of the screen: redrawn in place.
                     sys.stdout.write(f"\x1b[{len(shown)}F\x1b[J" if shown else "")
@@ -173,7 +181,7 @@ class Session:
                     shown = lines
             else:
                 # One line per changed row, aligned as the whole table is now; the header once, first.
-                lines = render(table_rows).splitlines()
+                lines = render(table_rows, gpu_columns=gpu is not None).splitlines()
                 changed = [
                     line for row, line in zip(table_rows, lines[1:], strict=True) if row not in previous_rows
                 ]

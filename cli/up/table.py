@@ -1,6 +1,7 @@
 """The pod table of `kubenode up`: one row per pod, from the API (node, phase, QoS) and the agent's status
-endpoint (allocated devices, cpuset and the limits it read from the pod cgroup); and the check that each pod
-got what it asked for (`--once`'s exit status).
+endpoint (allocated devices, cpuset and the limits it read from the pod cgroup), plus, where a GPU plugin
+serves /metrics, each pod's GPU utilization and memory (cli.up.gpuusage); and the check that each pod got
+what it asked for (`--once`'s exit status).
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cli.up.gpuusage import GpuUsage, columns
 from kubenode.cpuset import parse_cpuset
 from kubenode.model.quantity import to_amount
 from kubenode.table import table_lines
 
 HEADER = ("NAMESPACE", "NAME", "NODE", "PHASE", "QOS", "DEVICES", "CPUSET", "CPU-QUOTA", "MEMORY-LIMIT")
+GPU_HEADER = ("GPU-UTIL", "GPU-MEM")
 EXTENDED_PREFIX = "kubenode.io/"
 SETTLED_PHASES = ("Running", "Failed", "Succeeded")
 
@@ -61,13 +64,23 @@ def row(pod: Mapping[str, Any], view: Mapping[str, Any] | None) -> tuple[str, ..
     )
 
 
-def rows(pods: list[dict[str, Any]], agent_status: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def rows(
+    pods: list[dict[str, Any]],
+    agent_status: Mapping[str, Any],
+    gpu: Mapping[tuple[str, str], GpuUsage] | None = None,
+) -> list[tuple[str, ...]]:
+    """One row per pod; with `gpu` (a GPU plugin's /metrics is read) two more columns, "-" for pods
+    holding no GPU."""
     views = agent_views(agent_status)
-    return [row(pod, views.get(pod_key(pod))) for pod in sorted(pods, key=pod_key)]
+    table = []
+    for pod in sorted(pods, key=pod_key):
+        line = row(pod, views.get(pod_key(pod)))
+        table.append(line if gpu is None else line + columns(gpu.get(pod_key(pod))))
+    return table
 
 
-def render(table_rows: list[tuple[str, ...]]) -> str:
-    return "\n".join(table_lines(HEADER, table_rows))
+def render(table_rows: list[tuple[str, ...]], gpu_columns: bool = False) -> str:
+    return "\n".join(table_lines(HEADER + GPU_HEADER if gpu_columns else HEADER, table_rows))
 
 
 def _container_limits(pod: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ def test_the_gpu_resource_is_nvmls_when_it_finds_gpus(
         ("kubenode.io/cpu", "cpu"),
         ("kubenode.io/gpu", backend),
     ]
+    # Only an NVML gpu plugin is started with /metrics (the table's GPU columns).
+    assert cluster.has_gpu_backend(up._default_plugin_config()) == (backend == "gpu")
 
 
 def _pod(limits: dict[str, Any], phase: str = "Running") -> dict[str, Any]:
