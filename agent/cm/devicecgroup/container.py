@@ -17,6 +17,7 @@ mounted hierarchy, devices included; on v2 the program goes with its cgroup).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,9 @@ from agent.cm.devicecgroup.rules import DeviceRule
 from agent.cm.devicecgroup.v1 import DeviceCgroupError, apply_v1
 
 Dirs = tuple[str, ...]
+
+
+log = logging.getLogger(__name__)
 
 
 class ContainerDevices(Protocol):
@@ -89,5 +93,19 @@ class BpfDevices:
         return [f"v2 device program id {program}" for program in programs] or ["no device program"]
 
 
-def devices_for(version: int, mount_root: Path) -> ContainerDevices:
-    return BpfDevices(mount_root) if version == 2 else V1Devices(mount_root)
+def devices_for(version: int, mount_root: Path) -> ContainerDevices | None:
+    """None where the v1 devices hierarchy is mounted read-only for the agent: inside systemd-nspawn (which
+    keeps it so, that a container cannot widen its own device access) the container manager's device policy
+    already binds every pod, and the agent could not write a rule. One warning says so; each container
+    still gets its own /dev."""
+    if version == 2:
+        return BpfDevices(mount_root)
+    devices = V1Devices(mount_root)
+    if devices.root.is_dir() and not os.access(devices.root, os.W_OK):
+        log.warning(
+            "%s is read-only here (a container's cgroup namespace?): no per-container device rules; "
+            "the containers get their own /dev, and the enclosing device policy binds them",
+            devices.root,
+        )
+        return None
+    return devices
