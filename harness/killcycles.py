@@ -46,7 +46,10 @@ from harness.manifests import fast_agent_config, write_manifest
 # The share of the batch's containers seen running before the kill: none (killed at once) ... all.
 KILL_POINTS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 POINT_DEADLINE_S = 3.0
-CONVERGE_DEADLINE_S = 10.0  # only reached when copies never converge to one
+# Only reached when copies never converge to one. Longer than the crash-loop back-off (10 s): a container
+# whose start the kill cut short dies with its agent (agent/kuberuntime/processes.py) and the next agent
+# restarts it after that back-off, as a kubelet restarts a container that failed to start.
+CONVERGE_DEADLINE_S = 15.0
 
 Injection = Callable[[], Launcher]
 
