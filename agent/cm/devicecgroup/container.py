@@ -101,7 +101,7 @@ def devices_for(version: int, mount_root: Path) -> ContainerDevices | None:
     if version == 2:
         return BpfDevices(mount_root)
     devices = V1Devices(mount_root)
-    if devices.root.is_dir() and not os.access(devices.root, os.W_OK):
+    if devices.root.is_dir() and os.statvfs(devices.root).f_flag & os.ST_RDONLY:  # the mount, not permissions
         log.warning(
             "%s is read-only here (a container's cgroup namespace?): no per-container device rules; "
             "the containers get their own /dev, and the enclosing device policy binds them",
