@@ -24,9 +24,7 @@ from typing import Any
 
 import yaml
 
-from deviceplugin.gpuconfig import DEFAULT_CDI_SPEC_DIR, DEFAULT_PODRESOURCES_SOCKET, parse_gpu
-from deviceplugin.gpuconfig import DEFAULT_IGNORED_XIDS as DEFAULT_IGNORED_XIDS  # re-exported
-from deviceplugin.gpuconfig import GpuOptions as GpuOptions  # re-exported: options live beside their parser
+from deviceplugin.gpuconfig import DEFAULT_CDI_SPEC_DIR, DEFAULT_PODRESOURCES_SOCKET, GpuOptions, parse_gpu
 from kubenode import yamlload
 from kubenode.cpuset import parse_cpuset
 from kubenode.deviceapi import (

@@ -203,7 +203,7 @@ if command -v nvidia-smi >/dev/null; then
   python3 - <<'EOF'
 import threading, time
 from deviceplugin.backends.gpu import GpuBackend
-from deviceplugin.config import GpuOptions
+from deviceplugin.gpuconfig import GpuOptions
 backend = GpuBackend("nvidia.com/gpu", GpuOptions())
 changed = threading.Event()
 backend.start(changed.set)

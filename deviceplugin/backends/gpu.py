@@ -20,7 +20,8 @@ from pathlib import Path
 from deviceplugin.backend import Backend, BackendError, ContainerAllocation, Device, OnChange
 from deviceplugin.backends.gpuhealth import GpuHealth
 from deviceplugin.backends.nvml import GpuInfo, Nvml, NvmlTelemetry, NvmlUnavailable, PynvmlNvml
-from deviceplugin.config import DeviceNode, GpuOptions
+from deviceplugin.config import DeviceNode
+from deviceplugin.gpuconfig import GpuOptions
 from deviceplugin.gpumetrics import GpuSource
 from deviceplugin.mps import MpsDaemon, MpsError
 

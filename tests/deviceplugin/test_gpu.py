@@ -14,7 +14,7 @@ from deviceplugin.backend import BackendError
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.backends.gpuhealth import GpuHealth
 from deviceplugin.backends.nvml import GpuInfo, NvmlUnavailable, PynvmlNvml, XidEvent
-from deviceplugin.config import DEFAULT_IGNORED_XIDS, GpuOptions
+from deviceplugin.gpuconfig import DEFAULT_IGNORED_XIDS, GpuOptions
 from tests.deviceplugin.support import wait_until
 
 UUIDS = ("GPU-aaaa", "GPU-bbbb")
