@@ -382,9 +382,13 @@ def parse_resource_claim(obj: Mapping[str, Any], source: str = "") -> ResourceCl
 
 
 def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
-    """The claim with the status and metadata of `raw`, its spec as parsed before (a status write)."""
+    """The claim with the status and metadata of `raw`, its spec as parsed before (a status write).
+
+    Metadata too: a status write can land after the claim's deletion began, and the allocator must see
+    `deleting` (kube's allocator skips claims being deleted)."""
     source = f"ResourceClaim {claim.key}"
     status = _map(raw.get("status"), source, "status")
+    meta = _map(raw.get("metadata"), source, "metadata")
     allocation = status.get("allocation")
     reserved = _list(status.get("reservedFor"), source, "status.reservedFor")
     return replace(
@@ -393,6 +397,7 @@ def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
         if allocation is None
         else _results(_map(allocation, source, "status.allocation"), source),
         reserved_for=tuple(_map(r, source, "status.reservedFor") for r in reserved),
+        deleting=bool(meta.get("deletionTimestamp")),
         raw=raw,
     )
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from kubenode.dra.types import (
@@ -96,7 +95,7 @@ class ParsedClaims:
             meta = obj.get("metadata") or {}
             if meta.get("uid") == cached.uid and obj.get("spec") == cached.raw.get("spec"):
                 try:
-                    claim = replace(with_status(cached, obj), deleting=bool(meta.get("deletionTimestamp")))
+                    claim = with_status(cached, obj)
                 except ValidationError:
                     pass  # parsed in full below, which names the field
                 else:

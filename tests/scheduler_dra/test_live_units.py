@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubenode.dra.types import ResourceClaim, parse_resource_claim
+from kubenode.dra.types import ResourceClaim, parse_resource_claim, with_status
 from kubenode.kubeclient import RESOURCE_CLAIMS, Conflict, KubeError, NotFound
 from kubenode.kubeclient.client import Resource
 from scheduler.dra.live import ApiClaimWriter, DraInformers, ParsedClaims, _decoder, serves_dra
@@ -87,6 +87,16 @@ def test_a_claim_is_parsed_once_per_version_and_its_spec_once_per_claim() -> Non
     assert isinstance(recreated, ResourceClaim) and recreated.requests is not first.requests
     bad = {**obj, "metadata": {**obj["metadata"], "uid": "u2", "resourceVersion": "10"}, "status": []}
     assert claims.decode(bad) == "default/c"  # a status that does not parse: logged, as absent
+
+
+def test_a_status_write_carries_the_deletion_that_began_meanwhile() -> None:
+    obj = support.claim_object({"name": "c", "requests": [{"name": "r", "class": "k"}]})
+    claim = parse_resource_claim(obj)
+    assert not claim.deleting
+    written = {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    after = with_status(claim, written)
+    assert after.deleting and after.requests is claim.requests
+    assert not with_status(after, obj).deleting
 
 
 class AsyncClient(StubClient):
