@@ -1,5 +1,6 @@
 """A fake NVML with telemetry, a fake driver install (loader cache, libraries, nvidia-smi, /dev), a GPU's
-DRM nodes in a fake sysfs and /dev, and a PodResources server over a real unix socket: the GPU backend's tests and benchmarks/gpu_metrics_bench.py."""
+DRM nodes in a fake sysfs and /dev, and a PodResources server over a real unix socket: the GPU backend's
+tests and benchmarks/gpu_metrics_bench.py."""
 
 from __future__ import annotations
 

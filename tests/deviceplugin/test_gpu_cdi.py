@@ -157,7 +157,9 @@ def test_the_agent_builds_a_containers_dev_from_the_gpu_spec(tmp_path: Path) -> 
     gpu = gpu_info(1, 3)
     driver, dev, cache = fake_driver(tmp_path, [3], ["nvidiactl"])
     fake_drm(tmp_path / "sys", dev, gpu, card=2, render=129)
-    numbers = {"nvidia3": (195, 3), "nvidiactl": (195, 255), "dri/card2": (226, 2), "dri/renderD129": (226, 129)}
+    numbers = {
+        "nvidia3": (195, 3), "nvidiactl": (195, 255), "dri/card2": (226, 2), "dri/renderD129": (226, 129)
+    }  # fmt: skip
     for name, (major, minor) in numbers.items():  # real character devices, as the host's are
         (dev / name).unlink()
         os.mknod(dev / name, stat.S_IFCHR, os.makedev(major, minor))
