@@ -3,8 +3,8 @@
 Scrape: the plugin's GPU collector (deviceplugin.gpumetrics) rendered as /metrics text, as Prometheus
 gets it: PodResources `List` over a real unix socket (a server answering 32 pods, 4 time-sliced pods per
 GPU, so every GPU takes the per-process split: /proc/<pid>/cgroup of each process, the pod log
-directory listing). Goal: p99 <= 20 ms. CDI: `write_gpu_spec` for 8 GPUs from a loader cache text
-through the atomic, fsynced write of the spec file.
+directory listing). Goal: p99 <= 20 ms. CDI: `write_gpu_spec` for 8 GPUs from a loader cache text,
+each GPU's DRM nodes from a fake sysfs, through the atomic, fsynced write of the spec file.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from harness.fakegpu import (
     DRIVER,
     TelemetryNvml,
     fake_driver,
+    fake_drm,
     gpu_info,
     podresources_server,
     process,
@@ -93,6 +94,8 @@ def main() -> None:
         # The scraping thread's own CPU time: what the wall figure would be on an idle core.
         report("gpu metrics scrape (8 GPUs, 32 pods) CPU p99", percentile(cpu, 99), "ms")
         driver, dev, cache = fake_driver(root / "host", range(GPUS), ["nvidiactl", "nvidia-uvm"])
+        for gpu in nvml.gpus():  # each with its card and render node, found through sysfs
+            fake_drm(root / "sys", dev, gpu, gpu.index + 1, 128 + gpu.index)
         times = []
         for _ in range(SPECS):
             started = time.perf_counter()
@@ -104,6 +107,7 @@ def main() -> None:
                 DRIVER,
                 driver_root=str(driver),
                 dev_root=str(dev),
+                sysfs_root=str(root / "sys"),
                 loader_cache=cache,
             )
             times.append((time.perf_counter() - started) * 1000)

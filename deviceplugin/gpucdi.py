@@ -10,12 +10,13 @@ Flow: `GpuBackend.start` (with `cdi: true`) calls `write_gpu_spec`, which
    the library directory, so that an image with no NVIDIA files (no ldconfig, no /etc/ld.so.conf)
    finds them without a hook;
 3. one device per GPU named by UUID and by index, holding `/dev/nvidia<minor>` (the minor from NVML,
-   not the index), plus `all` with every GPU's node;
+   not the index) and the GPU's DRM nodes with their `/dev/dri/by-path` names (deviceplugin.gpudrm,
+   from sysfs under `sysfs_root`), plus `all` with every GPU's nodes;
 4. replaces the file `kubenode-gpu_<resource>.json` in the spec directory atomically.
 
 Paths: host paths are under `driver_root` and `dev_root` (a fake root in tests); container paths are
-the paths a driver installed at / has. Not written (yet): DRM card/render nodes, GSP firmware, IPC
-sockets, MIG capability nodes.
+the paths a driver installed at / has. Not written: GSP firmware, IPC sockets, MIG devices and their
+capability nodes, IMEX channels.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from deviceplugin.backends.nvml import GpuInfo
 from deviceplugin.cdi import CDI_VERSION
+from deviceplugin.gpudrm import drm_nodes
 from kubenode.atomicfile import write_atomically
 
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -101,11 +103,14 @@ def find_driver_files(cache: dict[str, list[str]], driver_version: str, driver_r
     return DriverFiles(library_dir, tuple(libraries), tuple(binaries))
 
 
-def build_gpu_spec(kind: str, gpus: Sequence[GpuInfo], files: DriverFiles, dev_root: str) -> dict[str, Any]:
+def build_gpu_spec(
+    kind: str, gpus: Sequence[GpuInfo], files: DriverFiles, dev_root: str, sysfs_root: str
+) -> dict[str, Any]:
     dev = Path(dev_root)
 
-    def node(name: str) -> dict[str, str]:
-        host = str(dev / name)
+    def node(name: str, host: str | None = None) -> dict[str, str]:
+        """The node /dev/<name>; its host node is <dev_root>/<name> unless `host` names another."""
+        host = host or str(dev / name)
         entry = {"path": f"/dev/{name}"}
         if host != entry["path"]:
             entry["hostPath"] = host
@@ -115,11 +120,14 @@ def build_gpu_spec(kind: str, gpus: Sequence[GpuInfo], files: DriverFiles, dev_r
         return {"hostPath": host, "containerPath": container, "options": READ_ONLY_BIND}
 
     devices = []
+    every = []
     for gpu in sorted(gpus, key=lambda g: g.index):
-        edits = {"deviceNodes": [node(f"nvidia{gpu.minor}")]}
+        drm = [node(path.removeprefix("/dev/"), host) for path, host in drm_nodes(gpu, sysfs_root, dev_root)]
+        nodes = [node(f"nvidia{gpu.minor}"), *drm]
+        edits = {"deviceNodes": nodes}
         devices.append({"name": gpu.uuid, "containerEdits": edits})
         devices.append({"name": str(gpu.index), "containerEdits": edits})
-    every = [node(f"nvidia{g.minor}") for g in sorted(gpus, key=lambda g: g.index)]
+        every += nodes
     devices.append({"name": "all", "containerEdits": {"deviceNodes": every}})
     common = {
         "env": [f"LD_LIBRARY_PATH={files.library_dir}", f"NVIDIA_CTK_LIBCUDA_DIR={files.library_dir}"],
@@ -142,11 +150,12 @@ def write_gpu_spec(
     *,
     driver_root: str,
     dev_root: str,
+    sysfs_root: str,
     loader_cache: str,
 ) -> Path:
     """Build the spec from `loader_cache` (`ldconfig -p` text) and replace our file; returns its path."""
     files = find_driver_files(parse_ldconfig(loader_cache), driver_version, driver_root)
-    spec = build_gpu_spec(kind, gpus, files, dev_root)
+    spec = build_gpu_spec(kind, gpus, files, dev_root, sysfs_root)
     path = Path(spec_dir) / gpu_spec_file_name(resource_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, (json.dumps(spec, indent=2) + "\n").encode())

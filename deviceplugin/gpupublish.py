@@ -36,6 +36,7 @@ def publish_cdi_spec(
             telemetry.driver_version(),
             driver_root=options.driver_root,
             dev_root=options.dev_root,
+            sysfs_root=options.sysfs_root,
             loader_cache=text,
         )
     except (GpuSpecError, OSError) as exc:

@@ -6,7 +6,8 @@ Flow: `GpuBackend.start` (sharing mps) calls `MpsDaemon.start` for each GPU; it 
 whose /dev/shm is the GPU's shm directory (as NVIDIA runs it in its own container), then sends
 `set_default_device_pinned_mem_limit 0 <MiB>M` (device 0: the daemon sees only its GPU) and
 `set_default_active_thread_percentage <100/replicas>` on the control pipe. `allocation` gives a
-pod `CUDA_MPS_PIPE_DIRECTORY` and the pipe and shm mounts; the MPS server the daemon starts for
+pod `CUDA_MPS_PIPE_DIRECTORY` and the pipe and shm mounts (of one GPU: a container holds one MPS
+replica, deviceplugin.replicas refuses more, as NVIDIA's plugin does); the MPS server the daemon starts for
 the pod's clients enforces the limits inside CUDA, so a pod asking for more than its share fails
 its own allocation. `stop` sends `quit`.
 """

@@ -3,6 +3,11 @@
 Replicas share the device's health and topology. Allocate maps replicas back to
 their devices (two replicas of one device give that device once). Preferred
 allocation spreads over devices, least-used first, like NVIDIA's "distributed" policy.
+
+With `one_per_request` (MPS sharing) an Allocate of more than one replica is refused, as NVIDIA's plugin
+refuses it for MPS whatever its failRequestsGreaterThanOne says (internal/rm ValidateRequest): a container
+talks to one MPS control daemon through one CUDA_MPS_PIPE_DIRECTORY, so two replicas (of one GPU or of two)
+cannot both be served. The kubelet fails the pod with UnexpectedAdmissionError and this one line.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from deviceplugin.backend import Backend, ContainerAllocation, Device, OnChange
+from deviceplugin.devicestate import RequestError
 from deviceplugin.packing import natural_key
 
 SEPARATOR = "::"
@@ -21,9 +27,10 @@ def device_of(replica_id: str) -> str:
 
 
 class ReplicatedBackend(Backend):
-    def __init__(self, inner: Backend, replicas: int) -> None:
+    def __init__(self, inner: Backend, replicas: int, one_per_request: bool = False) -> None:
         self.inner = inner
         self.replicas = replicas
+        self.one_per_request = one_per_request
 
     def start(self, on_change: OnChange) -> None:
         self.inner.start(on_change)
@@ -39,6 +46,11 @@ class ReplicatedBackend(Backend):
         ]
 
     def allocate(self, ids: Sequence[str]) -> ContainerAllocation:
+        if self.one_per_request and len(ids) > 1:
+            raise RequestError(
+                f"Allocate: {len(ids)} replicas requested; with MPS sharing the maximum request size for "
+                "shared resources is 1"
+            )
         return self.inner.allocate(list(dict.fromkeys(device_of(i) for i in ids)))
 
     def preferred(self, available: Sequence[Device], must_include: Sequence[str], size: int) -> list[str]:

@@ -1,5 +1,6 @@
-"""A fake NVML with telemetry, a fake driver install (loader cache, libraries, nvidia-smi, /dev) and a
-PodResources server over a real unix socket: the GPU backend's tests and benchmarks/gpu_metrics_bench.py."""
+"""A fake NVML with telemetry, a fake driver install (loader cache, libraries, nvidia-smi, /dev), a GPU's
+DRM nodes in a fake sysfs and /dev, and a PodResources server over a real unix socket: the GPU backend's
+tests and benchmarks/gpu_metrics_bench.py."""
 
 from __future__ import annotations
 
@@ -89,6 +90,18 @@ def fake_driver(root: Path, minors: Iterable[int], control: Iterable[str]) -> tu
     for name in [f"nvidia{m}" for m in minors] + list(control):
         (dev / name).touch()
     return root / "driver", dev, "\n".join(cache) + "\n"
+
+
+def fake_drm(sysfs: Path, dev: Path, gpu: GpuInfo, card: int, render: int) -> None:
+    """The GPU's DRM nodes as nvidia-drm and udev make them: sysfs entries under its PCI device,
+    `<dev>/dri/card<card>` and `renderD<render>`, and the `dri/by-path` links to them."""
+    drm = sysfs / "bus/pci/devices" / gpu.pci_address / "drm"
+    by_path = dev / "dri/by-path"
+    by_path.mkdir(parents=True, exist_ok=True)
+    for name, kind in ((f"card{card}", "card"), (f"renderD{render}", "render")):
+        (drm / name).mkdir(parents=True)
+        (dev / "dri" / name).touch()
+        (by_path / f"pci-{gpu.pci_address}-{kind}").symlink_to(f"../{name}")
 
 
 class _Lister(api_pb2_grpc.PodResourcesListerServicer):

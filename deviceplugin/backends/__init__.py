@@ -7,7 +7,7 @@ from deviceplugin.config import ResourceConfig
 
 
 def make_backend(resource: ResourceConfig, kubelet_dir: str) -> Backend:
-    """Build the resource's backend, wrapped for time-slicing when replicas > 1."""
+    """Build the resource's backend, wrapped for sharing (time-slicing or MPS) when replicas > 1."""
     backend: Backend
     if resource.backend == "cpu":
         from deviceplugin.backends.cpu import CpuBackend
@@ -24,5 +24,6 @@ def make_backend(resource: ResourceConfig, kubelet_dir: str) -> Backend:
     if resource.replicas > 1:
         from deviceplugin.replicas import ReplicatedBackend
 
-        backend = ReplicatedBackend(backend, resource.replicas)
+        mps = resource.backend == "gpu" and resource.gpu.sharing == "mps"
+        backend = ReplicatedBackend(backend, resource.replicas, one_per_request=mps)
     return backend

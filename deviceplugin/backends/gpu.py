@@ -87,7 +87,7 @@ class GpuBackend(Backend):
         for gpu in gpus:
             device_id = gpu.uuid if self.options.id_strategy == "uuid" else str(gpu.index)
             self._gpus[device_id] = gpu
-            self._numa[device_id] = _numa_node(self.options.sysfs_root, gpu.pci_bus_id)
+            self._numa[device_id] = _numa_node(self.options.sysfs_root, gpu.pci_address)
         return True
 
     def devices(self) -> list[Device]:
@@ -185,10 +185,8 @@ class GpuBackend(Backend):
                 on_change()
 
 
-def _numa_node(sysfs_root: str, pci_bus_id: str) -> tuple[int, ...]:
-    """NUMA node of a PCI device from sysfs; -1 or missing means no topology."""
-    domain, _, rest = pci_bus_id.lower().partition(":")
-    address = f"{int(domain, 16):04x}:{rest}" if rest else pci_bus_id.lower()
+def _numa_node(sysfs_root: str, address: str) -> tuple[int, ...]:
+    """NUMA node of a PCI device (its sysfs address) from sysfs; -1 or missing means no topology."""
     try:
         node = int(Path(sysfs_root, "bus/pci/devices", address, "numa_node").read_text().strip())
     except (OSError, ValueError):

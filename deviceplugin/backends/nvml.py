@@ -23,6 +23,12 @@ class GpuInfo:
     minor: int  # N in /dev/nvidiaN
     pci_bus_id: str  # as NVML reports it, e.g. 00000000:3B:00.0
 
+    @property
+    def pci_address(self) -> str:
+        """The bus ID as sysfs and udev name the device: a 4-digit domain, lower case (0000:3b:00.0)."""
+        domain, _, rest = self.pci_bus_id.lower().partition(":")
+        return f"{int(domain, 16):04x}:{rest}" if rest else self.pci_bus_id.lower()
+
 
 @dataclass(frozen=True)
 class XidEvent:

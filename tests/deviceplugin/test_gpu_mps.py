@@ -7,14 +7,20 @@ the daemon really runs in its own mount namespace whose /dev/shm is the GPU's sh
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from deviceplugin.backends.gpu import GpuBackend
 from deviceplugin.config import ConfigError, parse_config
+from deviceplugin.manager import PluginManager
 from harness.fakegpu import H100, TelemetryNvml, gpu_info
+from kubenode.api.deviceplugin.v1beta1 import api_pb2
+from tests.deviceplugin.conftest import Kubelet
+from tests.deviceplugin.support import plugin_client
 
 FAKE_CONTROL = r"""#!/bin/sh
 # Records: its arguments and environment, what /dev/shm is, and the commands on stdin.
@@ -26,6 +32,13 @@ if [ "$1" = "-d" ]; then
 fi
 while read -r line; do echo "command $line" >> "$out"; done
 """
+
+
+def fake_control(directory: Path) -> Path:
+    control = directory / "nvidia-cuda-mps-control"
+    control.write_text(FAKE_CONTROL)
+    control.chmod(0o755)
+    return control
 
 
 def mps_config(mps_replicas: int = 4, **beside: object) -> dict[str, Any]:
@@ -59,12 +72,9 @@ def test_config_sets_replicas_and_refuses_both_strategies() -> None:  # one line
 
 
 def test_daemon_per_gpu_with_a_replicas_share_and_pod_env(tmp_path: Path) -> None:
-    control = tmp_path / "nvidia-cuda-mps-control"
-    control.write_text(FAKE_CONTROL)
-    control.chmod(0o755)
     config = mps_config()
     config["resources"][0]["gpu"]["mpsRoot"] = str(tmp_path / "mps")
-    config["resources"][0]["gpu"]["mpsControl"] = str(control)
+    config["resources"][0]["gpu"]["mpsControl"] = str(fake_control(tmp_path))
     options = parse_config(config).resources[0].gpu
     gpus = [gpu_info(0, 0), gpu_info(1, 1)]
     nvml = TelemetryNvml(gpus, model=H100)
@@ -106,3 +116,39 @@ def test_a_failing_daemon_is_one_line_and_gpus_still_served(
         backend.stop()
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and errors[0].startswith(f"MPS for GPU {gpu_info(0, 0).uuid}: starting")
+
+
+def test_more_than_one_mps_replica_is_refused_in_one_line_as_nvidia_does(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kubelet: Kubelet,
+    run_plugin: Callable[..., PluginManager],
+) -> None:
+    """A container talks to one MPS daemon (one CUDA_MPS_PIPE_DIRECTORY): NVIDIA's plugin refuses an Allocate
+    of more than one MPS replica, whatever failRequestsGreaterThanOne says; so does ours, over the socket."""
+    gpus = [gpu_info(0, 0), gpu_info(1, 1)]
+    monkeypatch.setattr("deviceplugin.backends.gpu.PynvmlNvml", lambda: TelemetryNvml(gpus, model=H100))
+    config = mps_config()
+    config["resources"][0]["gpu"]["mpsRoot"] = str(tmp_path / "mps")
+    config["resources"][0]["gpu"]["mpsControl"] = str(fake_control(tmp_path))
+    manager = run_plugin(config)
+    assert manager.all_registered.wait(10)
+    with plugin_client(manager.resource("nvidia.com/gpu").endpoint.socket_path) as stub:
+
+        def allocate(*ids: str) -> Any:
+            request = api_pb2.ContainerAllocateRequest(devices_ids=ids)
+            answer = stub.Allocate(api_pb2.AllocateRequest(container_requests=[request]), timeout=5)
+            return answer.container_responses[0]
+
+        two_gpus = [f"{gpus[0].uuid}::0", f"{gpus[1].uuid}::0"]
+        one_gpu_twice = [f"{gpus[0].uuid}::0", f"{gpus[0].uuid}::1"]
+        for ids in (two_gpus, one_gpu_twice):
+            with pytest.raises(grpc.RpcError) as refused:
+                allocate(*ids)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details() == (
+                "nvidia.com/gpu: Allocate: 2 replicas requested; "
+                "with MPS sharing the maximum request size for shared resources is 1"
+            )
+        one = allocate(f"{gpus[1].uuid}::3")  # and the plugin goes on serving
+    assert one.envs["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / gpus[1].uuid / "pipe")
