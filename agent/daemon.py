@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import signal
 import threading
 import time
@@ -25,6 +26,7 @@ from agent.lifecycle.admission import host_allocatable
 from agent.node import NodeAgent
 from agent.server.httpapi import StatusServer
 from agent.token.manager import TokenManager
+from agent.util import memory
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
 
@@ -262,6 +264,7 @@ def _port(server: StatusServer | LazySecureServer | None) -> int:
 
 
 def run_agent(config: AgentConfig) -> int:
+    memory.limit_malloc_arenas()  # before any thread of ours or gRPC's allocates
     running = build_agent(config)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -278,11 +281,20 @@ def run_agent(config: AgentConfig) -> int:
     )
     sdnotify.ready(f"watching {config.manifests}")
     interval = sdnotify.watchdog_interval()
-    while not stopping.wait(interval or 3600):
-        # Only a loop that still ticks counts as alive; otherwise systemd restarts us (pods survive that).
-        alive = bool(interval) and time.monotonic() - running.agent.last_tick < 2 * (interval or 0)
-        if alive and not running.agent.health_problems():
-            sdnotify.watchdog()
+    memory.release_free_memory()  # what starting up freed
+    now = time.monotonic()
+    next_release, next_watchdog = now + memory.RELEASE_INTERVAL_S, now + (interval or math.inf)
+    while not stopping.wait(max(0.0, min(next_release, next_watchdog) - time.monotonic())):
+        now = time.monotonic()
+        if now >= next_release:
+            memory.release_free_memory()
+            next_release = now + memory.RELEASE_INTERVAL_S
+        if interval and now >= next_watchdog:
+            next_watchdog = now + interval
+            # Only a loop that still ticks counts as alive; otherwise systemd restarts us (pods survive that).
+            alive = now - running.agent.last_tick < 2 * interval
+            if alive and not running.agent.health_problems():
+                sdnotify.watchdog()
     sdnotify.notify("STOPPING=1")
     running.stop()
     log.info("kubenode agent stopped; pods keep running")

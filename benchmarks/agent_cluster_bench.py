@@ -8,11 +8,15 @@ Prints:
 - status-write latency p50/p99: from the moment each pod's process started (it writes its own clock
   to a file as it starts) to the watch delivering that pod's Running status;
 - the RSS of that agent with the 110 pods running.
+`--python PATH` (or KUBENODE_BENCH_PYTHON) runs the whole benchmark, the agent included, under that
+interpreter (a venv's python, e.g. .venv312/bin/python for the Python 3.12 figure): the agent is started
+with the benchmark's own interpreter, so the benchmark re-executes itself with the one asked for.
 Everything it makes (API server data, agent state, cgroups, processes) is removed at the end.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -93,7 +97,31 @@ def bench_allocatable(admin: KubeClient, agent: AgentProcess, rounds: int = 10) 
         watch.stop()
 
 
+PYTHON_ENV = "KUBENODE_BENCH_PYTHON"
+
+
+def run_under(python: str) -> None:
+    """Re-execute this benchmark under `python` unless it already runs there (execve does not return)."""
+    found = shutil.which(python)
+    if found is None:
+        raise SystemExit(f"--python {python}: no such interpreter")
+    target = os.path.abspath(found)
+    if target == os.path.abspath(sys.executable):
+        return
+    os.execve(target, [target, os.path.abspath(__file__)], {**os.environ, PYTHON_ENV: target})
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--python",
+        default=os.environ.get(PYTHON_ENV, ""),
+        help=f"the interpreter to run the benchmark and its agent with (default: this one; env {PYTHON_ENV})",
+    )
+    args = parser.parse_args()
+    if args.python:
+        run_under(args.python)
+    print(f"python {sys.version.split()[0]} ({sys.executable})", flush=True)
     if os.geteuid() != 0:
         print("agent_cluster_bench needs root (real cgroups)", file=sys.stderr)
         return 1

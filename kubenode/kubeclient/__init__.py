@@ -20,7 +20,8 @@ Modules:
   `Resource` and the constants `PODS`, `NODES`, `NAMESPACES`, `EVENTS`, `LEASES`,
   the DRA kinds (`RESOURCE_SLICES`, `DEVICE_CLASSES`, `RESOURCE_CLAIMS`),
   `NODE_RESOURCE_TOPOLOGIES`.
-- `transport`: the unary verbs' HTTP/1.1 over kept-alive connections (watches stream over urllib3).
+- `transport`: the unary verbs' HTTP/1.1 over kept-alive connections; a watch streams on a connection of its
+  own from it, read with `http.client` (no HTTP library beyond the standard one is imported).
 - `reactor`: `KubeClient.request_async(method, path, done, ...)`: the same requests, many in flight from
   one thread on non-blocking connections (the scheduler's bindings and events); `done` runs on that thread.
 - `errors`: `KubeError` > `TransportError` (no answer) and `ApiError(code, reason, message, status)` >

@@ -2,7 +2,10 @@
 
 The unary verbs go over `transport` (HTTP/1.1 on kept-alive connections, a fraction of
 urllib3's CPU a request); `request_async` sends the same requests from one reactor thread
-(`reactor`) for writers with many in flight; watches, which stream, over urllib3.
+(`reactor`) for writers with many in flight; a watch, which streams, gets a connection of its own from
+`transport` (the same TLS and dialling) and is read with the standard library's `http.client` (chunked
+decoding), so no HTTP library beyond the standard one is imported: urllib3 (about 80 modules and
+2.5 MiB of a process's RSS) used to carry the watches alone.
 
 Objects go in and come out as plain dicts (orjson), so a consumer decodes straight into its
 own model; nothing passes through the official client's generated models, which cost
@@ -18,8 +21,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import http.client
 import logging
-import ssl
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
@@ -27,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import urllib3
 
 from kubenode.kubeclient.config import ClientConfig
 from kubenode.kubeclient.errors import ApiError, KubeError, TransportError, api_error
@@ -130,19 +133,6 @@ class KubeClient:
         self.config = config
         self.user_agent = user_agent
         self.timeout = timeout
-        kwargs: dict[str, Any] = {"maxsize": pool_size, "block": False, "retries": False}
-        if config.host.startswith("https"):
-            kwargs["cert_reqs"] = ssl.CERT_REQUIRED if config.verify_ssl else ssl.CERT_NONE
-            if config.ca_file:
-                kwargs["ca_certs"] = config.ca_file
-            if config.cert_file:
-                kwargs["cert_file"] = config.cert_file
-                kwargs["key_file"] = config.key_file
-            if config.tls_server_name:
-                kwargs["server_hostname"] = config.tls_server_name
-            if not config.verify_ssl:
-                kwargs["assert_hostname"] = False
-        self._pool = urllib3.PoolManager(num_pools=4, **kwargs)  # watches (streams)
         self._transport = Transport(
             config, pool_size=pool_size, connect_timeout=CONNECT_TIMEOUT_S, max_connections=max_connections
         )
@@ -153,7 +143,6 @@ class KubeClient:
         self._async_closed = False
 
     def close(self) -> None:
-        self._pool.clear()
         self._transport.close()
         with self._reactor_lock:
             reactor = self._reactor
@@ -170,35 +159,6 @@ class KubeClient:
         if auth:
             headers["Authorization"] = auth
         return headers
-
-    def _open(
-        self,
-        method: str,
-        path: str,
-        query: Query | None,
-        body: Any,
-        content_type: str | None,
-        timeout: urllib3.Timeout,
-        stream: bool,
-    ) -> urllib3.BaseHTTPResponse:
-        url = self.config.host + path + _encode_query(query)
-        data = None if body is None else orjson.dumps(body)
-        try:
-            return self._pool.request(
-                method,
-                url,
-                body=data,
-                headers=self._headers(
-                    content_type if data is not None else None, self.config.authorization()
-                ),
-                timeout=timeout,
-                preload_content=not stream,
-                redirect=False,
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise TransportError(f"{method} {path}: {exc}") from None
-        except OSError as exc:
-            raise TransportError(f"{method} {path}: {exc}") from None
 
     def request(
         self,
@@ -433,13 +393,37 @@ class KubeClient:
             "labelSelector": label_selector or None,
         }
         path = resource.path(namespace)
-        t = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout_seconds + WATCH_READ_MARGIN_S)
-        resp = self._open("GET", path, query, None, None, t, stream=True)
-        if resp.status >= 300:
-            data = resp.read()
-            resp.release_conn()
-            raise _error(resp.status, data, f"WATCH {path}")
-        return WatchStream(resp, path)
+        what = f"WATCH {path}"
+        try:
+            # Connect and handshake within CONNECT_TIMEOUT_S (the transport's), then reads may be quiet
+            # for the watch's timeoutSeconds and a margin.
+            sock = self._transport.open_socket(timeout_seconds + WATCH_READ_MARGIN_S)
+        except OSError as exc:
+            raise TransportError(f"{what}: {exc}") from None
+        resp = http.client.HTTPResponse(sock, method="GET")
+        try:
+            target = path + _encode_query(query)
+            sock.sendall(self._transport.message("GET", target, self._header_block(None), None))
+            resp.begin()
+            if resp.status >= 300:
+                data = resp.read()
+                raise _error(resp.status, data, what)
+        except (OSError, http.client.HTTPException) as exc:
+            _close_stream(sock, resp)
+            raise TransportError(f"{what}: {exc}") from None
+        except BaseException:
+            _close_stream(sock, resp)
+            raise
+        return WatchStream(resp, sock, path)
+
+
+def _close_stream(sock: socket.socket, resp: http.client.HTTPResponse) -> None:
+    """End a watch's connection: shutdown first, which wakes a read blocked on it in another thread."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):  # closing races with the reader; either way the stream ends
+        resp.close()
+    sock.close()
 
 
 def _answer(resp: Response, what: str, decode: bool) -> dict[str, Any]:
@@ -467,20 +451,15 @@ def _error(code: int, data: bytes, what: str) -> ApiError:
 class WatchStream:
     """The events of one open watch, one JSON object per line; `close()` from any thread ends it."""
 
-    def __init__(self, resp: urllib3.BaseHTTPResponse, path: str) -> None:
+    def __init__(self, resp: http.client.HTTPResponse, sock: socket.socket, path: str) -> None:
         self._resp = resp
+        self._sock = sock
         self._path = path
         self._closed = threading.Event()
 
     def close(self) -> None:
         self._closed.set()
-        try:
-            shutdown = getattr(self._resp, "shutdown", None)
-            if shutdown is not None:
-                shutdown()  # unblocks a read in progress in another thread
-            self._resp.release_conn()
-        except Exception:  # closing races with the reader; either way the stream ends
-            log.debug("closing watch %s", self._path, exc_info=True)
+        _close_stream(self._sock, self._resp)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         buffer = b""

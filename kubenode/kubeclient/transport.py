@@ -1,10 +1,10 @@
 """Transport: one HTTP/1.1 request and its whole answer over a pool of kept-alive connections.
 
-KubeClient's unary verbs (get, list, create, update, patch, delete) go through here; watches,
-which stream, stay on urllib3. Per request urllib3 and http.client cost about 0.45 ms of CPU
-(URL parsing, pool-key normalization, header dicts, an email-module parse of the answer's
-headers); a scheduler makes two requests per pod, so that was its largest cost. This does
-the same exchange directly:
+KubeClient's unary verbs (get, list, create, update, patch, delete) go through here; a watch, which
+streams, takes a connection of its own (`open_socket`) and reads it with `http.client`. Per request
+urllib3 and http.client cost about 0.45 ms of CPU (URL parsing, pool-key normalization, header dicts,
+an email-module parse of the answer's headers); a scheduler makes two requests per pod, so that was its
+largest cost. This does the same exchange directly:
 1. take an idle connection (LIFO; one the server has closed meanwhile, seen as readable at
    rest, is discarded) or open one (TCP_NODELAY, connect timeout, TLS from the config); at most
    MAX_DIALS are being opened at once, and a request that finds none idle while they are waits for
