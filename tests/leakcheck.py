@@ -166,9 +166,13 @@ def _is_cgroup(path: Path) -> bool:
 
 def _pids_under(cgroup: Path) -> set[int]:
     pids: set[int] = set()
-    for procs in cgroup.rglob("cgroup.procs"):
+    # os.walk, not rglob: another run's cgroup removed while walked is skipped (rglob raised
+    # FileNotFoundError from its scandir and failed this run's teardown).
+    for directory, _, files in os.walk(cgroup):
+        if "cgroup.procs" not in files:
+            continue
         try:
-            pids.update(int(line) for line in procs.read_text().split())
+            pids.update(int(line) for line in (Path(directory) / "cgroup.procs").read_text().split())
         except (OSError, ValueError):
             continue  # removed meanwhile
     return pids
