@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODRESOURCES_SOCKET = "pod-resources.sock"
+STOP_CHECK_S = 0.5  # how soon a SIGTERM that landed on another thread is acted on
 
 
 @dataclass
@@ -278,9 +279,16 @@ def run_agent(config: AgentConfig) -> int:
     )
     sdnotify.ready(f"watching {config.manifests}")
     interval = sdnotify.watchdog_interval()
-    while not stopping.wait(interval or 3600):
+    next_ping = time.monotonic() + (interval or 0)
+    # Waited in slices: the kernel hands a SIGTERM to another thread when this one already has a signal
+    # pending (a pod's SIGCHLD), and Python runs the handler only when this thread runs again; one long
+    # wait left a stop to systemd's (or the test harness's) SIGKILL.
+    while not stopping.wait(STOP_CHECK_S):
+        if not interval or time.monotonic() < next_ping:
+            continue
+        next_ping = time.monotonic() + interval
         # Only a loop that still ticks counts as alive; otherwise systemd restarts us (pods survive that).
-        alive = bool(interval) and time.monotonic() - running.agent.last_tick < 2 * (interval or 0)
+        alive = time.monotonic() - running.agent.last_tick < 2 * interval
         if alive and not running.agent.health_problems():
             sdnotify.watchdog()
     sdnotify.notify("STOPPING=1")
