@@ -65,7 +65,15 @@ def register(subparsers: Any) -> None:
         type=float,
         default=30.0,
         metavar="S",
-        help="how long to wait for re-registration after the kubelet restart (default 30)",
+        help="how long to wait for re-registration after the kubelet restart (default 30); with "
+        "--dra-driver-cmd, after the registry directory is recreated",
+    )
+    parser.add_argument(
+        "--slices-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with --dra-driver-cmd: how long to wait for the driver's ResourceSlices (default 30)",
     )
     parser.set_defaults(func=run)
 
@@ -141,12 +149,14 @@ def _run_dra(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from conformance.dra.suite import run_dra_suite
+    from conformance.dra.target import DraWaits
     from conformance.results import Status, summary_line, text_line, to_json, write_junit
 
     emit = (lambda r: None) if args.json else (lambda r: print(text_line(r), flush=True))
     started = time.monotonic()
     try:
-        results = run_dra_suite(args.dra_driver_cmd, args.register_timeout, emit)
+        waits = DraWaits(args.register_timeout, args.slices_timeout, args.restart_timeout)
+        results = run_dra_suite(args.dra_driver_cmd, waits, emit)
     except (RuntimeError, OSError) as err:
         print(f"kubenode conformance: {err}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ import psutil
 HOST_CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIXES = ("kubenode", "kn-")
+MAX_LOOKS_SKIPPED = 8
 
 
 def hierarchies(cgroup_root: Path) -> list[Path]:
@@ -72,6 +73,11 @@ class Attribution:
         self.me = me
         self.checkout = str(checkout)
         self.seen = seen or {}  # verdicts from while the run went on (Watcher)
+        # Per pid, for this attribution's lifetime (one look): the same pods' processes show in every
+        # hierarchy, and siblings share their parents, so each /proc entry is read once, not per cgroup
+        # and per ancestor (a look at a 110-pod benchmark's cgroups took a second of CPU every half second).
+        self._verdicts: dict[int, str] = {}
+        self._parents: dict[int, int | None] = {}
 
     @functools.cached_property
     def others(self) -> set[int]:
@@ -85,9 +91,11 @@ class Attribution:
         if self.seen.get(path, "unknown") != "unknown":
             return self.seen[path]
         if _is_cgroup(path):
-            owners = {self._owner_of_pid(pid) for pid in _pids_under(path)}
-            if "ours" in owners:
-                return "ours"
+            owners = set()
+            for pid in _pids_under(path):
+                owners.add(self._owner_of_pid(pid))
+                if "ours" in owners:
+                    return "ours"
             if "theirs" in owners:
                 return "theirs"
         elif path.is_file() and self.checkout in _text(path):
@@ -95,13 +103,27 @@ class Attribution:
         return "unknown"
 
     def _owner_of_pid(self, pid: int) -> str:
-        try:
-            chain = [pid, *(p.pid for p in psutil.Process(pid).parents())]
-        except psutil.Error:
-            return "unknown"
-        if self.me in chain:
-            return "ours"
-        return "theirs" if self.others & set(chain) else "unknown"
+        if pid not in self._verdicts:
+            chain = self._chain(pid)
+            if self.me in chain:
+                verdict = "ours"
+            else:
+                verdict = "theirs" if chain and self.others & set(chain) else "unknown"
+            self._verdicts[pid] = verdict
+        return self._verdicts[pid]
+
+    def _chain(self, pid: int) -> list[int]:
+        """`pid` and its ancestors up to init (empty when `pid` is gone)."""
+        chain: list[int] = []
+        current: int | None = pid
+        while current and current not in chain:
+            if current not in self._parents:
+                self._parents[current] = _parent_pid(current)
+            if self._parents[current] is None and not chain:
+                return []  # gone before it was looked at: nobody's to tell
+            chain.append(current)
+            current = self._parents[current]
+        return chain
 
 
 class Watcher:
@@ -113,6 +135,11 @@ class Watcher:
         self.checkout = checkout
         self.cgroup_root = cgroup_root
         self.seen: dict[Path, str] = {}
+        # A cgroup with no attributable process yet is looked at again after 1, 2, 4, then every 8 looks,
+        # not at every one: a big tree of daemonized processes (a CRI pod's, whose parent is init) is walked
+        # whole each time, and most such trees never become attributable.
+        self._looks = 0
+        self._next_look: dict[Path, tuple[int, int]] = {}  # path -> (due at look, looks skipped last)
         self._interval = 0.5
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="host-leak-watcher", daemon=True)
@@ -127,13 +154,22 @@ class Watcher:
         return self.seen
 
     def look(self) -> None:
+        self._looks += 1
         now = HostState.take((), self.cgroup_root).cgroups - self.before.cgroups
-        pending = [path for path in now if self.seen.get(path, "unknown") == "unknown"]
+        pending = [
+            path
+            for path in now
+            if self.seen.get(path, "unknown") == "unknown"
+            and self._next_look.get(path, (0, 0))[0] <= self._looks
+        ]
         if not pending:
             return
         attribution = Attribution(self.me, self.checkout)  # the other runs live now
         for path in pending:
             self.seen[path] = attribution.owner(path)
+            if self.seen[path] == "unknown":
+                skip = min(2 * self._next_look.get(path, (0, 0))[1] or 1, MAX_LOOKS_SKIPPED)
+                self._next_look[path] = (self._looks + skip, skip)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -166,12 +202,23 @@ def _is_cgroup(path: Path) -> bool:
 
 def _pids_under(cgroup: Path) -> set[int]:
     pids: set[int] = set()
-    for procs in cgroup.rglob("cgroup.procs"):
+    # os.walk, not rglob: another run's cgroup removed while walked is skipped (rglob raised
+    # FileNotFoundError from its scandir and failed this run's teardown).
+    for directory, _, files in os.walk(cgroup):
+        if "cgroup.procs" not in files:
+            continue
         try:
-            pids.update(int(line) for line in procs.read_text().split())
+            pids.update(int(line) for line in (Path(directory) / "cgroup.procs").read_text().split())
         except (OSError, ValueError):
             continue  # removed meanwhile
     return pids
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None
 
 
 def _text(path: Path) -> str:

@@ -139,3 +139,26 @@ def test_the_watcher_keeps_what_it_saw_in_a_cgroup_while_the_run_went_on(tmp_pat
     attribution.others = {1}  # another run live: only the watcher's verdict can blame this run
     failing, unattributed = leaks([leaked], attribution)
     assert (failing, unattributed) == ([f"left behind by this run: {leaked} (a cgroup)"], [])
+
+
+def test_a_cgroup_nobody_can_be_told_of_is_looked_at_less_and_less_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, cgroups = fake_host(tmp_path)
+    watcher = Watcher(HostState.take([], cgroups), os.getpid(), REPO, cgroups)
+    orphans = cgroups / "cpu" / "kn-orphans"
+    orphans.mkdir()
+    (orphans / "cgroup.procs").write_text("1\n")  # init's: nobody's run
+    looked: list[int] = []
+    real_owner = Attribution.owner
+
+    def counted(self: Attribution, path: Path) -> str:
+        if path == orphans:  # not the session's own watcher's looks
+            looked.append(watcher._looks)
+        return real_owner(self, path)
+
+    monkeypatch.setattr(Attribution, "owner", counted)
+    for _ in range(40):
+        watcher.look()
+    assert watcher.seen[orphans] == "unknown"
+    assert looked == [1, 2, 4, 8, 16, 24, 32, 40]

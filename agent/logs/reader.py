@@ -49,53 +49,54 @@ def _rotated_sources(log: Path, meta: LogMeta) -> list[tuple[Path, int, int | No
     return sources
 
 
+def _live_size(log: Path, meta: LogMeta) -> int:
+    """The live file's size now (the end of the live region; `meta.start` where the file is gone)."""
+    try:
+        return log.stat().st_size
+    except OSError:
+        return meta.start
+
+
+def _read_sources(log: Path, meta: LogMeta, live_end: int, lines: int | None) -> bytes:
+    """The rotated output, then the live region up to `live_end` (a byte the runtime writes after that
+    size was taken is not read, so the offset it gives stays true); with `lines`, from the end back
+    only as far as needed."""
+    sources = [*_rotated_sources(log, meta), (log, meta.start, max(0, live_end - meta.start))]
+    if lines is None:
+        return b"".join(_read_at(path, start, length) for path, start, length in sources)
+    collected = b""
+    for path, start, length in reversed(sources):
+        collected = _read_at(path, start, length) + collected
+        if collected.count(b"\n") > lines:
+            break
+    return collected
+
+
 def read_all(log: Path, limit: int | None = None) -> bytes:
     """This restart's output still on disk, oldest first (at most `limit` bytes, from the end)."""
-    with lock_for(log):
-        meta = read_meta(log)
-        parts = [_read_at(path, start, length) for path, start, length in _rotated_sources(log, meta)]
-        parts.append(_read_at(log, meta.start))
-    data = b"".join(parts)
+    data, _ = snapshot(log)
     return data[-limit:] if limit is not None else data
 
 
 def tail_lines(log: Path, lines: int) -> bytes:
     """The last `lines` lines, reading back through the rotated files only as far as needed."""
-    if lines <= 0:
-        return b""
-    with lock_for(log):
-        meta = read_meta(log)
-        sources = _rotated_sources(log, meta)
-        try:
-            live_end = log.stat().st_size
-        except OSError:
-            live_end = meta.start
-        sources.append((log, meta.start, live_end - meta.start))
-        collected = b""
-        for path, start, length in reversed(sources):
-            collected = _read_at(path, start, length) + collected
-            if collected.count(b"\n") > lines:
-                break
-    kept = collected.splitlines(keepends=True)
-    return b"".join(kept[-lines:])
-
-
-def end_offset(log: Path) -> int:
-    """The logical offset just past the last byte written so far."""
-    with lock_for(log):
-        meta = read_meta(log)
-        try:
-            return log.stat().st_size + meta.collapsed
-        except OSError:
-            return meta.live_first
+    return snapshot(log, lines)[0]
 
 
 def snapshot(log: Path, tail: int | None = None) -> tuple[bytes, int]:
-    """What is on disk now (or its last `tail` lines) and the logical offset where it ends, read together, so
-    that a `Follower` started there neither repeats nor skips a byte."""
+    """What is on disk now (or its last `tail` lines) and the logical offset where it ends, so that a
+    `Follower` started there neither repeats nor skips a byte. The runtime writes without the lock: the
+    live file's size is taken once and both the read and the offset stop there (a size taken again after
+    the read would skip the lines written in between)."""
     with lock_for(log):
-        data = read_all(log) if tail is None else tail_lines(log, tail)
-        return data, end_offset(log)
+        meta = read_meta(log)
+        live_end = _live_size(log, meta)
+        if tail is not None and tail <= 0:
+            return b"", live_end + meta.collapsed
+        data = _read_sources(log, meta, live_end, tail)
+    if tail is not None:
+        data = b"".join(data.splitlines(keepends=True)[-tail:])
+    return data, live_end + meta.collapsed
 
 
 class Follower:

@@ -117,6 +117,10 @@ class ContainerLogs:
         if since is not None and written < time.time() - since:
             data = b""
         lines = data.splitlines(keepends=True)
+        pending = b""
+        if still_running is not None and lines and not lines[-1].endswith(b"\n"):
+            # A line the runtime is still writing: the follower reads its rest, so it is sent whole then.
+            pending = lines.pop()
         for line in lines:
             if cri:
                 chunk = crilog.content(line, options["timestamps"])
@@ -130,7 +134,6 @@ class ContainerLogs:
         if still_running is None:
             return
         loop = asyncio.get_running_loop()
-        pending = b""
         checked = time.monotonic()
         follower = renamed if renamed is not None else Follower(path, offset)
         try:

@@ -34,7 +34,7 @@ class DraCheck:
 
 
 def check_info(t: DraTarget, memo: dict[str, Any]) -> str:
-    info = t.get_info()
+    info = t.get_info(t.waits.register)
     if info.type != "DRAPlugin":
         raise Fail(f"GetInfo type is {info.type!r}, not 'DRAPlugin'")
     if not info.name:
@@ -68,7 +68,7 @@ def _group(t: DraTarget) -> None:
 
 def check_slices(t: DraTarget, memo: dict[str, Any]) -> str:
     _group(t)
-    deadline = time.monotonic() + t.register_s
+    deadline = time.monotonic() + t.waits.slices
     while True:
         ours = [
             s
@@ -81,7 +81,7 @@ def check_slices(t: DraTarget, memo: dict[str, Any]) -> str:
             break
         if time.monotonic() > deadline:
             raise Fail(
-                f"no ResourceSlice of {t.driver} for node {t.node} with devices within {t.register_s:g} s"
+                f"no ResourceSlice of {t.driver} for node {t.node} with devices within {t.waits.slices:g} s"
             )
         time.sleep(0.2)
     slice_, device = devices[0]
@@ -186,7 +186,7 @@ def check_reregister(t: DraTarget, memo: dict[str, Any]) -> str:
     t.dirs.registry.mkdir(parents=True)
     started = time.monotonic()
     before = t.driver
-    info = t.get_info()
+    info = t.get_info(t.waits.reregister)
     if info.name != before:
         raise Fail(f"re-registered as {info.name!r}, was {before!r}")
     return f"registered again {time.monotonic() - started:.2f} s after the directory was recreated"

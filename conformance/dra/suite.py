@@ -18,7 +18,7 @@ from typing import Any
 
 from conformance.dra.apiserver import EmbeddedApiServer
 from conformance.dra.checks import CHECKS
-from conformance.dra.target import DraDirs, DraTarget
+from conformance.dra.target import DraDirs, DraTarget, DraWaits
 from conformance.process import PluginProcess
 from conformance.results import CheckResult, Status
 from conformance.target import Fail, Skip
@@ -27,7 +27,7 @@ NODE = "conformance-node"
 
 
 def run_dra_suite(
-    command: str, register_s: float = 30.0, emit: Callable[[CheckResult], None] = lambda r: None
+    command: str, waits: DraWaits | None = None, emit: Callable[[CheckResult], None] = lambda r: None
 ) -> list[CheckResult]:
     root = Path(tempfile.mkdtemp(prefix="kn-conf-dra-", dir="/tmp"))
     dirs = DraDirs(root / "registry", root / "plugins", root / "cdi")
@@ -52,7 +52,7 @@ def run_dra_suite(
         }
         process = PluginProcess(command, root, env)
         process.start()
-        target = DraTarget(dirs, NODE, client, register_s)
+        target = DraTarget(dirs, NODE, client, waits or DraWaits())
         memo: dict[str, Any] = {}
         for check in CHECKS:
             started = time.monotonic()

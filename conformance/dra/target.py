@@ -34,12 +34,23 @@ class DraDirs:
     cdi: Path
 
 
+@dataclass(frozen=True)
+class DraWaits:
+    """How long the checks wait, in seconds, for what a driver does on its own: its first registration
+    socket, its ResourceSlices, its registration again once the registry directory is recreated. A
+    conforming driver ends each wait early; a driver that never does one waits it out."""
+
+    register: float = 30.0
+    slices: float = 30.0
+    reregister: float = 30.0
+
+
 @dataclass
 class DraTarget:
     dirs: DraDirs
     node: str
     client: Any  # KubeClient of the embedded API server
-    register_s: float = 30.0
+    waits: DraWaits = field(default_factory=DraWaits)
     socket: Path | None = None
     info: Any = None
     claims_made: list[tuple[str, str]] = field(default_factory=list)  # (name, uid) the suite created
@@ -57,8 +68,8 @@ class DraTarget:
             time.sleep(0.05)
         raise Fail(f"no registration socket in {self.dirs.registry} within {timeout:g} s")
 
-    def get_info(self) -> Any:
-        self.socket = self.wait_for_socket(self.register_s)
+    def get_info(self, timeout: float) -> Any:
+        self.socket = self.wait_for_socket(timeout)
         with grpc.insecure_channel(f"unix://{self.socket}") as channel:
             self.info = reg_grpc.RegistrationStub(channel).GetInfo(
                 reg.InfoRequest(), timeout=CALL_S, wait_for_ready=True

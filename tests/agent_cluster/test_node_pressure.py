@@ -28,9 +28,10 @@ from tests.agent_cluster.support import events_for, phase_is, pod_body, wait_unt
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = REPO / ".venv/bin/kubectl"
 DISK_TAINT = ("node.kubernetes.io/disk-pressure", "NoSchedule")
-# A round long enough that the pods are both admitted before the round that evicts, and that the test sees
-# the first eviction well before the next round.
-ROUND_S = 20.0
+# A round long enough that the pods are both admitted before the round that evicts (a second or two after
+# they are made, loaded), and that the test sees the first eviction well before the next round (the status
+# write follows the kill at once). The test lasts about one round.
+ROUND_S = 10.0
 QUIET = {"evictionHard": "memory.available<1Ki", "evictionMonitoringPeriod": 1.0}
 # The API server reaches the agent (kubectl logs) at the Node's InternalIP; the agent listens on loopback.
 LOOPBACK_NODE = {"nodeIp": "127.0.0.1"}

@@ -1,4 +1,8 @@
-"""Fixtures for the API server tests: one real `kubenode apiserver` per test module, and clients."""
+"""Fixtures for the API server tests: one real `kubenode apiserver` for the package, and clients.
+
+A module whose server needs other flags starts its own; so does one that lists every object of a kind or
+names its objects as another module does (`own_api`). The others share one: a server start per module saved.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,16 @@ import pytest
 from harness.apiserver import ApiServerProcess
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def api() -> Iterator[ApiServerProcess]:
+    with ApiServerProcess() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def own_api() -> Iterator[ApiServerProcess]:
+    """A server of the module's own, for a module that lists every object of a kind (and expects only its
+    own) or names objects as other modules do: such a module overrides `api` with this one."""
     with ApiServerProcess() as server:
         yield server
 

@@ -31,6 +31,11 @@ def claims_of(token: str) -> dict[str, Any]:
     return result
 
 
+@pytest.fixture(scope="module")
+def api(own_api: ApiServerProcess) -> ApiServerProcess:
+    return own_api  # not the package's shared server: its objects are named as other modules' are
+
+
 @pytest.fixture(scope="module", autouse=True)
 def accounts(api: ApiServerProcess) -> None:
     """No controller manager runs here: the `default` ServiceAccount is made as its controller would."""

@@ -47,6 +47,11 @@ def nrt(name: str, available: int = 1) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def api(own_api: ApiServerProcess) -> ApiServerProcess:
+    return own_api  # not the package's shared server: `kubectl get pods` here expects this module's pods only
+
+
+@pytest.fixture(scope="module")
 def custom(api: ApiServerProcess) -> Any:
     return client.CustomObjectsApi(python_client(str(api.kubeconfig)))
 

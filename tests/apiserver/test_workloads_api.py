@@ -31,6 +31,13 @@ def as_json(kubectl: Kubectl, *args: str) -> Any:
     return json.loads(kubectl.out(*args, "-o", "json"))
 
 
+@pytest.fixture(scope="module")
+def api(own_api: ApiServerProcess) -> ApiServerProcess:
+    return (
+        own_api  # not the package's shared server: its ServiceAccount `robot` is named as another module's is
+    )
+
+
 @pytest.fixture
 def kubectl(api: ApiServerProcess, tmp_path: Path) -> Kubectl:
     return Kubectl(api.kubeconfig, tmp_path / "cache")

@@ -76,3 +76,13 @@ def test_bench_mode_status_is_the_first_failing_scripts(tmp_path: Path) -> None:
     )
     subprocess.run(["sh", "-c", command], check=True, capture_output=True)
     assert (tmp_path / "rc").read_text().strip() == "3"
+
+
+def test_the_checkout_is_compiled_here_so_the_emulated_guest_does_not_compile_it() -> None:
+    # A guest module: the host's pytest never imports it, so only compile_checkout makes its .pyc.
+    compiled = (
+        REPO / "tests/cgroup2_guest/__pycache__" / f"guest_kernel_rules.{sys.implementation.cache_tag}.pyc"
+    )
+    compiled.unlink(missing_ok=True)
+    load_runner().compile_checkout()
+    assert compiled.exists()

@@ -1,5 +1,7 @@
-"""The real processes every CRI test module shares, one set per module: a containerd with a private config
-(harness/containerd.py), an API server, an agent on that containerd joined as its node, and kubectl.
+"""The real processes the CRI tests share: a containerd with a private config (harness/containerd.py) and an
+API server, one each for the package; an agent on that containerd joined as its node, one per module; kubectl.
+Each module's agent is a node of its own, and what it runs is found by its node's labels, so the modules share
+the runtime and the server as nodes of one cluster do (a module that restarts containerd starts it again).
 
 The agent's runtime endpoint names the containerd, and it listens at the host's IP because the API server
 reaches the agent for logs, exec and /metrics/resource at the Node's InternalIP, as `kubenode up` listens.
@@ -24,7 +26,7 @@ from tests.agent.support import require_cgroup_v1
 from tests.apiserver.kubectl_support import Kubectl
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def containerd() -> Iterator[ContainerdProcess]:
     process = ContainerdProcess()
     try:
@@ -33,14 +35,14 @@ def containerd() -> Iterator[ContainerdProcess]:
         process.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def api() -> Iterator[ApiServerProcess]:
     require_cgroup_v1()
     with ApiServerProcess() as server:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def admin(api: ApiServerProcess) -> Iterator[KubeClient]:
     client = KubeClient(load_kubeconfig(api.kubeconfig))
     yield client

@@ -46,7 +46,7 @@ resources:
 pytestmark = pytest.mark.timeout(900)
 
 
-containerd = cri_fixtures.containerd  # the CRI tests' private containerd, one per module
+containerd = cri_fixtures.containerd  # the CRI tests' private containerd, for this package here
 
 
 def import_into(containerd: ContainerdProcess, image: Image, scratch: Path) -> None:

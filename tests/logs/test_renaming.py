@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.logs import reader
 from agent.logs.manager import ContainerLogManager, LiveLog
-from agent.logs.reader import RenamedFollower, log_files, read_all, tail_lines
+from agent.logs.reader import RenamedFollower, log_files, read_all, snapshot, tail_lines
 from agent.logs.renaming import rotate_renamed, rotated_files
 
 NOON = 1_795_694_400.0  # 2026-11-26T12:00:00Z
@@ -112,4 +113,31 @@ def test_a_follower_finishes_the_renamed_file_then_reads_the_new_one(tmp_path: P
     assert follower.read() == b""  # the new file is empty: the old one may still get a last write
     runtime.write("four")
     assert follower.read() == b"four\n"
+    follower.close()
+
+
+@pytest.mark.parametrize("tail", [None, 1])
+def test_a_line_written_while_the_snapshot_reads_is_followed_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: int | None
+) -> None:
+    # The runtime writes without the log's lock: here it writes just after the snapshot read the live file
+    # (`kubectl logs -f --tail=1` once lost that line: the offset was the size taken again after the read).
+    log = tmp_path / "0.log"
+    runtime = Runtime(log)
+    runtime.write("one", "two")
+    read_at = reader._read_at
+    wrote: list[str] = []
+
+    def read_then_the_runtime_writes(path: Path, offset: int, size: int | None = None) -> bytes:
+        data = read_at(path, offset, size)
+        if path == log and not wrote:
+            runtime.write("three")
+            wrote.append("three")
+        return data
+
+    monkeypatch.setattr(reader, "_read_at", read_then_the_runtime_writes)
+    data, offset = snapshot(log, tail)
+    assert data == (b"one\ntwo\n" if tail is None else b"two\n")
+    follower = RenamedFollower(log, offset)
+    assert follower.read() == b"three\n"
     follower.close()
