@@ -234,6 +234,9 @@ def run(options: DriverOptions, kubeconfig: str | None) -> int:
         os.getpid(),
         ", ".join(f"{d.name} ({len(d.devices)} devices)" for d in daemon.drivers),
     )
-    stopping.wait()
+    # In slices: a SIGTERM the kernel hands to a gRPC thread (this one had a signal pending) runs its
+    # handler only when this thread next runs Python; one long wait left the stop to a SIGKILL.
+    while not stopping.wait(0.5):
+        pass
     daemon.stop()
     return 0
