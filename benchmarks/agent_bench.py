@@ -47,6 +47,7 @@ from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
+from agent.kuberuntime.processes import join_cgroup
 from agent.podworkers.types import SyncContext, UpdateType
 from harness.cgroupfs import sweep_root
 from kubenode.model import parse_pod
@@ -197,18 +198,10 @@ def bench_floor(work: Path, pods: int = PODS, *, running: bool = False) -> float
 
 
 def _start_in(procs_files: list[Path]) -> subprocess.Popen[bytes]:
-    def join() -> None:
-        pid = str(os.getpid()).encode()
-        for path in procs_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-
+    files = [str(path) for path in procs_files]
     return subprocess.Popen(
         ["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=join,
+        preexec_fn=lambda: join_cgroup(files),  # the bare open/write of each cgroup.procs
     )  # fmt: skip
 
 

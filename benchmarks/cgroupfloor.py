@@ -105,12 +105,7 @@ class RawCgroups:
         for agent_bench.py does; without it, only what the agent's backend writes for a new pod."""
         name = path.strip("/")
         if self.version == 2:
-            directory = self.mount / name
-            os.mkdir(directory)
-            quota = "max" if limits.quota_us < 0 else str(limits.quota_us)
-            _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
-            _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
-            _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
+            directory = self._make_v2(name, limits)
             if kernel_defaults:
                 _write(directory / "pids.max", "max")
             return
@@ -126,6 +121,15 @@ class RawCgroups:
             _write(self.mount / "pids" / name / "pids.max", "max")
         self._inherit_cpuset(name, name.rsplit("/", 1)[0])
 
+    def _make_v2(self, name: str, limits: PodLimits) -> Path:
+        directory = self.mount / name
+        os.mkdir(directory)
+        quota = "max" if limits.quota_us < 0 else str(limits.quota_us)
+        _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
+        _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
+        _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
+        return directory
+
     def make_container(self, path: str, limits: PodLimits) -> None:
         """A container's cgroup below its (existing) pod cgroup: its limits and its device rules."""
         name = path.strip("/")
@@ -134,12 +138,7 @@ class RawCgroups:
             if pod not in self._enabled:
                 self._enable_controllers(pod)  # once per pod: its first container
                 self._enabled.add(pod)
-            directory = self.mount / name
-            os.mkdir(directory)
-            quota = "max" if limits.quota_us < 0 else str(limits.quota_us)
-            _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
-            _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
-            _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
+            directory = self._make_v2(name, limits)
             if self._device_program < 0:
                 self._device_program = load_program(device_program(DEFAULT_ALLOWED_DEVICES))
             fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
