@@ -57,8 +57,13 @@ SYNC_SAMPLES = 200
 COLD_DEADLINE_S = 60  # benchmarks/cgroup2_guest_bench.py raises it: emulation is ~100x slower
 # The floor's pod: a Guaranteed 10m / 32Mi pod's shares, quota and memory limit.
 FLOOR_LIMITS = PodLimits(shares=102, quota_us=10000, memory=32 * 2**20)
-# Its container's own (issue 37): the container's 10m and 16Mi.
-FLOOR_CONTAINER_LIMITS = PodLimits(shares=10, quota_us=1000, memory=16 * 2**20)
+# The running floor's pods follow pod_doc's mix, whose pods' and containers' limits are the same: a Guaranteed
+# 10m / 16Mi pod, a Burstable 10m request, a BestEffort one (its process is throttled like the agent's).
+RUNNING_FLOOR_LIMITS = (
+    PodLimits(shares=10, quota_us=1000, memory=16 * 2**20),
+    PodLimits(shares=10, quota_us=-1, memory=-1),
+    PodLimits(shares=2, quota_us=-1, memory=-1),
+)
 
 
 def pod_doc(i: int, *, run: bool) -> dict[str, object]:
@@ -172,8 +177,9 @@ def bench_cold(work: Path, *, run: bool, pods: int = PODS, deadline: float = COL
 
 def bench_floor(work: Path, pods: int = PODS, *, running: bool = False) -> float:
     """The same pod cgroups with limits by plain mkdir and write calls, and a durable record per pod;
-    `running`: each pod's container cgroup too, with its limits and device rules, and its process started
-    in it (forked, the cgroups joined before exec, as any start that never runs outside its limits)."""
+    `running`: with pod_doc's limits, each pod's container cgroup too, with its limits and device rules,
+    and its process started in it (forked, the cgroups joined before exec, as any start that never runs
+    outside its limits)."""
     root = f"kn-floor-{uuid.uuid4().hex[:8]}"
     raw = RawCgroups()
     records = work / f"floor-records-{running}"
@@ -185,9 +191,10 @@ def bench_floor(work: Path, pods: int = PODS, *, running: bool = False) -> float
     try:
         raw.make_tier(f"{root}/kubepods")
         for i in range(pods):
-            raw.make_pod(f"{root}/kubepods/pod{i}", FLOOR_LIMITS, kernel_defaults=True)
+            limits = RUNNING_FLOOR_LIMITS[i % 3] if running else FLOOR_LIMITS
+            raw.make_pod(f"{root}/kubepods/pod{i}", limits, kernel_defaults=True)
             if running:
-                raw.make_container(f"{root}/kubepods/pod{i}/main", FLOOR_CONTAINER_LIMITS)
+                raw.make_container(f"{root}/kubepods/pod{i}/main", limits)
                 processes.append(_start_in(raw.procs_files(f"{root}/kubepods/pod{i}/main")))
             durable_record(records / f"pod{i}.json", record.encode())
         return time.perf_counter() - started
