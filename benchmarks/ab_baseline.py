@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchstats import report
+from benchstats import FIGURES_ENV, report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,12 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def figures(tree: Path, script: str, labels: list[str], args: list[str]) -> tuple[list[float], float]:
     """(the figure under each label, the 1-minute load average when the run ended)."""
     python = tree / ".venv" / "bin" / "python"
+    # Each run's own figures are this script's input, not figures of the run (benchstats.py's file).
+    env = {name: value for name, value in os.environ.items() if name != FIGURES_ENV}
     done = subprocess.run(
         [str(python), str(tree / "benchmarks" / script), *args],
         cwd=tree / "benchmarks",
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"ab_baseline: {tree}/benchmarks/{script} failed:\n{done.stdout}{done.stderr}")

@@ -10,7 +10,9 @@ Prints:
   durable record per pod (a temporary file written and fsynced, renamed over the record, the directory
   fsynced), as issue 23 defines it (the files are the host's version's: benchmarks/cgroupfloor.py);
 - the ratio of the two;
-- 110 pods from cold to all processes running;
+- 110 pods from cold to all processes running, its floor (the same pod cgroups and records, and per pod
+  its container's cgroup with its limits and device rules, as issue 37 makes them, and its process
+  started in them: a plain fork, the cgroups joined, exec) and the ratio;
 - the RSS of a real `kubenode agent` process running 110 pods.
 Every cgroup, process and file it makes is removed at the end.
 
@@ -45,6 +47,7 @@ from agent.apis.config import AgentConfig
 from agent.cm.cgroups import make_pod_cgroups
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
+from agent.kuberuntime.processes import join_cgroup
 from agent.podworkers.types import SyncContext, UpdateType
 from harness.cgroupfs import sweep_root
 from kubenode.model import parse_pod
@@ -54,6 +57,13 @@ SYNC_SAMPLES = 200
 COLD_DEADLINE_S = 60  # benchmarks/cgroup2_guest_bench.py raises it: emulation is ~100x slower
 # The floor's pod: a Guaranteed 10m / 32Mi pod's shares, quota and memory limit.
 FLOOR_LIMITS = PodLimits(shares=102, quota_us=10000, memory=32 * 2**20)
+# The running floor's pods follow pod_doc's mix, whose pods' and containers' limits are the same: a Guaranteed
+# 10m / 16Mi pod, a Burstable 10m request, a BestEffort one (its process is throttled like the agent's).
+RUNNING_FLOOR_LIMITS = (
+    PodLimits(shares=10, quota_us=1000, memory=16 * 2**20),
+    PodLimits(shares=10, quota_us=-1, memory=-1),
+    PodLimits(shares=2, quota_us=-1, memory=-1),
+)
 
 
 def pod_doc(i: int, *, run: bool) -> dict[str, object]:
@@ -165,23 +175,41 @@ def bench_cold(work: Path, *, run: bool, pods: int = PODS, deadline: float = COL
         sweep(root)
 
 
-def bench_floor(work: Path, pods: int = PODS) -> float:
-    """The same pod cgroups with limits by plain mkdir and write calls, and a durable record per pod."""
+def bench_floor(work: Path, pods: int = PODS, *, running: bool = False) -> float:
+    """The same pod cgroups with limits by plain mkdir and write calls, and a durable record per pod;
+    `running`: with pod_doc's limits, each pod's container cgroup too, with its limits and device rules,
+    and its process started in it (forked, the cgroups joined before exec, as any start that never runs
+    outside its limits)."""
     root = f"kn-floor-{uuid.uuid4().hex[:8]}"
     raw = RawCgroups()
-    records = work / "floor-records"
+    records = work / f"floor-records-{running}"
     records.mkdir()
     # A pod record as the agent writes one for these pods (one container, waiting), about 700 bytes.
     record = json.dumps({"uid": "0" * 36, "containers": {"main": {"reason": "ContainerCreating" * 30}}})
+    processes: list[subprocess.Popen[bytes]] = []
     started = time.perf_counter()
     try:
         raw.make_tier(f"{root}/kubepods")
         for i in range(pods):
-            raw.make_pod(f"{root}/kubepods/pod{i}", FLOOR_LIMITS, kernel_defaults=True)
+            limits = RUNNING_FLOOR_LIMITS[i % 3] if running else FLOOR_LIMITS
+            raw.make_pod(f"{root}/kubepods/pod{i}", limits, kernel_defaults=True)
+            if running:
+                raw.make_container(f"{root}/kubepods/pod{i}/main", limits)
+                processes.append(_start_in(raw.procs_files(f"{root}/kubepods/pod{i}/main")))
             durable_record(records / f"pod{i}.json", record.encode())
         return time.perf_counter() - started
     finally:
-        raw.remove(root)
+        raw.remove(root)  # kills the processes
+        for process in processes:
+            process.wait()
+
+
+def _start_in(procs_files: list[Path]) -> subprocess.Popen[bytes]:
+    files = [str(path) for path in procs_files]
+    return subprocess.Popen(
+        ["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=lambda: join_cgroup(files),  # the bare open/write of each cgroup.procs
+    )  # fmt: skip
 
 
 def durable_record(path: Path, data: bytes) -> None:
@@ -257,6 +285,9 @@ def main() -> int:
         report("agent / floor ratio", cold / floor, "x", "<= 3 x")
         running = bench_cold(work, run=True, pods=n, deadline=args.deadline)
         report(f"agent {n} pods cold -> all processes running", running, "s")
+        running_floor = bench_floor(work, n, running=True)
+        report(f"raw floor for {n} running pods (pod, container cgroups, devices)", running_floor, "s")
+        report("agent running / floor ratio", running / running_floor, "x", "<= 3 x")
         rss = bench_agent_rss(work, n, args.deadline)
         report(f"agent RSS with {n} running pods", rss, "MiB", "<= 80 MiB" if n == PODS else "")
     finally:

@@ -10,12 +10,18 @@ Emulation makes everything tens to hundreds of times slower than a real v2 node,
 (GUEST_PODS pods, GUEST_SYNC_SAMPLES syncs instead of 110 and 200) and no goal is attached; read the
 ratios, not the times. `make bench` and `make bench-cgroup2` run it. Needs root (the guest boots as the
 same user and makes cgroups).
+
+`--ab BASELINE_DIR` runs, instead, issue 42's cgroup v2 syncPod goal in one boot: benchmarks/ab_baseline.py
+alternates benchmarks/sync_new_pod_bench.py (syncPod for a new pod, agent_bench.py's first figure) in this
+tree and in BASELINE_DIR (a worktree of b596920 with its own venv, shared into the guest read-only; the
+script is copied there first) for `--rounds` rounds and prints both medians and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +35,8 @@ GUEST_PODS = 30
 GUEST_SYNC_SAMPLES = 40
 GUEST_DEADLINE_S = 600  # a cold start of GUEST_PODS under emulation; the host's bench allows 60 s
 LABEL = "(cgroup v2, under qemu TCG emulation)"
+AB_SCRIPT = "sync_new_pod_bench.py"
+AB_LABEL = "agent syncPod new pod p50 (no process start)"
 
 
 def guest_benches(pods: int, samples: int) -> list[str]:
@@ -36,14 +44,31 @@ def guest_benches(pods: int, samples: int) -> list[str]:
     return [agent, f"benchmarks/cgroups_bench.py --pods {pods}"]
 
 
+def ab_benches(baseline: Path, rounds: int, samples: int) -> list[str]:
+    """The A/B of syncPod for a new pod against `baseline` (the script copied there: it runs its own copy)."""
+    shutil.copy(REPO / "benchmarks" / AB_SCRIPT, baseline / "benchmarks" / AB_SCRIPT)
+    label = shlex.quote(AB_LABEL)
+    return [f"benchmarks/ab_baseline.py {baseline} {AB_SCRIPT} --label {label} --rounds {rounds} -- "
+            f"--samples {samples}"]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=GUEST_PODS)
     parser.add_argument("--samples", type=int, default=GUEST_SYNC_SAMPLES)
+    parser.add_argument("--ab", type=Path, help="a baseline worktree: the syncPod A/B instead (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (with --ab)")
     args = parser.parse_args()
+    if args.ab is not None and not (args.ab / ".venv").is_dir():
+        print(f"cgroup2_guest_bench: {args.ab}: not a worktree with its own .venv", file=sys.stderr)
+        return 2
     out = Path(tempfile.mkdtemp(prefix="kn-cg2-bench-"))
     runner = [sys.executable, str(REPO / "tools/cgroup2_guest.py"), "--deadline", "1800", "--out", str(out)]
-    for bench in guest_benches(args.pods, args.samples):
+    benches = guest_benches(args.pods, args.samples)
+    if args.ab is not None:
+        benches = ab_benches(args.ab.resolve(), args.rounds, args.samples)
+        runner += ["--share", str(args.ab.resolve())]  # the guest's /tmp and /var/tmp are its own
+    for bench in benches:
         runner += ["--bench", bench]
     print(f"cgroup2_guest_bench: booting the guest; its console goes to {out}/runner.log", flush=True)
     with (out / "runner.log").open("w") as log:

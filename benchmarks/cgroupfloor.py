@@ -9,8 +9,12 @@ agent's detection (harness/cgroupfs.py) and knows each version's files:
 - v2: one directory, whose parent's cgroup.subtree_control must enable cpu, cpuset, memory and pids first;
   limits in cpu.weight (the kubelet's shares conversion), cpu.max, memory.max and pids.max (an unpinned
   pod's cpuset is left empty: v2 inherits the parent's).
-Flow: `make_tier(path)` for the tiers -> `make_pod(path, limits)` per pod -> `remove(path)` at the end;
-`usage_files(cgroup)` names what an eviction round reads per pod.
+Flow: `make_tier(path)` for the tiers -> `make_pod(path, limits)` per pod -> `make_container(path, limits)`
+per container of a running pod (issue 37: its own cgroup below the pod's with its limits, and its device
+rules, runc's default list: on v1 a cgroup of the devices hierarchy given `a` denied then one allow line
+per rule; on v2 a device program, loaded once per floor and attached to each container cgroup, as the
+agent shares one per rule set) -> `remove(path)` at the end; `usage_files(cgroup)` names what an eviction
+round reads per pod.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ from agent.cm.cgroups.detect import CGROUP_MOUNT
 from agent.cm.cgroups.formulas import QUOTA_PERIOD, shares_to_weight
 from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from agent.cm.cgroups.v2 import WANTED_CONTROLLERS
+from agent.cm.devicecgroup.bpf import attach, load_program
+from agent.cm.devicecgroup.bpfprog import device_program
+from agent.cm.devicecgroup.rules import DEFAULT_ALLOWED_DEVICES
 from harness.cgroupfs import cgroup_version, sweep_root
+
+# A container's device rules (runc's default list, no device specs): v1 lines after `a` is denied.
+DEVICE_ALLOW_LINES = [rule.line().encode() for rule in DEFAULT_ALLOWED_DEVICES]
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ class RawCgroups:
         self.mount = mount
         # v1: (cpuset.mems, cpuset.cpus) of each level, read once; the floor is the writes, not the reads.
         self._cpusets: dict[str, tuple[str, str]] = {}
+        self._device_program = -1  # v2: loaded by the first make_container
+        self._enabled: set[Path] = set()  # v2: pod cgroups whose controllers make_container enabled
 
     def make_tier(self, path: str) -> None:
         """Every missing level of `path` (below the mount), ready to hold pod cgroups."""
@@ -93,12 +105,7 @@ class RawCgroups:
         for agent_bench.py does; without it, only what the agent's backend writes for a new pod."""
         name = path.strip("/")
         if self.version == 2:
-            directory = self.mount / name
-            os.mkdir(directory)
-            quota = "max" if limits.quota_us < 0 else str(limits.quota_us)
-            _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
-            _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
-            _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
+            directory = self._make_v2(name, limits)
             if kernel_defaults:
                 _write(directory / "pids.max", "max")
             return
@@ -114,6 +121,55 @@ class RawCgroups:
             _write(self.mount / "pids" / name / "pids.max", "max")
         self._inherit_cpuset(name, name.rsplit("/", 1)[0])
 
+    def _make_v2(self, name: str, limits: PodLimits) -> Path:
+        directory = self.mount / name
+        os.mkdir(directory)
+        quota = "max" if limits.quota_us < 0 else str(limits.quota_us)
+        _write(directory / "cpu.weight", str(shares_to_weight(limits.shares)))
+        _write(directory / "cpu.max", f"{quota} {QUOTA_PERIOD}")
+        _write(directory / "memory.max", "max" if limits.memory < 0 else str(limits.memory))
+        return directory
+
+    def make_container(self, path: str, limits: PodLimits) -> None:
+        """A container's cgroup below its (existing) pod cgroup: its limits and its device rules."""
+        name = path.strip("/")
+        if self.version == 2:
+            pod = self.mount / name.rsplit("/", 1)[0]
+            if pod not in self._enabled:
+                self._enable_controllers(pod)  # once per pod: its first container
+                self._enabled.add(pod)
+            directory = self._make_v2(name, limits)
+            if self._device_program < 0:
+                self._device_program = load_program(device_program(DEFAULT_ALLOWED_DEVICES))
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                attach(fd, self._device_program)
+            finally:
+                os.close(fd)
+            return
+        for controller in V1_CONTROLLERS:
+            os.mkdir(self.mount / controller / name)
+        _write(self.mount / "cpu" / name / "cpu.shares", str(limits.shares))
+        _write(self.mount / "cpu" / name / "cpu.cfs_quota_us", str(limits.quota_us))
+        _write(self.mount / "memory" / name / "memory.limit_in_bytes", str(limits.memory))
+        self._inherit_cpuset(name, name.rsplit("/", 1)[0])
+        devices = self.mount / "devices" / name
+        os.makedirs(devices)  # the pod's level too, allow-all, at its first container
+        _write(devices / "devices.deny", "a")
+        fd = os.open(devices / "devices.allow", os.O_WRONLY)
+        try:
+            for line in DEVICE_ALLOW_LINES:
+                os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def procs_files(self, cgroup: str) -> list[Path]:
+        """The cgroup.procs files a process of `cgroup` (a container's: devices included on v1) joins."""
+        name = cgroup.strip("/")
+        if self.version == 2:
+            return [self.mount / name / "cgroup.procs"]
+        return [self.mount / c / name / "cgroup.procs" for c in (*V1_CONTROLLERS, "devices")]
+
     def usage_files(self, cgroup: str) -> list[Path]:
         """A pod's memory usage, its memory.stat and its process list: what an eviction round reads."""
         name = cgroup.strip("/")
@@ -125,6 +181,9 @@ class RawCgroups:
 
     def remove(self, path: str) -> None:
         """Remove `path` and everything under it (killing any process left there); loud if any stays."""
+        if self._device_program >= 0:
+            os.close(self._device_program)
+            self._device_program = -1
         left = sweep_root(path, attempts=100, retry_delay=0.01)
         if left:
             print(f"warning: could not remove {left}", file=sys.stderr)

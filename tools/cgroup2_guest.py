@@ -154,11 +154,16 @@ def bench_command(out: Path, benches: list[str]) -> str:
     return f"cd {shlex.quote(str(REPO))} && rc=0; {'; '.join(steps)}; echo $rc > {rc_file}"
 
 
-def run_guest(kernel: Path, vng: Path, out: Path, command: str, deadline_s: float) -> int | None:
+def run_guest(
+    kernel: Path, vng: Path, out: Path, command: str, deadline_s: float, shared: tuple[Path, ...] = ()
+) -> int | None:
     """Boot the guest running `command` and stream its console; returns the status the guest wrote to
     out/rc (None: none came back)."""
     argv = [str(vng), "--disable-kvm", "--run", str(kernel), "--memory", "2G", "--cpus", "2"]
-    argv += ["--rwdir", str(out), "--exec", command]
+    argv += ["--rwdir", str(out)]
+    for directory in shared:  # what the guest's root does not show (a tmpfs covers /tmp and /var/tmp there)
+        argv += ["--rodir", str(directory)]
+    argv += ["--exec", command]
     env = dict(os.environ, PATH=f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = (out / "console.log").open("w", encoding="utf-8", errors="replace")
     proc = subprocess.Popen(
@@ -221,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="select", default="", help="pytest -k expression inside the guest")
     parser.add_argument("--out", type=Path, help="keep the guest's transcript in this dir (default: temp)")
     parser.add_argument(
+        "--share", type=Path, action="append", default=[], help="a host dir the guest reads (repeatable)"
+    )
+    parser.add_argument(
         "--bench",
         action="append",
         default=[],
@@ -243,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), {what}", flush=True)
     command = bench_command(out, args.bench) if args.bench else guest_command(out, modules, args.select)
     compile_checkout()
-    rc = run_guest(kernel, vng, out, command, args.deadline)
+    rc = run_guest(kernel, vng, out, command, args.deadline, tuple(args.share))
     took = time.monotonic() - started
     if took > BUDGET_S and not args.bench:
         print(

@@ -23,10 +23,13 @@ default spec; devices.md section 1):
 - the default nodes null, zero, full, random, urandom, tty (mode 0666, root:root), then each planned
   node at its container path, with its type, major:minor, mode and owner (a device spec's node takes
   the host node's mode and owner; a planned node replaces a default one at the same path). Made with
-  mknod, then checked (type and major:minor); where mknod answers EPERM (the device cgroup grants no
-  `m` for it, or a user namespace) the host node is bind-mounted onto an empty file instead, as runc
-  does. mknod first because a made node carries the spec's mode and owner and does not depend on the
-  host node staying where it is; the bind keeps a device usable where mknod is refused;
+  mknod under a zero umask (so with its exact mode, no chmod), chowned only when its owner is not the
+  agent's (root:root, the default nodes, needs no call); where mknod answers EPERM (the device cgroup
+  grants no `m` for it, or a user namespace) the host node is bind-mounted onto an empty file instead, as
+  runc does. mknod first because a made node carries the spec's mode and owner and does not depend on the
+  host node staying where it is; the bind keeps a device usable where mknod is refused. This runs in a
+  forked copy of the agent, where every Python call also copies the pages it touches: what can be
+  decided before the fork (the symlinks, whether /proc/kcore exists, who the agent is) is, in `dev_plan`;
 - /dev/pts: devpts, nosuid, noexec, newinstance, ptmxmode=0666, mode=0620, gid=5;
 - /dev/shm: the pod's shm directory bound (containers of a pod share it, as they share the sandbox's
   under containerd), or a tmpfs of its own (nosuid, noexec, nodev, mode=1777, size=65536k);
@@ -91,6 +94,9 @@ class DevPlan:
     nodes: tuple[DevNode, ...] = ()
     privileged: bool = False
     shm_source: str = ""  # a directory bound at /dev/shm; "" makes a tmpfs there
+    links: tuple[tuple[str, str], ...] = SYMLINKS  # (name in /dev, target)
+    # (uid, gid) a node made by the child gets without a chown (the agent's); None: chown every node.
+    creator: tuple[int, int] | None = None
 
 
 def _container_path(path: str, what: str) -> str:
@@ -139,15 +145,19 @@ def dev_plan(nodes: Iterable[DevNode], privileged: bool = False, shm_source: str
     by_path = {node.path: node for node in DEFAULT_NODES}
     for node in nodes:
         by_path[node.path] = node
-    return DevPlan(tuple(by_path.values()), privileged, shm_source)
+    links = SYMLINKS + ((("core", KCORE),) if os.path.exists(KCORE) else ())
+    creator = (os.geteuid(), os.getegid())
+    return DevPlan(tuple(by_path.values()), privileged, shm_source, links, creator)
 
 
 # ----- the child, between fork and exec ---------------------------------------------------------------
 
 
-def _make_node(root: str, node: DevNode) -> None:
+def _make_node(root: str, node: DevNode, creator: tuple[int, int] | None) -> None:
+    """mknod (the umask is 0 here: the mode is exact), or the host node bound where mknod is refused."""
     target = root + node.path
-    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    if node.path.count("/") > 2:  # below a subdirectory of /dev (/dev/dri/card0): make it first
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
     kind = stat.S_IFCHR if node.type == "c" else stat.S_IFBLK
     try:
         os.mknod(target, kind | node.mode, os.makedev(node.major, node.minor))
@@ -157,11 +167,8 @@ def _make_node(root: str, node: DevNode) -> None:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0))
         mountutil.mount(node.host_path, target, None, mountutil.MS_BIND)
         return
-    made = os.lstat(target)
-    if stat.S_IFMT(made.st_mode) != kind or made.st_rdev != os.makedev(node.major, node.minor):
-        raise DevfsError(f"device {node.path}: the node made is not {node.type} {node.major}:{node.minor}")
-    os.chown(target, node.uid, node.gid)
-    os.chmod(target, node.mode)  # mknod's mode went through the umask
+    if creator != (node.uid, node.gid):
+        os.chown(target, node.uid, node.gid)
 
 
 def _mkdir_mount(
@@ -178,19 +185,22 @@ def setup_dev(plan: DevPlan, root: str = "") -> None:
         mountutil.mount("/dev", dev, None, mountutil.MS_BIND | mountutil.MS_REC)
         return
     mountutil.mount("tmpfs", dev, "tmpfs", *DEV_TMPFS)
-    for node in plan.nodes:
-        try:
-            _make_node(root, node)
-        except OSError as exc:
-            raise DevfsError(f"device {node.path}: {exc.strerror or exc}") from None
+    umask = os.umask(0)
+    try:
+        for node in plan.nodes:
+            try:
+                _make_node(root, node, plan.creator)
+            except OSError as exc:
+                raise DevfsError(f"device {node.path}: {exc.strerror or exc}") from None
+    finally:
+        os.umask(umask)  # the container's process gets the agent's, as before
     _mkdir_mount("devpts", f"{dev}/pts", "devpts", *PTS)
     if plan.shm_source:
         _mkdir_mount(plan.shm_source, f"{dev}/shm", None, mountutil.MS_BIND | mountutil.MS_REC)
     else:
         _mkdir_mount("shm", f"{dev}/shm", "tmpfs", *SHM_TMPFS)
     _mkdir_mount("mqueue", f"{dev}/mqueue", "mqueue", MQUEUE)
-    links = SYMLINKS + ((("core", KCORE),) if os.path.exists(KCORE) else ())
-    for name, target in links:
+    for name, target in plan.links:
         try:
             os.symlink(target, f"{dev}/{name}")
         except FileExistsError:  # a planned node took the name

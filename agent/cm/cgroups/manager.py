@@ -81,6 +81,11 @@ class PodCgroupManager:
         self._create_lock = threading.Lock()
         # What update_qos_cgroups last made each tier hold, and when (time.monotonic()).
         self._qos_applied: dict[QOSClass, tuple[ResourceConfig, float]] = {}
+        # Container cgroups ensure_container made and whose OOM kill count no one has asked for since: the
+        # runtime asks once, for its baseline, right before the process is forked; the answer is 0 without
+        # reading (a new cgroup has held no task). Dropped on that first question, or when the pod goes.
+        self._unused_containers: set[Dirs] = set()
+        self._unused_lock = threading.Lock()  # pod workers make and destroy in parallel
 
     def _create(self, dirs: Dirs) -> bool:
         with self._create_lock:
@@ -197,11 +202,16 @@ class PodCgroupManager:
             cpuset=cpuset if self.version == 1 else None,  # v2: empty, the pod's effective cpuset
         )
         self.backend.validate(dirs, config)
-        self._create(dirs)
+        made = self._create(dirs)
         self.backend.write(dirs, config)
         files = self.backend.procs_files(dirs)
         if device_rules and self._devices is not None:  # None: no writable device controller (devices_for)
             files += self._devices.enforce(dirs, device_rules)
+        with self._unused_lock:
+            if made:
+                self._unused_containers.add(dirs)
+            else:
+                self._unused_containers.discard(dirs)
         return files
 
     def container_procs_files(self, pod: Pod, container: str) -> list[str]:
@@ -212,6 +222,13 @@ class PodCgroupManager:
         return files + (self._devices.procs_files(dirs) if self._devices is not None else [])
 
     def container_oom_kills(self, uid: str, container: str) -> int:
+        checked_uid(uid)
+        with self._unused_lock:  # a cgroup ensure_container has just made has had no task to kill yet
+            for qos in QOS_TIERS:
+                unused = self._container_dirs(self._pod_dirs(qos, uid), container)
+                if unused in self._unused_containers:
+                    self._unused_containers.discard(unused)
+                    return 0
         dirs = self._container_dirs(self._only(uid), container)
         return self.backend.oom_kills(dirs) if self.backend.exists(dirs) else 0
 
@@ -246,6 +263,9 @@ class PodCgroupManager:
 
     def destroy(self, uid: str) -> None:
         found = self._found(uid)
+        pod_dirs = {self._pod_dirs(qos, uid) for qos in QOS_TIERS}
+        with self._unused_lock:
+            self._unused_containers = {dirs for dirs in self._unused_containers if dirs[:-1] not in pod_dirs}
         if not found:
             return
         for _ in range(KILL_PASSES):

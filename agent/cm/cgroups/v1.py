@@ -230,11 +230,9 @@ class V1Hierarchies:
             return _FRESH[file] if fresh else self._get_int("cpu", dirs, file)
 
         if config.cpu_shares is not None and current("cpu.shares") != config.cpu_shares:
+            # Not read back: the kernel keeps what it takes, and validate() refused the values it would
+            # clamp (outside [MIN_SHARES, MAX_SHARES]).
             self._set("cpu", dirs, "cpu.shares", str(config.cpu_shares))
-            kept = self._get_int("cpu", dirs, "cpu.shares")
-            if kept != config.cpu_shares:
-                problem = f"kernel kept {kept}, not {config.cpu_shares}"
-                raise CgroupError(cgroup_path(dirs), "cpu.shares", problem)
         wanted_quota = _UNLIMITED if validate.is_unlimited(config.cpu_quota) else config.cpu_quota
         period = current("cpu.cfs_period_us")
         period_pending = config.cpu_period is not None and period != config.cpu_period

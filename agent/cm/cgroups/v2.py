@@ -7,12 +7,17 @@ run against a plain directory tree with a double that creates the files the kern
 Files are only ever written, never created. An empty cpuset inherits the parent's CPUs, but
 the kernel refuses to empty the cpuset of a populated cgroup (ENOSPC), so a pod that leaves its
 own CPUs gets the parent's effective CPUs written out instead (found on a real v2 kernel).
+
+What a new pod costs is kept to the writes: an ancestor whose controllers this backend has enabled (or
+seen enabled) is not read again until it is removed, and a cgroup `create` has just made is taken to hold
+the kernel's defaults (`NEW_CGROUP_VALUES`) instead of being read before its limits are written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -33,6 +38,16 @@ from kubenode.cpuset import format_cpuset, parse_cpuset
 
 WANTED_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
 MAX = "max"
+# What a new cgroup's limit files hold (kernel: CGROUP_WEIGHT_DFL, no quota with the default 100 ms period,
+# no memory or pids limit, an empty cpuset that follows the parent's).
+NEW_CGROUP_VALUES = {
+    "cpu.weight": "100",
+    "cpu.max": f"{MAX} {QUOTA_PERIOD}",
+    "memory.max": MAX,
+    "pids.max": MAX,
+    "cpuset.cpus": "",
+    "cpuset.mems": "",
+}
 
 
 class Cgroup2Kernel(Protocol):
@@ -62,6 +77,12 @@ class V2Hierarchies:
         self._kernel = kernel or RealKernel()
         if not os.path.isfile(os.path.join(self._mount, "cgroup.controllers")):
             raise CgroupError(self._mount, "cgroup.controllers", "not a cgroup2 mount")
+        # Cgroups whose subtree_control has every wanted controller the parent offers (until removed).
+        self._enabled: set[Dirs] = set()
+        # Cgroups create() made and write() has not written yet: their files hold NEW_CGROUP_VALUES. Calls
+        # for one cgroup come from one thread (its pod's worker), as for the v1 backend's.
+        self._fresh: set[Dirs] = set()
+        self._known_lock = threading.Lock()  # pod workers create and remove cgroups in parallel
 
     def _path(self, dirs: Dirs) -> str:
         return os.path.join(self._mount, *dirs)
@@ -73,23 +94,40 @@ class V2Hierarchies:
         return self.exists(dirs)
 
     def _enable_controllers(self, dirs: Dirs) -> None:
+        if dirs in self._enabled:
+            return
         directory = self._path(dirs)
         offered = set(read_file(directory, "cgroup.controllers").split())
         enabled = {word.lstrip("+") for word in read_file(directory, "cgroup.subtree_control").split()}
         missing = [name for name in WANTED_CONTROLLERS if name in offered and name not in enabled]
         if missing:
             write_file(directory, "cgroup.subtree_control", " ".join("+" + name for name in missing))
+        with self._known_lock:
+            self._enabled.add(dirs)
+
+    def _forget(self, dirs: Dirs) -> None:
+        """`dirs` and what is below it are gone: what was known of them is dropped."""
+        depth = len(dirs)
+        with self._known_lock:
+            self._enabled = {known for known in self._enabled if known[:depth] != dirs}
+            self._fresh = {known for known in self._fresh if known[:depth] != dirs}
 
     def create(self, dirs: Dirs) -> bool:
         created = False
         for depth in range(1, len(dirs) + 1):
             self._enable_controllers(dirs[: depth - 1])
             path = self._path(dirs[:depth])
-            if os.path.isdir(path):
+            try:
+                self._kernel.mkdir(path)  # one call where an isdir and then a mkdir were made before
+            except FileExistsError:
                 continue
-            with kernel_errors(cgroup_path(dirs[:depth]), "(mkdir)"):
-                self._kernel.mkdir(path)
+            except OSError as err:
+                with kernel_errors(cgroup_path(dirs[:depth]), "(mkdir)"):
+                    raise err
             created = depth == len(dirs)
+        if created:
+            with self._known_lock:
+                self._fresh.add(dirs)
         return created
 
     def validate(self, dirs: Dirs, config: ResourceConfig) -> None:
@@ -115,15 +153,22 @@ class V2Hierarchies:
 
     def write(self, dirs: Dirs, config: ResourceConfig) -> None:
         directory = self._path(dirs)
+        with self._known_lock:
+            fresh = dirs in self._fresh
+            self._fresh.discard(dirs)
+
+        def read(file: str) -> str:
+            return NEW_CGROUP_VALUES[file] if fresh else read_file(directory, file)
+
         wanted: dict[str, str] = {}
         if config.cpu_shares is not None:
             wanted["cpu.weight"] = str(shares_to_weight(config.cpu_shares))
-        period = config.cpu_period or int(read_file(directory, "cpu.max").split()[1])
+        period = config.cpu_period or int(read("cpu.max").split()[1])
         wanted["cpu.max"] = _cpu_max(config.cpu_quota, period)
         wanted["memory.max"] = MAX if validate.is_unlimited(config.memory_limit) else str(config.memory_limit)
         wanted["pids.max"] = MAX if validate.is_unlimited(config.pids_limit) else str(config.pids_limit)
         wanted["cpuset.cpus"], wanted["cpuset.mems"] = self._wanted_cpuset(dirs, config)
-        current = {file: read_file(directory, file) for file in wanted}
+        current = {file: read(file) for file in wanted}
         for file in ("cpuset.cpus", "cpuset.mems"):
             if current[file] and not wanted[file]:
                 # The kernel refuses to empty the cpuset of a populated cgroup (ENOSPC), so a pod
@@ -144,11 +189,13 @@ class V2Hierarchies:
         return tree_pids(self._path(dirs))
 
     def remove(self, dirs: Dirs) -> None:
+        self._forget(dirs)
         remove_tree(self._path(dirs), self._kernel.rmdir)
 
     def remove_if_empty(self, dirs: Dirs) -> None:
         with contextlib.suppress(OSError):  # still holds pods or tasks, or already gone
             self._kernel.rmdir(self._path(dirs))
+            self._forget(dirs)
 
     def children(self, dirs: Dirs) -> set[str]:
         return subdirectories(self._path(dirs))

@@ -12,6 +12,12 @@ flock on the cgroup directory serialises two callers on one cgroup (two agents d
 neither can leave the other's program behind. The program lives as long as it is attached: closing our
 fd is enough, and removing the cgroup removes it.
 
+A new container's cgroup (no program attached yet) gets a program loaded once per rule set and kept open
+by the agent (`_LOADED`, the last `_LOADED_MAX` rule sets): every container with the default list shares
+one program, as the verifier's run is most of what loading costs; the kernel counts each attachment on
+its own, and the next update of that cgroup loads a program of its own as before (a cgroup never holds
+one program twice).
+
 ctypes and not a library: no well-kept PyPI package loads cgroup-device programs (devices.md: bpf-asm
 assembles, pylibbpf wraps libbpf and needs ELF objects, bcc is not on PyPI); the four commands are a
 few fixed structs. Syscall numbers: x86_64 321, aarch64 280. The kernel zero-fills bpf_attr past the
@@ -29,6 +35,8 @@ import fcntl
 import os
 import platform
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -188,9 +196,42 @@ def attached_programs(cgroup_dir: Path) -> list[int]:
         return query(fd)
 
 
+_LOADED_MAX = 16
+_LOADED: OrderedDict[bytes, int] = OrderedDict()  # program -> its fd, most recently used last
+_loaded_lock = threading.Lock()
+
+
+def _shared_program(program: bytes) -> int:
+    """The fd of a loaded copy of `program` that stays open in the agent (loaded now if not yet)."""
+    with _loaded_lock:
+        fd = _LOADED.get(program)
+        if fd is not None:
+            _LOADED.move_to_end(program)
+            return fd
+        fd = load_program(program)
+        _LOADED[program] = fd
+        if len(_LOADED) > _LOADED_MAX:
+            os.close(_LOADED.popitem(last=False)[1])  # attached copies stay: the kernel holds them
+        return fd
+
+
+_PROGRAMS: dict[tuple[DeviceRule, ...], bytes] = {}  # built once per rule list
+
+
+def _program_for(rules: Iterable[DeviceRule]) -> bytes:
+    key = tuple(rules)
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = device_program(key)
+        if len(_PROGRAMS) >= _LOADED_MAX * 4:
+            _PROGRAMS.clear()
+        _PROGRAMS[key] = program
+    return program
+
+
 def replace_device_program(cgroup_dir: Path, rules: Iterable[DeviceRule]) -> None:
     """Make the program for `rules` the one device program on `cgroup_dir` (see the module's docstring)."""
-    program = device_program(rules)  # a bad rule fails here, before anything is touched
+    program = _program_for(rules)  # a bad rule fails here, before anything is touched
     with _cgroup(cgroup_dir) as cgroup_fd, _naming(cgroup_dir):
         _replace(cgroup_fd, program)
 
@@ -199,7 +240,11 @@ def _replace(cgroup_fd: int, program: bytes) -> None:
     old_fds: list[int] = []
     new_fd = -1
     try:
-        for program_id in query(cgroup_fd):
+        attached = query(cgroup_fd)
+        if not attached:  # a new container's cgroup: the shared program, which this cgroup cannot hold yet
+            attach(cgroup_fd, _shared_program(program))
+            return
+        for program_id in attached:
             try:
                 old_fds.append(program_fd(program_id))
             except BpfError as exc:

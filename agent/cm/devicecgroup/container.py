@@ -47,19 +47,23 @@ class ContainerDevices(Protocol):
 class V1Devices:
     def __init__(self, mount_root: Path) -> None:
         self.root = mount_root / "devices"
+        self._mounted = False  # seen mounted once: a hierarchy is not unmounted under a running agent
 
     def _dir(self, dirs: Dirs) -> Path:
         return self.root.joinpath(*dirs)
 
     def enforce(self, dirs: Dirs, rules: Sequence[DeviceRule]) -> list[str]:
-        if not (self.root / "devices.list").is_file():
-            raise DeviceCgroupError(0, f"{self.root}: the v1 devices controller is not mounted")
+        if not self._mounted:
+            if not (self.root / "devices.list").is_file():
+                raise DeviceCgroupError(0, f"{self.root}: the v1 devices controller is not mounted")
+            self._mounted = True
         directory = self._dir(dirs)
         try:
-            os.makedirs(directory, exist_ok=True)
+            made = _make_dir(directory)
         except OSError as exc:
             raise DeviceCgroupError(exc.errno, f"{directory}: mkdir: {exc.strerror}") from None
-        apply_v1(directory, rules)
+        # A cgroup made just now holds no task: its rules are written from scratch, nothing read.
+        apply_v1(directory, rules, fresh=made)
         return [str(directory / "cgroup.procs")]
 
     def procs_files(self, dirs: Dirs) -> list[str]:
@@ -91,6 +95,22 @@ class BpfDevices:
         except OSError as exc:
             return [f"device programs: {exc}"]
         return [f"v2 device program id {program}" for program in programs] or ["no device program"]
+
+
+def _make_dir(directory: Path) -> bool:
+    """mkdir `directory` (its missing parents too: the pod's level, the first time); True if made now. One
+    mkdir where the directory's parent exists, which is every container after a pod's first."""
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(directory.parent, exist_ok=True)
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return False
+    return True
 
 
 def devices_for(version: int, mount_root: Path) -> ContainerDevices | None:
