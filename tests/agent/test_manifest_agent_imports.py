@@ -3,13 +3,12 @@ kubernetes client (with pydantic and urllib3) nor aiohttp, which only the cluste
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from harness.manifests import write_manifest
 from tests.agent.support import cgroup_dirs, pod_manifest
+from tests.importprobe import modules_loaded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +21,7 @@ def test_manifest_mode_does_not_import_the_cluster_libraries(
     )
     code = textwrap.dedent(
         f"""
-        import sys, time
+        import time
         from pathlib import Path
         from agent.apis.config import AgentConfig
         from agent.daemon import build_agent
@@ -47,13 +46,8 @@ def test_manifest_mode_does_not_import_the_cluster_libraries(
             print(items[0]["status"]["phase"])
         finally:
             running.stop(terminate_pods=True)
-        heavy = ("kubernetes", "pydantic", "urllib3", "aiohttp")
-        print(sorted({{m.split(".")[0] for m in sys.modules if m.split(".")[0] in heavy}}))
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["Running", "[]"], result.stdout + result.stderr
+    printed, loaded = modules_loaded(code, ["kubernetes", "pydantic", "urllib3", "aiohttp"])
+    assert printed == ["Running"] and loaded == []
     assert not cgroup_dirs(cgroup_root)

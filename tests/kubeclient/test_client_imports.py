@@ -3,21 +3,9 @@ transport's own connections read by `http.client`, so a joined agent does not ca
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.importprobe import modules_loaded
 
 
 def test_the_client_layer_does_not_import_urllib3() -> None:
-    code = (
-        "import sys\n"
-        "import kubenode.kubeclient, kubenode.kubeclient.informer, kubenode.kubeclient.events\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'urllib3'))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    code = "import kubenode.kubeclient, kubenode.kubeclient.informer, kubenode.kubeclient.events\n"
+    assert modules_loaded(code, ["urllib3"]) == ([], [])
