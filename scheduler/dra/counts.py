@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubenode.dra.types import EXACT_COUNT, Device, DeviceResult, ResourceClaim
+from kubenode.dra.types import EXACT_COUNT, Device, DeviceResult, ResourceClaim, ResourceSlice
 from kubenode.model.objects import Node
 from scheduler.dra.allocator import DeviceID
 from scheduler.dra.pools import Pool
@@ -96,13 +96,24 @@ class FreeCounts:
         such a pod, without its search. None if the node has too few."""
         expressions = _expressions(selection)
         used, matches = self.state.is_used, self.state.matcher.all_match
-        free = (
-            (pool, resource_slice, device)
-            for pool in pools
-            if not (pool.incomplete or pool.invalid)
-            for resource_slice, device in pool.entries
-            if not used((pool.driver, pool.name, device.name)) and matches(pool.driver, device, expressions)
-        )
+        # the free matching devices, in order, as far as the pod needs them (a plain loop: this runs
+        # at every Reserve, and a generator's frames cost more than the few devices it looks at)
+        need = sum(request.exactly.count for claim in claims for request in claim.requests if request.exactly)
+        free: list[tuple[Pool, ResourceSlice, Device]] = []
+        for pool in pools:
+            if pool.incomplete or pool.invalid:
+                continue
+            driver, pool_name = pool.driver, pool.name
+            for resource_slice, device in pool.entries:
+                if not used((driver, pool_name, device.name)) and matches(driver, device, expressions):
+                    free.append((pool, resource_slice, device))
+                    if len(free) == need:
+                        break
+            if len(free) == need:
+                break
+        if len(free) < need:
+            return None
+        taking = iter(free)
         allocations = []
         for claim in claims:
             results, slices, chosen = [], [], []
@@ -110,10 +121,7 @@ class FreeCounts:
                 exact = request.exactly
                 assert exact is not None  # simple() took only such requests
                 for _ in range(exact.count):
-                    taken = next(free, None)
-                    if taken is None:
-                        return None
-                    pool, resource_slice, device = taken
+                    pool, resource_slice, device = next(taking)
                     results.append(DeviceResult(request.name, pool.driver, pool.name, device.name))
                     slices.append(resource_slice)
                 chosen.append((request.name, self.state.classes[exact.device_class]))
