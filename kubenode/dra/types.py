@@ -9,8 +9,9 @@ are kube's v1 names. Attribute and capacity names are qualified names: "domain/i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kubenode.dra.semver import is_semver
@@ -129,9 +130,31 @@ class ResourceClaim:
     deleting: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property
+    def key(self) -> str:  # cached (in the instance's __dict__): the scheduler asks for it many times a pod
         return f"{self.namespace}/{self.name}"
+
+    def with_state(
+        self,
+        allocation: tuple[DeviceResult, ...] | None,
+        reserved_for: tuple[Mapping[str, Any], ...],
+        raw: Mapping[str, Any],
+        deleting: bool | None = None,
+    ) -> ResourceClaim:
+        """The claim with a new status (and `deleting` if given), its spec as it was: `replace()` without
+        its per-field introspection, as the scheduler does this for every claim it writes."""
+        return ResourceClaim(
+            self.namespace,
+            self.name,
+            self.uid,
+            self.requests,
+            self.constraints,
+            self.config,
+            allocation,
+            reserved_for,
+            self.deleting if deleting is None else deleting,
+            raw,
+        )
 
 
 def _fail(source: str, path: str, message: str) -> ValidationError:
@@ -391,14 +414,11 @@ def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
     meta = _map(raw.get("metadata"), source, "metadata")
     allocation = status.get("allocation")
     reserved = _list(status.get("reservedFor"), source, "status.reservedFor")
-    return replace(
-        claim,
-        allocation=None
-        if allocation is None
-        else _results(_map(allocation, source, "status.allocation"), source),
-        reserved_for=tuple(_map(r, source, "status.reservedFor") for r in reserved),
+    return claim.with_state(
+        None if allocation is None else _results(_map(allocation, source, "status.allocation"), source),
+        tuple(_map(r, source, "status.reservedFor") for r in reserved),
+        raw,
         deleting=bool(meta.get("deletionTimestamp")),
-        raw=raw,
     )
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -69,7 +68,7 @@ def written_claim(claim: ResourceClaim, status: dict[str, Any], raw: Mapping[str
             DeviceResult(r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
             for r in results
         )
-    return replace(claim, allocation=allocation, reserved_for=tuple(status["reservedFor"]), raw=raw)
+    return claim.with_state(allocation, tuple(status["reservedFor"]), raw)
 
 
 class InMemoryClaims:

@@ -15,7 +15,7 @@ from `resourceClaimTemplateName`, named in `status.resourceClaimStatuses[]`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kubenode.dra.types import DeviceClass, DeviceResult, ResourceClaim, ResourceSlice
@@ -220,7 +220,7 @@ class DraState:
         if allocation is None:
             return claim
         raw = {**claim.raw, "status": {**(claim.raw.get("status") or {}), "allocation": allocation.to_json()}}
-        return replace(claim, allocation=allocation.results, raw=raw)
+        return claim.with_state(allocation.results, claim.reserved_for, raw)
 
     # --- pods ----------------------------------------------------------------------------
     def pod_claims(self, pod: Pod) -> PodClaims:
