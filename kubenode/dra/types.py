@@ -9,7 +9,6 @@ are kube's v1 names. Attribute and capacity names are qualified names: "domain/i
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -130,8 +129,8 @@ class ResourceClaim:
     deleting: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    @functools.cached_property
-    def key(self) -> str:  # cached (in the instance's __dict__): the scheduler asks for it many times a pod
+    @property
+    def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def with_state(

@@ -89,16 +89,16 @@ class FreeCounts:
         return array
 
     def allocate(
-        self, node: Node, pools: list[Pool], claims: list[ResourceClaim], selection: Selection
+        self, node: Node, pools: list[Pool], claims: list[ResourceClaim], simple: tuple[Selection, int]
     ) -> list[ClaimAllocation] | None:
         """A simple pod's allocation on one node: the first free matching devices in the allocator's
         order (pools, slices, devices), given to the requests in order; the allocator's own answer for
         such a pod, without its search. None if the node has too few."""
+        selection, need = simple
         expressions = _expressions(selection)
         used, matches = self.state.is_used, self.state.matcher.all_match
         # the free matching devices, in order, as far as the pod needs them (a plain loop: this runs
         # at every Reserve, and a generator's frames cost more than the few devices it looks at)
-        need = sum(request.exactly.count for claim in claims for request in claim.requests if request.exactly)
         free: list[tuple[Pool, ResourceSlice, Device]] = []
         for pool in pools:
             if pool.incomplete or pool.invalid:
@@ -129,9 +129,6 @@ class FreeCounts:
             allocations.append(ClaimAllocation(claim, tuple(results), config, node_selector(node, slices)))
         return allocations
 
-    def _matches(self, driver: str, device: Device, selection: Selection) -> bool:
-        return self.state.matcher.all_match(driver, device, _expressions(selection))
-
     def _rebuild(self, table: NodeTable) -> None:
         self._arrays.clear()
         self._devices.clear()
@@ -149,8 +146,9 @@ class FreeCounts:
         if known is None:
             return
         slot, driver, device = known
+        matches = self.state.matcher.all_match
         for selection, array in self._arrays.items():
-            if slot < len(array) and self._matches(driver, device, selection):
+            if slot < len(array) and matches(driver, device, _expressions(selection)):
                 array[slot] += -1 if used else 1
 
 

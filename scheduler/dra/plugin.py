@@ -262,9 +262,10 @@ class DynamicResources:
         pending = [c for c in claims if not self.state.is_allocated(c)]
         if not pending:
             return []
-        simple = simple or self.counts.simple(pending)
+        if simple is None or len(pending) != len(claims):  # the count must be of the pending claims
+            simple = self.counts.simple(pending)
         if simple is not None:
-            return self.counts.allocate(node, self.pools(node), pending, simple[0]) or []
+            return self.counts.allocate(node, self.pools(node), pending, simple) or []
         allocator = Allocator(self.state.classes, self.state.in_use(), self.state.matcher)
         try:
             return allocator.allocate(node, self.pools(node), pending) or []

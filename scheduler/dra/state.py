@@ -33,8 +33,9 @@ class PodClaims:
     waiting: str = ""
 
 
-def _taken_by(results: Iterable[DeviceResult]) -> Iterable[DeviceID]:
-    return (result.device_id for result in results if not result.admin_access)
+def _taken_by(results: Iterable[DeviceResult]) -> list[DeviceID]:
+    # a list, not a generator: the results are one or a few devices, and this runs several times a pod
+    return [result.device_id for result in results if not result.admin_access]
 
 
 def _resource_version(claim: ResourceClaim) -> int:
@@ -80,20 +81,27 @@ class DraState:
         return set(self._taken) | set(self._in_flight_devices)
 
     def is_used(self, device: DeviceID) -> bool:
-        return self._used(device)
+        return device in self._taken or device in self._in_flight_devices  # _used, without a call more
 
     def _used(self, device: DeviceID) -> bool:
         return device in self._taken or device in self._in_flight_devices
 
     def _tell(self, before: dict[DeviceID, bool]) -> None:
         for device, was in before.items():
-            now = self._used(device)
+            now = device in self._taken or device in self._in_flight_devices  # _used, inlined (hot)
             if now != was:
                 for listener in self.listeners:
                     listener(device, now)
 
     def _devices_of(self, *allocations: Iterable[DeviceResult]) -> dict[DeviceID, bool]:
-        return {device: self._used(device) for results in allocations for device in _taken_by(results)}
+        """Whether each device these results take is in use now, to tell the listeners what changed."""
+        before: dict[DeviceID, bool] = {}
+        for results in allocations:
+            for result in results:
+                if not result.admin_access:
+                    device = result.device_id
+                    before[device] = device in self._taken or device in self._in_flight_devices
+        return before
 
     # --- objects -------------------------------------------------------------------------
     def put_slice(self, resource_slice: ResourceSlice) -> None:
