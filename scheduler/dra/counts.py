@@ -41,12 +41,16 @@ class FreeCounts:
         self.state = state
         self._pools = pools  # node -> list[Pool] (the plugin's cache)
         self._arrays: dict[Selection, IntArray] = {}
+        # selection -> the indexed devices it matches, free or not: its verdicts, taken once for all, so
+        # Reserve and each device taken or freed ask a set, not the matcher (built and dropped with the array)
+        self._matching: dict[Selection, set[DeviceID]] = {}
         self._devices: dict[DeviceID, tuple[int, str, Device]] = {}  # device -> (slot, driver, device)
         self._slots: dict[str, int] | None = None  # the node table's slots the index was built for
         state.listeners.append(self._device_changed)
 
     def invalidate(self) -> None:
         self._arrays.clear()
+        self._matching.clear()
         self._slots = None
 
     def simple(self, claims: list[ResourceClaim]) -> tuple[Selection, int] | None:
@@ -82,10 +86,14 @@ class FreeCounts:
                 self.state.is_used,
                 self.state.matcher.all_match,
             )
+            matching = set()
             for device_id, (slot, driver, device) in self._devices.items():
-                if not used(device_id) and matches(driver, device, expressions):
-                    array[slot] += 1
+                if matches(driver, device, expressions):
+                    matching.add(device_id)
+                    if not used(device_id):
+                        array[slot] += 1
             self._arrays[selection] = array
+            self._matching[selection] = matching
         return array
 
     def allocate(
@@ -97,6 +105,7 @@ class FreeCounts:
         selection, need = simple
         expressions = _expressions(selection)
         used, matches = self.state.is_used, self.state.matcher.all_match
+        matching = self._matching.get(selection)  # None after a slice change, until the next PreFilter
         # the free matching devices, in order, as far as the pod needs them (a plain loop: this runs
         # at every Reserve, and a generator's frames cost more than the few devices it looks at)
         free: list[tuple[Pool, ResourceSlice, Device]] = []
@@ -105,7 +114,10 @@ class FreeCounts:
                 continue
             driver, pool_name = pool.driver, pool.name
             for resource_slice, device in pool.entries:
-                if not used((driver, pool_name, device.name)) and matches(driver, device, expressions):
+                device_id = (driver, pool_name, device.name)
+                if used(device_id):
+                    continue
+                if device_id in matching if matching is not None else matches(driver, device, expressions):
                     free.append((pool, resource_slice, device))
                     if len(free) == need:
                         break
@@ -131,6 +143,7 @@ class FreeCounts:
 
     def _rebuild(self, table: NodeTable) -> None:
         self._arrays.clear()
+        self._matching.clear()
         self._devices.clear()
         self._slots = dict(table.slot)
         for slot in self._slots.values():
@@ -145,10 +158,9 @@ class FreeCounts:
         known = self._devices.get(device_id)
         if known is None:
             return
-        slot, driver, device = known
-        matches = self.state.matcher.all_match
+        slot = known[0]
         for selection, array in self._arrays.items():
-            if slot < len(array) and matches(driver, device, _expressions(selection)):
+            if slot < len(array) and device_id in self._matching[selection]:
                 array[slot] += -1 if used else 1
 
 
