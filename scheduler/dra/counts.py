@@ -80,18 +80,19 @@ class FreeCounts:
             self._rebuild(table)
         array = self._arrays.get(selection)
         if array is None:
-            array = np.zeros(table.size, np.int64)
             expressions, used, matches = (
                 _expressions(selection),
                 self.state.is_used,
                 self.state.matcher.all_match,
             )
-            matching = set()
+            matching, free_slots = set(), []
             for device_id, (slot, driver, device) in self._devices.items():
                 if matches(driver, device, expressions):
                     matching.add(device_id)
                     if not used(device_id):
-                        array[slot] += 1
+                        free_slots.append(slot)
+            # counted in one step: an item increment on an array costs more than the device's verdict
+            array = np.bincount(np.asarray(free_slots, np.int64), minlength=table.size).astype(np.int64)
             self._arrays[selection] = array
             self._matching[selection] = matching
         return array
