@@ -326,9 +326,9 @@ class DynamicResources:
             claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
         writes = []
         for claim in claims:
-            reserved = [dict(r) for r in claim.reserved_for]
-            if any(r.get("uid") == pod.uid and r.get("name") == pod.name for r in reserved):
+            if _reserved_for(claim, pod):
                 continue
+            reserved = [dict(r) for r in claim.reserved_for]
             status = dict(claim.raw.get("status") or {})
             allocation = allocations.get(claim.key)
             if claim.allocation is None:
@@ -338,6 +338,13 @@ class DynamicResources:
             status["reservedFor"] = [*reserved, pod_reference(pod)]
             writes.append((claim, status))
         return writes
+
+
+def _reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
+    for reference in claim.reserved_for:  # a loop, not any(): usually empty, and this runs at every PreBind
+        if reference.get("uid") == pod.uid and reference.get("name") == pod.name:
+            return True
+    return False
 
 
 def _allocation_selector(claim: ResourceClaim) -> dict[str, Any] | None:

@@ -211,7 +211,11 @@ class DraState:
         """Drop these allocations (no longer in flight) from the claim index."""
         for allocation in allocations:
             key = allocation.claim.key
-            others = [a for a in self._in_flight_claims.get(key, ()) if a is not allocation]
+            held = self._in_flight_claims.get(key, ())
+            if len(held) == 1 and held[0] is allocation:  # the usual case: one pod's claim
+                del self._in_flight_claims[key]
+                continue
+            others = [a for a in held if a is not allocation]
             if others:
                 self._in_flight_claims[key] = others
             else:
