@@ -43,7 +43,7 @@ class FreeCounts:
         self._arrays: dict[Selection, IntArray] = {}
         # selection -> the indexed devices it matches, free or not: its verdicts, taken once for all, so
         # Reserve and each device taken or freed ask a set, not the matcher (built and dropped with the array)
-        self._matching: dict[Selection, set[DeviceID]] = {}
+        self._matching: dict[Selection, set[Device]] = {}  # devices hash by identity
         self._devices: dict[DeviceID, tuple[int, str, Device]] = {}  # device -> (slot, driver, device)
         self._slots: dict[str, int] | None = None  # the node table's slots the index was built for
         state.listeners.append(self._device_changed)
@@ -88,7 +88,7 @@ class FreeCounts:
             matching, free_slots = set(), []
             for device_id, (slot, driver, device) in self._devices.items():
                 if matches(driver, device, expressions):
-                    matching.add(device_id)
+                    matching.add(device)
                     if not used(device_id):
                         free_slots.append(slot)
             # counted in one step: an item increment on an array costs more than the device's verdict
@@ -105,7 +105,7 @@ class FreeCounts:
         such a pod, without its search. None if the node has too few."""
         selection, need = simple
         expressions = _expressions(selection)
-        used, matches = self.state.is_used, self.state.matcher.all_match
+        used = self.state.is_used
         matching = self._matching.get(selection)  # None after a slice change, until the next PreFilter
         # the free matching devices, in order, as far as the pod needs them (a plain loop: this runs
         # at every Reserve, and a generator's frames cost more than the few devices it looks at)
@@ -118,7 +118,9 @@ class FreeCounts:
                 device_id = (driver, pool_name, device.name)
                 if used(device_id):
                     continue
-                if device_id in matching if matching is not None else matches(driver, device, expressions):
+                if (matching is not None and device in matching) or self._matches_outside(
+                    matching is not None, device_id, driver, device, expressions
+                ):
                     free.append((pool, resource_slice, device))
                     if len(free) == need:
                         break
@@ -142,6 +144,18 @@ class FreeCounts:
             allocations.append(ClaimAllocation(claim, tuple(results), config, node_selector(node, slices)))
         return allocations
 
+    def _matches_outside(
+        self, indexed: bool, device_id: DeviceID, driver: str, device: Device, expressions: tuple[str, ...]
+    ) -> bool:
+        """A device not in the selection's matching set: it does not match where the index holds it (its
+        verdict was taken then), else the matcher says (no set since a slice change, or the index holds
+        another node's device of the same ID)."""
+        if indexed:
+            known = self._devices.get(device_id)
+            if known is not None and known[2] is device:
+                return False
+        return self.state.matcher.all_match(driver, device, expressions)
+
     def _rebuild(self, table: NodeTable) -> None:
         self._arrays.clear()
         self._matching.clear()
@@ -159,9 +173,9 @@ class FreeCounts:
         known = self._devices.get(device_id)
         if known is None:
             return
-        slot = known[0]
+        slot, _, device = known
         for selection, array in self._arrays.items():
-            if slot < len(array) and device_id in self._matching[selection]:
+            if slot < len(array) and device in self._matching[selection]:
                 array[slot] += -1 if used else 1
 
 
