@@ -143,16 +143,16 @@ class ResourceClaim:
         """The claim with a new status (and `deleting` if given), its spec as it was: `replace()` without
         its per-field introspection, as the scheduler does this for every claim it writes."""
         return ResourceClaim(
-            self.namespace,
-            self.name,
-            self.uid,
-            self.requests,
-            self.constraints,
-            self.config,
-            allocation,
-            reserved_for,
-            self.deleting if deleting is None else deleting,
-            raw,
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            requests=self.requests,
+            constraints=self.constraints,
+            config=self.config,
+            allocation=allocation,
+            reserved_for=reserved_for,
+            deleting=self.deleting if deleting is None else deleting,
+            raw=raw,
         )
 
 

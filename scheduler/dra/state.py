@@ -81,14 +81,11 @@ class DraState:
         return set(self._taken) | set(self._in_flight_devices)
 
     def is_used(self, device: DeviceID) -> bool:
-        return device in self._taken or device in self._in_flight_devices  # _used, without a call more
-
-    def _used(self, device: DeviceID) -> bool:
         return device in self._taken or device in self._in_flight_devices
 
     def _tell(self, before: dict[DeviceID, bool]) -> None:
         for device, was in before.items():
-            now = device in self._taken or device in self._in_flight_devices  # _used, inlined (hot)
+            now = device in self._taken or device in self._in_flight_devices  # is_used, inlined (hot)
             if now != was:
                 for listener in self.listeners:
                     listener(device, now)
