@@ -8,8 +8,9 @@ DynamicResources on every feasible node, Reserve, PreBind writing the claim stat
 The peer, in the same run: 2,000 pods asking for `example.com/gpu: 1` on the same 500 nodes with
 allocatable 8. Both settle the heap after setup as the live scheduler does (gc.freeze and its
 thresholds, scheduler/runner.py). Runs alternate (A/B/A/B); the ratio is of the medians of CPU time (wall time
-depends on the neighbours on a shared machine). The live path (informers, claim status over
-HTTP) is not measured: the API server does not serve resource.k8s.io/v1 yet.
+depends on the neighbours on a shared machine). This is the engine alone: the live path
+(informers, claim status written over HTTP to our API server, which serves resource.k8s.io/v1)
+is measured by benchmarks/dra_live_bench.py.
 
 The first pods pay for evaluating the selectors on every device once (4,000 devices here); the
 ratio after the first 100 pods is printed too.

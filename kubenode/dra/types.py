@@ -10,7 +10,7 @@ are kube's v1 names. Attribute and capacity names are qualified names: "domain/i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kubenode.dra.semver import is_semver
@@ -132,6 +132,28 @@ class ResourceClaim:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def with_state(
+        self,
+        allocation: tuple[DeviceResult, ...] | None,
+        reserved_for: tuple[Mapping[str, Any], ...],
+        raw: Mapping[str, Any],
+        deleting: bool | None = None,
+    ) -> ResourceClaim:
+        """The claim with a new status (and `deleting` if given), its spec as it was: `replace()` without
+        its per-field introspection, as the scheduler does this for every claim it writes."""
+        return ResourceClaim(
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            requests=self.requests,
+            constraints=self.constraints,
+            config=self.config,
+            allocation=allocation,
+            reserved_for=reserved_for,
+            deleting=self.deleting if deleting is None else deleting,
+            raw=raw,
+        )
 
 
 def _fail(source: str, path: str, message: str) -> ValidationError:
@@ -391,14 +413,11 @@ def with_status(claim: ResourceClaim, raw: Mapping[str, Any]) -> ResourceClaim:
     meta = _map(raw.get("metadata"), source, "metadata")
     allocation = status.get("allocation")
     reserved = _list(status.get("reservedFor"), source, "status.reservedFor")
-    return replace(
-        claim,
-        allocation=None
-        if allocation is None
-        else _results(_map(allocation, source, "status.allocation"), source),
-        reserved_for=tuple(_map(r, source, "status.reservedFor") for r in reserved),
+    return claim.with_state(
+        None if allocation is None else _results(_map(allocation, source, "status.allocation"), source),
+        tuple(_map(r, source, "status.reservedFor") for r in reserved),
+        raw,
         deleting=bool(meta.get("deletionTimestamp")),
-        raw=raw,
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubenode.dra.types import EXACT_COUNT, Device, DeviceResult, ResourceClaim
+from kubenode.dra.types import EXACT_COUNT, Device, DeviceResult, ResourceClaim, ResourceSlice
 from kubenode.model.objects import Node
 from scheduler.dra.allocator import DeviceID
 from scheduler.dra.pools import Pool
@@ -41,12 +41,16 @@ class FreeCounts:
         self.state = state
         self._pools = pools  # node -> list[Pool] (the plugin's cache)
         self._arrays: dict[Selection, IntArray] = {}
+        # selection -> the indexed devices it matches, free or not: its verdicts, taken once for all, so
+        # Reserve and each device taken or freed ask a set, not the matcher (built and dropped with the array)
+        self._matching: dict[Selection, set[Device]] = {}  # devices hash by identity
         self._devices: dict[DeviceID, tuple[int, str, Device]] = {}  # device -> (slot, driver, device)
         self._slots: dict[str, int] | None = None  # the node table's slots the index was built for
         state.listeners.append(self._device_changed)
 
     def invalidate(self) -> None:
         self._arrays.clear()
+        self._matching.clear()
         self._slots = None
 
     def simple(self, claims: list[ResourceClaim]) -> tuple[Selection, int] | None:
@@ -76,33 +80,55 @@ class FreeCounts:
             self._rebuild(table)
         array = self._arrays.get(selection)
         if array is None:
-            array = np.zeros(table.size, np.int64)
             expressions, used, matches = (
                 _expressions(selection),
                 self.state.is_used,
                 self.state.matcher.all_match,
             )
+            matching, free_slots = set(), []
             for device_id, (slot, driver, device) in self._devices.items():
-                if not used(device_id) and matches(driver, device, expressions):
-                    array[slot] += 1
+                if matches(driver, device, expressions):
+                    matching.add(device)
+                    if not used(device_id):
+                        free_slots.append(slot)
+            # counted in one step: an item increment on an array costs more than the device's verdict
+            array = np.bincount(np.asarray(free_slots, np.int64), minlength=table.size).astype(np.int64)
             self._arrays[selection] = array
+            self._matching[selection] = matching
         return array
 
     def allocate(
-        self, node: Node, pools: list[Pool], claims: list[ResourceClaim], selection: Selection
+        self, node: Node, pools: list[Pool], claims: list[ResourceClaim], simple: tuple[Selection, int]
     ) -> list[ClaimAllocation] | None:
         """A simple pod's allocation on one node: the first free matching devices in the allocator's
         order (pools, slices, devices), given to the requests in order; the allocator's own answer for
         such a pod, without its search. None if the node has too few."""
+        selection, need = simple
         expressions = _expressions(selection)
-        used, matches = self.state.is_used, self.state.matcher.all_match
-        free = (
-            (pool, resource_slice, device)
-            for pool in pools
-            if not (pool.incomplete or pool.invalid)
-            for resource_slice, device in pool.entries
-            if not used((pool.driver, pool.name, device.name)) and matches(pool.driver, device, expressions)
-        )
+        used = self.state.is_used
+        matching = self._matching.get(selection)  # None after a slice change, until the next PreFilter
+        # the free matching devices, in order, as far as the pod needs them (a plain loop: this runs
+        # at every Reserve, and a generator's frames cost more than the few devices it looks at)
+        free: list[tuple[Pool, ResourceSlice, Device]] = []
+        for pool in pools:
+            if pool.incomplete or pool.invalid:
+                continue
+            driver, pool_name = pool.driver, pool.name
+            for resource_slice, device in pool.entries:
+                device_id = (driver, pool_name, device.name)
+                if used(device_id):
+                    continue
+                if (matching is not None and device in matching) or self._matches_outside(
+                    matching is not None, device_id, driver, device, expressions
+                ):
+                    free.append((pool, resource_slice, device))
+                    if len(free) == need:
+                        break
+            if len(free) == need:
+                break
+        if len(free) < need:
+            return None
+        taking = iter(free)
         allocations = []
         for claim in claims:
             results, slices, chosen = [], [], []
@@ -110,10 +136,7 @@ class FreeCounts:
                 exact = request.exactly
                 assert exact is not None  # simple() took only such requests
                 for _ in range(exact.count):
-                    taken = next(free, None)
-                    if taken is None:
-                        return None
-                    pool, resource_slice, device = taken
+                    pool, resource_slice, device = next(taking)
                     results.append(DeviceResult(request.name, pool.driver, pool.name, device.name))
                     slices.append(resource_slice)
                 chosen.append((request.name, self.state.classes[exact.device_class]))
@@ -121,11 +144,21 @@ class FreeCounts:
             allocations.append(ClaimAllocation(claim, tuple(results), config, node_selector(node, slices)))
         return allocations
 
-    def _matches(self, driver: str, device: Device, selection: Selection) -> bool:
-        return self.state.matcher.all_match(driver, device, _expressions(selection))
+    def _matches_outside(
+        self, indexed: bool, device_id: DeviceID, driver: str, device: Device, expressions: tuple[str, ...]
+    ) -> bool:
+        """A device not in the selection's matching set: it does not match where the index holds it (its
+        verdict was taken then), else the matcher says (no set since a slice change, or the index holds
+        another node's device of the same ID)."""
+        if indexed:
+            known = self._devices.get(device_id)
+            if known is not None and known[2] is device:
+                return False
+        return self.state.matcher.all_match(driver, device, expressions)
 
     def _rebuild(self, table: NodeTable) -> None:
         self._arrays.clear()
+        self._matching.clear()
         self._devices.clear()
         self._slots = dict(table.slot)
         for slot in self._slots.values():
@@ -140,9 +173,9 @@ class FreeCounts:
         known = self._devices.get(device_id)
         if known is None:
             return
-        slot, driver, device = known
+        slot, _, device = known
         for selection, array in self._arrays.items():
-            if slot < len(array) and self._matches(driver, device, selection):
+            if slot < len(array) and device in self._matching[selection]:
                 array[slot] += -1 if used else 1
 
 

@@ -59,8 +59,15 @@ class Matcher:
         return verdict
 
     def all_match(self, driver: str, device: Device, expressions: tuple[str, ...]) -> bool:
-        for expression in expressions:  # noqa: SIM110 (a loop: no generator per call on the hot path)
-            if not self.matches(driver, device, expression):
+        # `matches` inlined: this runs once per device and selection when the free counts are built
+        verdicts = device.memo.get("verdicts")
+        if verdicts is None:
+            verdicts = device.memo["verdicts"] = {}
+        for expression in expressions:
+            verdict = verdicts.get(expression)
+            if verdict is None:
+                verdict = verdicts[expression] = self._evaluate(driver, device, expression)
+            if not verdict:
                 return False
         return True
 
@@ -76,7 +83,7 @@ class Matcher:
             return False
         key = None
         if selector.paths is not None:
-            key = (expression, tuple(_value(driver, device, path) for path in selector.paths))
+            key = (expression, tuple([_value(driver, device, path) for path in selector.paths]))
             shared = self._shared.get(key)
             if shared is not None:
                 return shared

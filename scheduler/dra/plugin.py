@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -69,7 +68,7 @@ def written_claim(claim: ResourceClaim, status: dict[str, Any], raw: Mapping[str
             DeviceResult(r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
             for r in results
         )
-    return replace(claim, allocation=allocation, reserved_for=tuple(status["reservedFor"]), raw=raw)
+    return claim.with_state(allocation, tuple(status["reservedFor"]), raw)
 
 
 class InMemoryClaims:
@@ -263,9 +262,10 @@ class DynamicResources:
         pending = [c for c in claims if not self.state.is_allocated(c)]
         if not pending:
             return []
-        simple = simple or self.counts.simple(pending)
+        if simple is None or len(pending) != len(claims):  # the count must be of the pending claims
+            simple = self.counts.simple(pending)
         if simple is not None:
-            return self.counts.allocate(node, self.pools(node), pending, simple[0]) or []
+            return self.counts.allocate(node, self.pools(node), pending, simple) or []
         allocator = Allocator(self.state.classes, self.state.in_use(), self.state.matcher)
         try:
             return allocator.allocate(node, self.pools(node), pending) or []
@@ -326,9 +326,9 @@ class DynamicResources:
             claims = [self.state.claims[key] for key in self.state.pod_claims(pod).keys]
         writes = []
         for claim in claims:
-            reserved = [dict(r) for r in claim.reserved_for]
-            if any(r.get("uid") == pod.uid and r.get("name") == pod.name for r in reserved):
+            if _reserved_for(claim, pod):
                 continue
+            reserved = [dict(r) for r in claim.reserved_for]
             status = dict(claim.raw.get("status") or {})
             allocation = allocations.get(claim.key)
             if claim.allocation is None:
@@ -338,6 +338,13 @@ class DynamicResources:
             status["reservedFor"] = [*reserved, pod_reference(pod)]
             writes.append((claim, status))
         return writes
+
+
+def _reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
+    for reference in claim.reserved_for:  # a loop, not any(): usually empty, and this runs at every PreBind
+        if reference.get("uid") == pod.uid and reference.get("name") == pod.name:
+            return True
+    return False
 
 
 def _allocation_selector(claim: ResourceClaim) -> dict[str, Any] | None:

@@ -51,8 +51,12 @@ def allocation_config(
     claim: ResourceClaim, chosen: Sequence[tuple[str, DeviceClass]]
 ) -> tuple[dict[str, Any], ...]:
     """`chosen`: per request of the claim, the full name of what was allocated and its class."""
-    if not claim.config and not any(device_class.config for _, device_class in chosen):
-        return ()
+    if not claim.config:  # the usual case: no config at all (a loop: this runs at every Reserve)
+        for _, device_class in chosen:
+            if device_class.config:
+                break
+        else:
+            return ()
     entries: list[dict[str, Any]] = []
     by_class: dict[str, list[dict[str, Any]]] = {}
     for name, device_class in chosen:
@@ -74,12 +78,18 @@ def allocation_config(
     return tuple(entries)
 
 
+def _pinned(node: Node) -> dict[str, Any]:
+    return {"key": "metadata.name", "operator": "In", "values": [node.name]}
+
+
 def node_selector(node: Node, slices: Sequence[ResourceSlice]) -> dict[str, Any] | None:
+    if len(slices) == 1 and slices[0].node_name:  # the usual case: one device of a node-local slice
+        return {"nodeSelectorTerms": [{"matchFields": [_pinned(node)]}]}
     fields: list[dict[str, Any]] = []
     expressions: list[dict[str, Any]] = []
     for resource_slice in slices:
         if resource_slice.node_name:
-            field = {"key": "metadata.name", "operator": "In", "values": [node.name]}
+            field = _pinned(node)
             if field not in fields:
                 fields.append(field)
         elif resource_slice.node_selector is not None:
@@ -88,7 +98,7 @@ def node_selector(node: Node, slices: Sequence[ResourceSlice]) -> dict[str, Any]
                 for key, into in (("matchFields", fields), ("matchExpressions", expressions)):
                     into.extend(r for r in terms[0].get(key) or [] if r not in into)
             else:  # several ORed terms cannot be ANDed with the rest: pin the node instead
-                field = {"key": "metadata.name", "operator": "In", "values": [node.name]}
+                field = _pinned(node)
                 if field not in fields:
                     fields.append(field)
     if not fields and not expressions:

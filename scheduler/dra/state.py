@@ -15,7 +15,7 @@ from `resourceClaimTemplateName`, named in `status.resourceClaimStatuses[]`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kubenode.dra.types import DeviceClass, DeviceResult, ResourceClaim, ResourceSlice
@@ -33,8 +33,9 @@ class PodClaims:
     waiting: str = ""
 
 
-def _taken_by(results: Iterable[DeviceResult]) -> Iterable[DeviceID]:
-    return (result.device_id for result in results if not result.admin_access)
+def _taken_by(results: Iterable[DeviceResult]) -> list[DeviceID]:
+    # a list, not a generator: the results are one or a few devices, and this runs several times a pod
+    return [result.device_id for result in results if not result.admin_access]
 
 
 def _resource_version(claim: ResourceClaim) -> int:
@@ -80,20 +81,24 @@ class DraState:
         return set(self._taken) | set(self._in_flight_devices)
 
     def is_used(self, device: DeviceID) -> bool:
-        return self._used(device)
-
-    def _used(self, device: DeviceID) -> bool:
         return device in self._taken or device in self._in_flight_devices
 
     def _tell(self, before: dict[DeviceID, bool]) -> None:
         for device, was in before.items():
-            now = self._used(device)
+            now = device in self._taken or device in self._in_flight_devices  # is_used, inlined (hot)
             if now != was:
                 for listener in self.listeners:
                     listener(device, now)
 
     def _devices_of(self, *allocations: Iterable[DeviceResult]) -> dict[DeviceID, bool]:
-        return {device: self._used(device) for results in allocations for device in _taken_by(results)}
+        """Whether each device these results take is in use now, to tell the listeners what changed."""
+        before: dict[DeviceID, bool] = {}
+        for results in allocations:
+            for result in results:
+                if not result.admin_access:
+                    device = result.device_id
+                    before[device] = device in self._taken or device in self._in_flight_devices
+        return before
 
     # --- objects -------------------------------------------------------------------------
     def put_slice(self, resource_slice: ResourceSlice) -> None:
@@ -203,7 +208,11 @@ class DraState:
         """Drop these allocations (no longer in flight) from the claim index."""
         for allocation in allocations:
             key = allocation.claim.key
-            others = [a for a in self._in_flight_claims.get(key, ()) if a is not allocation]
+            held = self._in_flight_claims.get(key, ())
+            if len(held) == 1 and held[0] is allocation:  # the usual case: one pod's claim
+                del self._in_flight_claims[key]
+                continue
+            others = [a for a in held if a is not allocation]
             if others:
                 self._in_flight_claims[key] = others
             else:
@@ -220,7 +229,7 @@ class DraState:
         if allocation is None:
             return claim
         raw = {**claim.raw, "status": {**(claim.raw.get("status") or {}), "allocation": allocation.to_json()}}
-        return replace(claim, allocation=allocation.results, raw=raw)
+        return claim.with_state(allocation.results, claim.reserved_for, raw)
 
     # --- pods ----------------------------------------------------------------------------
     def pod_claims(self, pod: Pod) -> PodClaims:
