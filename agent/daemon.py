@@ -285,10 +285,11 @@ def run_agent(config: AgentConfig) -> int:
     memory.release_free_memory()  # what starting up freed
     now = time.monotonic()
     next_release, next_watchdog = now + memory.RELEASE_INTERVAL_S, now + (interval or math.inf)
-    # Waited in slices of at most STOP_CHECK_S: the kernel hands a SIGTERM to another thread when this one
-    # already has a signal pending (a pod's SIGCHLD), and Python runs the handler only when this thread
-    # runs again; one long wait left a stop to systemd's (or the test harness's) SIGKILL.
-    while not stopping.wait(min(STOP_CHECK_S, max(0.0, min(next_release, next_watchdog) - time.monotonic()))):
+    # Waited in slices of STOP_CHECK_S: the kernel hands a SIGTERM to another thread when this one already
+    # has a signal pending (a pod's SIGCHLD), and Python runs the handler only when this thread runs again;
+    # one long wait left a stop to systemd's (or the test harness's) SIGKILL. The release and the watchdog
+    # ping are due on the first slice past their time (a ping at most STOP_CHECK_S late, well in WatchdogSec).
+    while not stopping.wait(STOP_CHECK_S):
         now = time.monotonic()
         if now >= next_release:
             memory.release_free_memory()
