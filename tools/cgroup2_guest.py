@@ -1,7 +1,9 @@
 """Run the agent's cgroup v2 tests, or its benchmarks, on a real cgroup v2 kernel: `make test-cgroup2`.
 
-The hosts here are cgroup v1 hybrids, so this boots Debian's kernel under virtme-ng (qemu, TCG:
-no KVM, which asserts on MSR 0x10a here) with the host's filesystem as the guest's read-only
+The hosts here are cgroup v1 hybrids, so this boots Debian's kernel under virtme-ng (qemu, TCG: no KVM.
+/dev/kvm opens, but the CPU shows no vmx/svm flag, this host being a VM itself; with `-cpu host` qemu
+asserts on MSR 0x10a, and with `-cpu host,-arch-capabilities` or `-cpu EPYC` the guest hangs after
+"Probing EDD", tried 2026-11-28) with the host's filesystem as the guest's read-only
 root, and runs pytest inside it on tests/cgroup2_guest/guest_*.py (modules the host's pytest
 does not collect). Flow:
 
@@ -10,7 +12,9 @@ does not collect). Flow:
    otherwise, and for a missing vng, it fails naming what is missing. Never a skip.
 2. One guest boot (~30 s under load) runs every selected module in ONE pytest process (by default
    all of them), or with `--bench 'benchmarks/SCRIPT.py ARGS'` (repeatable) those benchmark scripts one
-   after the other instead (benchmarks/cgroup2_guest_bench.py, `make bench-cgroup2`); the guest writes
+   after the other instead (benchmarks/cgroup2_guest_bench.py, `make bench-cgroup2`), with `--v1-hybrid`
+   on the guest's cgroups remounted as this host's v1 hybrid layout (the same kernel and emulation, so
+   a v2 figure can be read against its v1 twin rather than against the host's); the guest writes
    its transcript (summary.txt or figures.jsonl, and rc) to a temp dir shared read-write.
 3. The guest's console streams here as it runs; a deadline kills qemu's whole process group,
    so no qemu outlives this script, whatever happens.
@@ -43,6 +47,9 @@ MODULES = {
     "devices": "guest_device_programs.py",  # device programs (agent/cm/devicecgroup/bpf.py)
     "isolation": "guest_container_isolation.py",  # process pods: container cgroups, device programs, /dev
 }
+# --v1-hybrid: the v1 hierarchies this host mounts (the agent's v1 backend uses cpu, cpuacct, cpuset,
+# memory, pids; devices for container device rules; freezer and blkio as the host has them).
+V1_HYBRID_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids")
 APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
 # The checkout's packages, compiled before a boot (compile_checkout); pip compiled the venv's.
 PACKAGES = (
@@ -62,6 +69,7 @@ PACKAGES = (
 OUT_ENV = "KUBENODE_CGROUP2_GUEST_OUT"  # read by tests/cgroup2_guest/conftest.py
 FIGURES_ENV = "KUBENODE_BENCH_FIGURES"  # where benchmarks/benchstats.py's report() appends each figure
 FIGURES = "figures.jsonl"
+GUEST_SCRIPT = "guest.sh"  # in the shared out dir: what the guest runs
 PYTHON_ENV = "GRPC_ENABLE_FORK_SUPPORT=false PYTHONDONTWRITEBYTECODE=1"  # every Python the guest runs
 GUEST_TEST_TIMEOUT_S = 700  # per test inside the guest (the end-to-end test is long under emulation)
 # make test's run (every module) takes 3-4 minutes on this 2-core machine when others load it; the
@@ -140,11 +148,29 @@ def guest_command(out: Path, modules: list[str], select: str = "") -> str:
     return f"cd {shlex.quote(str(REPO))} && {env} {shlex.join(pytest)}; echo $? > {rc_file}"
 
 
-def bench_command(out: Path, benches: list[str]) -> str:
+def v1_hybrid_remount() -> str:
+    """Shell steps that turn the guest's cgroups into this host's layout, a v1 hybrid: a tmpfs at the mount,
+    one v1 hierarchy per controller, the cgroup2 tree at unified/ with no controller. The fresh guest has
+    enabled no controller on its v2 root, so each one is free to be bound to a v1 hierarchy."""
+    mount = "/sys/fs/cgroup"
+    steps = [f"umount {mount}", f"mount -t tmpfs -o mode=755 tmpfs {mount}"]
+    for controller in V1_HYBRID_CONTROLLERS:
+        hierarchy = f"{mount}/{controller}"
+        steps.append(f"mkdir {hierarchy} && mount -t cgroup -o {controller} cgroup {hierarchy}")
+    steps.append(f"mkdir {mount}/unified && mount -t cgroup2 cgroup2 {mount}/unified")
+    return " && ".join(steps)
+
+
+def bench_command(out: Path, benches: list[str], *, v1_hybrid: bool = False) -> str:
     """What the guest runs in bench mode: each script in turn, its figures appended to out/figures.jsonl;
-    the status is the first failing script's (the others still run)."""
+    the status is the first failing script's (the others still run). `v1_hybrid`: on cgroup v1 (the
+    host's layout) instead of v2, so a v2 figure has its v1 twin under the same emulation."""
     env = f"{FIGURES_ENV}={shlex.quote(str(out / FIGURES))} {PYTHON_ENV}"
     steps = []
+    if v1_hybrid:
+        rc_file = shlex.quote(str(out / "rc"))
+        failed = f"echo 'guest: the cgroup v1 remount failed'; echo 1 > {rc_file}; exit 1"
+        steps.append(f"{{ {v1_hybrid_remount()}; }} || {{ {failed}; }}")
     for bench in benches:
         script, *args = shlex.split(bench)
         run = shlex.join([sys.executable, script, *args])
@@ -163,7 +189,12 @@ def run_guest(
     argv += ["--rwdir", str(out)]
     for directory in shared:  # what the guest's root does not show (a tmpfs covers /tmp and /var/tmp there)
         argv += ["--rodir", str(directory)]
-    argv += ["--exec", command]
+    # The command goes in a file the guest reads, not on the line: virtme-ng hands --exec to the guest in
+    # base64 on the kernel's command line, whose 2048 bytes a long command (the v1 remount, several
+    # benchmarks) overflows, and the guest then hangs at boot without a word.
+    script = out / GUEST_SCRIPT
+    script.write_text(f"{command}\n")
+    argv += ["--exec", f"sh {shlex.quote(str(script))}"]
     env = dict(os.environ, PATH=f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
     console = (out / "console.log").open("w", encoding="utf-8", errors="replace")
     proc = subprocess.Popen(
@@ -235,7 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="'SCRIPT ARGS'",
         help="run this benchmark script in the guest instead of the tests (repeatable; OUT/figures.jsonl)",
     )
+    parser.add_argument(
+        "--v1-hybrid",
+        action="store_true",
+        help="with --bench: remount the guest's cgroups as v1 hybrid (this host's layout) first",
+    )
     args = parser.parse_args(argv)
+    if args.v1_hybrid and not args.bench:
+        parser.error("--v1-hybrid: only with --bench (the guest tests are cgroup v2's)")
     modules = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in modules if name not in MODULES]
     if unknown or not modules:
@@ -248,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     what = f"benchmarks: {'; '.join(args.bench)}" if args.bench else f"modules: {', '.join(modules)}"
-    print(f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), {what}", flush=True)
-    command = bench_command(out, args.bench) if args.bench else guest_command(out, modules, args.select)
+    cgroups = "cgroup v1 hybrid" if args.v1_hybrid else "cgroup v2"
+    print(f"test-cgroup2: booting {kernel.name} under qemu TCG (virtme-ng), {cgroups}, {what}", flush=True)
+    if args.bench:
+        command = bench_command(out, args.bench, v1_hybrid=args.v1_hybrid)
+    else:
+        command = guest_command(out, modules, args.select)
     compile_checkout()
     rc = run_guest(kernel, vng, out, command, args.deadline, tuple(args.share))
     took = time.monotonic() - started

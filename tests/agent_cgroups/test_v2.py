@@ -135,6 +135,34 @@ def test_tiers_and_pids_limit(mount: Path) -> None:
     assert files(mount, "/agent/kubepods/burstable", "cpu.weight") == ["79"]
 
 
+class CountingKernel(FakeCgroup2Kernel):
+    def __init__(self) -> None:
+        self.mkdirs: list[str] = []
+
+    def mkdir(self, path: str) -> None:
+        self.mkdirs.append(path)
+        super().mkdir(path)
+
+
+def test_a_pod_below_its_tiers_is_one_mkdir_and_a_tier_removed_behind_its_back_is_made_again(
+    mount: Path,
+) -> None:
+    kernel = CountingKernel()
+    manager = PodCgroupManager(V2Hierarchies(mount, kernel), "/agent")
+    manager.start({"cpu": 4000, "memory": 8 << 30})
+    manager.ensure(pod(container(requests={"cpu": 100})))  # the first Burstable pod makes its tier
+    kernel.mkdirs.clear()
+    info = manager.ensure(pod(container(requests={"cpu": 100})))
+    assert kernel.mkdirs == [str(mount / info.name.strip("/"))]
+    # The tier went (a hand, a cleanup script): the next pod's mkdir finds no parent, and the tier is made
+    # again with its controllers enabled before the pod's cgroup is made below it.
+    shutil.rmtree(mount / "agent/kubepods/burstable")
+    second = manager.ensure(pod(container(requests={"cpu": 100})))
+    enabled = (mount / "agent/kubepods/burstable/cgroup.subtree_control").read_text().split()
+    assert sorted(enabled) == ["+cpu", "+cpuset", "+memory", "+pids"]
+    assert files(mount, second.name, "cpu.weight") == [str(shares_to_weight(102))]
+
+
 def test_cpuset_pin_and_refusal(v2: PodCgroupManager, mount: Path) -> None:
     pinned = guaranteed(2000)
     info = v2.ensure(pinned, cpuset="2,3")

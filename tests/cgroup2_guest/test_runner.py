@@ -86,3 +86,25 @@ def test_the_checkout_is_compiled_here_so_the_emulated_guest_does_not_compile_it
     compiled.unlink(missing_ok=True)
     load_runner().compile_checkout()
     assert compiled.exists()
+
+
+def test_v1_hybrid_bench_remounts_the_hosts_layout_before_any_script_and_fails_if_it_cannot(
+    tmp_path: Path,
+) -> None:
+    runner = load_runner()
+    command = runner.bench_command(tmp_path, ["benchmarks/agent_bench.py --pods 5"], v1_hybrid=True)
+    remount = command.index("umount /sys/fs/cgroup")
+    assert remount < command.index("agent_bench.py")
+    for controller in ("cpu", "cpuacct", "cpuset", "memory", "devices", "pids"):
+        assert f"mount -t cgroup -o {controller} cgroup /sys/fs/cgroup/{controller}" in command
+    assert "mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified" in command
+    # A remount that fails writes the status and stops there: no script runs on the wrong hierarchy.
+    assert f"echo 1 > {tmp_path}/rc; exit 1" in command[remount : command.index("agent_bench.py")]
+    assert "umount" not in runner.bench_command(tmp_path, ["benchmarks/agent_bench.py"])
+
+
+def test_v1_hybrid_is_only_for_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        load_runner().main(["--v1-hybrid"])
+    assert exited.value.code == 2
+    assert "--v1-hybrid: only with --bench" in capsys.readouterr().err

@@ -113,22 +113,42 @@ class V2Hierarchies:
             self._fresh = {known for known in self._fresh if known[:depth] != dirs}
 
     def create(self, dirs: Dirs) -> bool:
-        created = False
-        for depth in range(1, len(dirs) + 1):
-            self._enable_controllers(dirs[: depth - 1])
-            path = self._path(dirs[:depth])
-            try:
-                self._kernel.mkdir(path)  # one call where an isdir and then a mkdir were made before
-            except FileExistsError:
-                continue
-            except OSError as err:
-                with kernel_errors(cgroup_path(dirs[:depth]), "(mkdir)"):
-                    raise err
-            created = depth == len(dirs)
+        created = self._make(dirs)
         if created:
             with self._known_lock:
                 self._fresh.add(dirs)
         return created
+
+    def _make(self, dirs: Dirs) -> bool:
+        """mkdir `dirs` below a parent whose controllers are enabled; True if it was made. A parent seen
+        before is not looked at again (a pod below its tiers: one call), one not seen is made if missing
+        and its subtree_control completed first, as the kernel wants before a child may use them."""
+        if not dirs:
+            return False
+        parent = dirs[:-1]
+        if parent not in self._enabled:
+            self._make_parent(parent)
+        path = self._path(dirs)
+        try:
+            self._kernel.mkdir(path)
+        except FileExistsError:
+            return False
+        except FileNotFoundError:
+            self._forget(parent)  # removed behind our back since it was seen: made again, once
+            self._make_parent(parent)
+            with kernel_errors(cgroup_path(dirs), "(mkdir)"):
+                self._kernel.mkdir(path)
+        except OSError as err:
+            with kernel_errors(cgroup_path(dirs), "(mkdir)"):
+                raise err
+        if dirs in self._enabled:  # a cgroup of that name was removed behind our back: this one is new
+            with self._known_lock:
+                self._enabled.discard(dirs)
+        return True
+
+    def _make_parent(self, parent: Dirs) -> None:
+        self._make(parent)
+        self._enable_controllers(parent)
 
     def validate(self, dirs: Dirs, config: ResourceConfig) -> None:
         cgroup = cgroup_path(dirs)
