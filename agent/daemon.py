@@ -29,6 +29,7 @@ from agent.token.manager import TokenManager
 from agent.util import memory
 from agent.util.configobjects import NO_OBJECTS, ConfigObjects
 from kubenode import __version__, sdnotify
+from kubenode.stopsignal import STOP_CHECK_S
 
 if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODRESOURCES_SOCKET = "pod-resources.sock"
-STOP_CHECK_S = 0.5  # how soon a SIGTERM that landed on another thread is acted on
 
 
 @dataclass
@@ -285,10 +285,9 @@ def run_agent(config: AgentConfig) -> int:
     memory.release_free_memory()  # what starting up freed
     now = time.monotonic()
     next_release, next_watchdog = now + memory.RELEASE_INTERVAL_S, now + (interval or math.inf)
-    # Waited in slices of STOP_CHECK_S: the kernel hands a SIGTERM to another thread when this one already
-    # has a signal pending (a pod's SIGCHLD), and Python runs the handler only when this thread runs again;
-    # one long wait left a stop to systemd's (or the test harness's) SIGKILL. The release and the watchdog
-    # ping are due on the first slice past their time (a ping at most STOP_CHECK_S late, well in WatchdogSec).
+    # Waited in slices of STOP_CHECK_S (kubenode/stopsignal.py says why: one long wait left a SIGTERM to
+    # systemd's SIGKILL). The release and the watchdog ping are due on the first slice past their time (a
+    # ping at most STOP_CHECK_S late, well within WatchdogSec).
     while not stopping.wait(STOP_CHECK_S):
         now = time.monotonic()
         if now >= next_release:

@@ -28,6 +28,7 @@ from deviceplugin.metrics import NO_METRICS, PluginRecorder
 from kubenode import sdnotify
 from kubenode.deviceapi import KUBELET_SOCKET
 from kubenode.dirwatch import DirWatcher
+from kubenode.stopsignal import STOP_CHECK_S
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,9 @@ class PluginManager:
                 if watchdog is not None:
                     sdnotify.watchdog()
                     delay = watchdog if delay is None else min(delay, watchdog)
-                self._watcher.read(delay)
+                # Never one long wait: a SIGTERM that landed on a gRPC thread runs its handler (stop())
+                # only once this thread runs Python again (kubenode/stopsignal.py).
+                self._watcher.read(STOP_CHECK_S if delay is None else min(delay, STOP_CHECK_S))
         finally:
             self._running = False
             stopping = [(r.endpoint, r.endpoint.begin_stop()) for r in self.resources]

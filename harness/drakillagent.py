@@ -27,6 +27,7 @@ from agent.cm.dra.plugins import DriverClient, DriverRegistry
 from agent.composition import compose_node
 from agent.config.sources import ManifestSource
 from harness.manifests import fast_agent_config
+from kubenode.stopsignal import wait_for_stop
 
 CPU_DRIVER = "cpu.kubenode.io"
 
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     agent.start()
     print("ready", flush=True)
-    stopping.wait()
+    wait_for_stop(stopping)  # in slices: a SIGTERM may land on a worker thread (kubenode/stopsignal.py)
     agent.stop(terminate_pods=True, timeout=20)
     cgroups.stop_and_remove_root()
     return 0

@@ -21,6 +21,7 @@ from agent.hollow.driver import DEFAULT_DRIVER, DRIVERS, LoopProfile, patched
 from agent.hollow.fleet import MAX_CONNECTIONS, START_SPREAD_S, HollowFleet
 from agent.hollow.sampler import StackSampler, ThreadProfiles
 from agent.hollow.standins import Ledger
+from kubenode.stopsignal import wait_for_stop
 
 # With the threads driver each hollow node keeps the real agent's threads (a pod worker per pod among
 # them): a small stack keeps thousands of them cheap in address space; none of them recurses deeply.
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fleet.start(args.start_spread)
         print(f"ready {args.nodes}", flush=True)
-        stopping.wait()
+        wait_for_stop(stopping)  # in slices: a SIGTERM may land on a node's thread (kubenode/stopsignal.py)
     finally:
         fleet.stop()
         if sampler is not None:

@@ -41,6 +41,7 @@ from deviceplugin.hookcommand import hook_command
 from kubenode.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from kubenode.kubeclient import RESOURCE_CLAIMS, KubeClient
 from kubenode.kubeclient.errors import KubeError
+from kubenode.stopsignal import wait_for_stop
 
 log = logging.getLogger(__name__)
 
@@ -234,9 +235,6 @@ def run(options: DriverOptions, kubeconfig: str | None) -> int:
         os.getpid(),
         ", ".join(f"{d.name} ({len(d.devices)} devices)" for d in daemon.drivers),
     )
-    # In slices: a SIGTERM the kernel hands to a gRPC thread (this one had a signal pending) runs its
-    # handler only when this thread next runs Python; one long wait left the stop to a SIGKILL.
-    while not stopping.wait(0.5):
-        pass
+    wait_for_stop(stopping)  # in slices: a SIGTERM may land on a gRPC thread (kubenode/stopsignal.py)
     daemon.stop()
     return 0

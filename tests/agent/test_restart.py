@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -19,6 +17,7 @@ import pytest
 
 from agent.cm.cgroups.v1 import V1_CONTROLLERS
 from harness.manifests import write_manifest
+from harness.threadsignal import tgkill, thread_taking
 from tests.agent.support import MOUNT, free_port, pod_cgroup_dirs, pod_manifest, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,29 +127,11 @@ def test_sigkill_and_restart_adopts_running_pods(
     assert agent_process.proc is not None and agent_process.proc.returncode == 0
 
 
-def _tgkill(pid: int, tid: int, sig: int) -> None:
-    """A signal to one thread of a process (os.kill's go to the process, the kernel picking the thread)."""
-    number = {"x86_64": 234, "aarch64": 131}[platform.machine()]  # SYS_tgkill
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(number, pid, tid, sig) != 0:
-        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tid}, {sig})")
-
-
-def _thread_taking(pid: int, sig: int) -> int:
-    """A thread of `pid` other than the main one that does not block `sig`."""
-    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-        status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
-        blocked = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:")), 16)
-        if tid != pid and not blocked & (1 << (sig - 1)):
-            return tid
-    raise AssertionError(f"no thread of {pid} takes signal {sig}")
-
-
 def test_a_sigterm_taken_by_another_thread_stops_the_agent_at_once(agent_process: AgentProcess) -> None:
     # The kernel hands a process's SIGTERM to another thread when the main one already has a signal pending
     # (a pod's SIGCHLD): the agent once slept on until its watchdog tick, an hour, or a SIGKILL.
     agent_process.start()
     assert agent_process.proc is not None
     pid = agent_process.proc.pid
-    _tgkill(pid, _thread_taking(pid, signal.SIGTERM), signal.SIGTERM)
+    tgkill(pid, thread_taking(pid, signal.SIGTERM), signal.SIGTERM)
     assert agent_process.proc.wait(10) == 0

@@ -20,6 +20,7 @@ from kubenode.api.dra.v1 import api_pb2 as v1
 from kubenode.api.dra.v1 import api_pb2_grpc as v1_grpc
 from kubenode.api.pluginregistration.v1 import api_pb2 as reg
 from kubenode.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from kubenode.stopsignal import wait_for_stop
 
 
 class Registration(reg_grpc.RegistrationServicer):
@@ -63,7 +64,7 @@ def main(mode: str) -> int:
     server.start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    done.wait()
+    wait_for_stop(done)  # in slices: a SIGTERM may land on a gRPC thread (kubenode/stopsignal.py)
     server.stop(None)
     return 0
 
