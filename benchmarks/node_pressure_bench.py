@@ -176,12 +176,15 @@ def bench_eviction_sync(work: Path) -> tuple[list[float], list[float]]:
 
 
 def _raw_reads(agent: NodeAgent, views: list[PodView], raw: RawCgroups) -> None:
-    """What one round must read at least: per pod its memory and pid files and its log directory."""
+    """What one round with nodefs.available met must read at least: the node's signals (the filesystem,
+    the process count, the kubepods cgroup's memory) and, to rank the pods by their storage, each pod's
+    log directory. (Memory and pid files are read per pod only when a memory or pid threshold is met.)"""
     os.statvfs(agent.config.state_dir)
     sum(1 for name in os.listdir("/proc") if name.isdigit())
+    kubepods = f"{str(agent.config.cgroup_root).rstrip('/')}/kubepods"
+    for file in raw.usage_files(kubepods)[:2]:  # its memory usage and memory.stat
+        file.read_bytes()
     for view in views:
-        for file in raw.usage_files(view.record.cgroup):
-            file.read_bytes()
         pod = view.pod
         if pod is not None:
             disk_usage(agent.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid))

@@ -65,10 +65,21 @@ class PodUsage:
     # container -> its own ephemeral-storage use (its logs); volume name -> (use, emptyDir sizeLimit)
     container_disk: dict[str, int] = field(default_factory=dict)
     empty_dirs: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # What the target has read so far (see EvictionTarget.measure): the storage figures, the memory and
+    # process figures; a pod whose cgroup is not made yet uses nothing, and nothing is read for it.
+    placed: bool = True
+    storage_read: bool = False
+    live_read: bool = False
 
 
 class EvictionTarget(Protocol):
-    def eviction_candidates(self) -> list[PodUsage]: ...
+    def eviction_candidates(self) -> list[PodUsage]:
+        """Every active pod, with the storage figures read of the pods that have a limit to be held to
+        (ephemeral-storage, an emptyDir's sizeLimit): what a round always checks."""
+
+    def measure(self, candidates: Sequence[PodUsage], resource: str) -> None:
+        """Read what ranking the candidates by `resource` (RESOURCE_OF's) needs, where not read yet: only
+        a round with a threshold to act on ranks, so a quiet node reads no pod's memory or processes."""
 
     def evict_pod(self, pod: Pod, message: str, grace_override: int | None) -> None: ...
 
@@ -186,6 +197,7 @@ class EvictionManager(BackgroundLoop):
                 log.info("eviction: reclaimed enough for %s without evicting a pod", threshold)
                 return None
         seen = observations[threshold.signal]
+        self.target.measure(candidates, RESOURCE_OF[threshold.signal])
         for usage in _rank(threshold.signal, [u for u in candidates if not u.critical]):
             message = self._message(threshold, seen, usage)
             grace = 0 if not threshold.soft else (self.max_pod_grace_period or None)

@@ -50,22 +50,51 @@ def _empty_dir_limits(pod: Pod) -> dict[str, int | None]:
     return limits
 
 
+def has_storage_limit(pod: Pod) -> bool:
+    """Whether local-storage eviction can apply: a container's ephemeral-storage limit, or a disk-backed
+    emptyDir's sizeLimit. A pod with neither cannot exceed what it was not given, whatever it uses."""
+    if any("ephemeral-storage" in c.limits for c in pod.all_containers):
+        return True
+    return any(limit is not None for limit in _empty_dir_limits(pod).values())
+
+
 def pod_usage(
     pod: Pod, cgroups: PodCgroups, logs_dir: Path, state_dir: Path, *, placed: bool = True
 ) -> PodUsage:
-    """What the pod uses now. A pod not `placed` (its first sync has not made its cgroup yet) has started
+    """The pod's entry for one round. Its storage is read now only if it has a limit to be held to (every
+    round checks those); its memory and processes, and anyone's storage for ranking, are read by `measure`
+    when a threshold is met. A pod not `placed` (its first sync has not made its cgroup yet) has started
     nothing, so it uses nothing and nothing is read: an agent's first round, as 110 pods start, costs no
     reads for the pods still queued."""
-    usage = PodUsage(pod, critical=pod.source != "api" or pod.priority >= SYSTEM_CRITICAL_PRIORITY)
-    if not placed:
-        usage.container_disk = {c.name: 0 for c in pod.all_containers}
-        usage.empty_dirs = {name: (0, limit) for name, limit in _empty_dir_limits(pod).items()}
-        return usage
-    try:
-        usage.memory = cgroups.memory_working_set(pod.uid)
-        usage.processes = len(cgroups.pids(pod.uid))
-    except (CgroupError, OSError, ValueError):
-        pass  # no cgroup yet: nothing used
+    usage = PodUsage(
+        pod, critical=pod.source != "api" or pod.priority >= SYSTEM_CRITICAL_PRIORITY, placed=placed
+    )
+    usage.container_disk = {c.name: 0 for c in pod.all_containers}
+    usage.empty_dirs = {name: (0, limit) for name, limit in _empty_dir_limits(pod).items()}
+    if placed and has_storage_limit(pod):
+        read_storage(usage, logs_dir, state_dir)
+    return usage
+
+
+def measure(usage: PodUsage, resource: str, cgroups: PodCgroups, logs_dir: Path, state_dir: Path) -> None:
+    """Fill in what ranking by `resource` (memory, pids, ephemeral-storage, inodes) needs, once."""
+    if not usage.placed:
+        return
+    if resource in ("memory", "pids") and not usage.live_read:
+        usage.live_read = True
+        try:
+            usage.memory = cgroups.memory_working_set(usage.pod.uid)
+            usage.processes = len(cgroups.pids(usage.pod.uid))
+        except (CgroupError, OSError, ValueError):
+            pass  # no cgroup yet: nothing used
+    elif resource in ("ephemeral-storage", "inodes") and not usage.storage_read:
+        read_storage(usage, logs_dir, state_dir)
+
+
+def read_storage(usage: PodUsage, logs_dir: Path, state_dir: Path) -> None:
+    """The pod's logs (each container's, every restart and rotation) and its disk-backed emptyDirs."""
+    usage.storage_read = True
+    pod = usage.pod
     device = os.stat(state_dir).st_dev
     for c in pod.all_containers:
         usage.container_disk[c.name] = disk_usage(logs_dir / c.name)
@@ -75,7 +104,6 @@ def pod_usage(
         used = disk_usage(volumes / name, device)
         usage.empty_dirs[name] = (used, limit)
         usage.disk += used
-    return usage
 
 
 def reclaim_dead_logs(records: list[PodRecord]) -> int:

@@ -208,6 +208,9 @@ class HollowCgroups:
     def memory_working_set(self, uid: str) -> int:
         return 0
 
+    def pods_memory_working_set(self) -> int:
+        return 0
+
     def oom_kills(self, uid: str) -> int:
         return 0
 

@@ -8,11 +8,12 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 
 from agent.apis.config import AgentConfig
+from agent.cm.cgroups import CgroupError
 from agent.cm.containermanager import ContainerManager
 from agent.container.podrecord import RecordStore, RecordWriteError
 from agent.container.runtime import PodRuntime
 from agent.eviction.manager import PodUsage
-from agent.eviction.podusage import pod_usage, reclaim_dead_logs
+from agent.eviction.podusage import measure, pod_usage, reclaim_dead_logs
 from agent.eviction.signals import Observation, observe
 from agent.pod.podtable import PodTable
 from agent.podworkers.types import UpdatePodOptions, UpdateType
@@ -47,14 +48,20 @@ class NodeEvictionTarget:
         self._active_pods = active_pods
 
     def observe_signals(self, candidates: Sequence[PodUsage]) -> dict[str, Observation]:
-        # The pods' working set is the one the round already read for each candidate: read once, not twice.
+        # The pods' working set is the kubepods cgroup's, as the kubelet reads it: one read, not one per pod.
         allocatable = self._allocatable()
         return observe(
             self.config.state_dir,
             self._base_allocatable.get("memory", 0),
             allocatable.get("memory", 0),
-            lambda: sum(u.memory for u in candidates),
+            self._pods_working_set,
         )
+
+    def _pods_working_set(self) -> int:
+        try:
+            return self.cm.cgroups.pods_memory_working_set()
+        except (CgroupError, OSError, ValueError):
+            return 0  # no kubepods cgroup (yet): no pod uses anything
 
     def eviction_candidates(self) -> list[PodUsage]:
         with self.table.lock:
@@ -69,6 +76,12 @@ class NodeEvictionTarget:
             )
             for pod in self._active_pods()
         ]
+
+    def measure(self, candidates: Sequence[PodUsage], resource: str) -> None:
+        for usage in candidates:
+            pod = usage.pod
+            logs_dir = self.runtime.pod_logs_dir(pod.namespace, pod.name, pod.uid)
+            measure(usage, resource, self.cm.cgroups, logs_dir, self.config.state_dir)
 
     def evict_pod(self, pod: Pod, message: str, grace_override: int | None) -> None:
         """The kubelet's evictPod: the pod fails with reason Evicted, then is killed (the status manager

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -35,10 +35,14 @@ class Target:
         self.usages = usages
         self.evicted: list[tuple[str, str, int | None]] = []
         self.reclaimable = 0
+        self.measured: list[str] = []
 
     def eviction_candidates(self) -> list[PodUsage]:
         gone = {name for name, _, _ in self.evicted}
         return [u for u in self.usages if u.pod.name not in gone]
+
+    def measure(self, candidates: Sequence[PodUsage], resource: str) -> None:
+        self.measured.append(resource)  # the usages hold every figure already
 
     def evict_pod(self, pod: Pod, message: str, grace_override: int | None) -> None:
         self.evicted.append((pod.name, message, grace_override))
@@ -123,6 +127,15 @@ def test_memory_ranks_by_usage_over_requests_then_priority() -> None:
         "Container main was using 40Mi, request is 10Mi, has larger consumption of memory."
         in target.evicted[0][1]
     )
+    assert target.measured == ["memory"] * 3  # each round read the pods' memory before ranking them
+
+
+def test_a_round_with_no_threshold_met_reads_no_pods_usage() -> None:
+    target = Target([PodUsage(pod("a"), memory=Mi)])
+    signals = {"memory.available": Observation(900 * Mi, 1024 * Mi)}
+    m = manager(target, signals, parse_thresholds("memory.available<100Mi"), [0.0])
+    assert m.synchronize() is None
+    assert target.measured == []
 
 
 def test_soft_thresholds_wait_for_their_grace_and_minimum_reclaim_holds_pressure() -> None:

@@ -107,6 +107,10 @@ class PodCgroups(Protocol):
     def memory_working_set(self, uid: str) -> int:
         """The pod cgroup's memory usage less its inactive file pages (the kubelet's working set)."""
 
+    def pods_memory_working_set(self) -> int:
+        """The kubepods cgroup's working set, every pod's at once: what the kubelet's
+        allocatableMemory.available subtracts from the allocatable memory."""
+
     def oom_kills(self, uid: str) -> int:
         """How many processes of the pod cgroup the kernel's OOM killer has killed (its lifetime count)."""
 

@@ -302,6 +302,9 @@ class PodCgroupManager:
     def memory_working_set(self, uid: str) -> int:
         return self.backend.memory_working_set(self._only(uid))
 
+    def pods_memory_working_set(self) -> int:
+        return self.backend.memory_working_set(self._tiers[QOSClass.GUARANTEED])  # kubepods
+
     def oom_kills(self, uid: str) -> int:
         return self.backend.oom_kills(self._only(uid))
 
