@@ -124,7 +124,8 @@ endif
 	$(PY) tools/figures.py $(BENCH_FIGURES) docs/figures.md
 
 # The agent's benchmarks alone on a real cgroup v2 kernel: benchmarks/cgroup2_guest_bench.py boots the qemu
-# guest of test-cgroup2 and runs agent_bench.py and cgroups_bench.py there whole, at small sizes (30 pods,
+# guest of test-cgroup2 twice (v2, then remounted as v1 hybrid for the v2 / v1 ratios) and runs agent_bench.py
+# and cgroups_bench.py there whole, at small sizes (30 pods,
 # 40 syncs: TCG emulation is 10-100x slower). Prints the figures; docs/figures.md is left as it is.
 # Every benchmark script also runs on a v2 host as it is (harness/cgroupfs.py picks the version).
 BENCH_CGROUP2_FIGURES := $(VENV)/bench-cgroup2-figures.jsonl
