@@ -82,8 +82,8 @@ protos: $(STAMP)
 # Each script runs through tools/benchrun.py: it prints the script's wall and CPU time, and a script that
 # fails or records no figure stops the run before docs/figures.md is written. The sizes are the scripts'
 # defaults, which issue 23's ratios compare, except the density test's N (issue 24 allows a smaller one
-# here) and the qemu guest's (30 pods: TCG is slow). Expected: about 17 minutes on a quiet 2-core machine,
-# the qemu guest (~5 min) and cluster_scale (~4 min) the longest; docs/figures.md ends with the times each
+# here) and the qemu guest's (30 pods: TCG is slow). Expected: about 12 minutes on a quiet 2-core machine,
+# the qemu guest (two boots, ~3 min) and cluster_scale (~4 min) the longest; docs/figures.md ends with the times each
 # script took. Run it quiet. Every script runs on cgroup v1 and v2 hosts alike (harness/cgroupfs.py).
 # statfs's type of the cgroup mount, as the agent's detection reads it: cgroup2fs on a v2 host, tmpfs on v1.
 HOST_CGROUP := $(shell stat -fc %T /sys/fs/cgroup 2>/dev/null)
