@@ -50,12 +50,13 @@ def _empty_dir_limits(pod: Pod) -> dict[str, int | None]:
     return limits
 
 
-def has_storage_limit(pod: Pod) -> bool:
+def has_storage_limit(usage: PodUsage) -> bool:
     """Whether local-storage eviction can apply: a container's ephemeral-storage limit, or a disk-backed
-    emptyDir's sizeLimit. A pod with neither cannot exceed what it was not given, whatever it uses."""
-    if any("ephemeral-storage" in c.limits for c in pod.all_containers):
+    emptyDir's sizeLimit (its entry in `usage.empty_dirs`). A pod with neither cannot exceed what it was not
+    given, whatever it uses."""
+    if any("ephemeral-storage" in c.limits for c in usage.pod.all_containers):
         return True
-    return any(limit is not None for limit in _empty_dir_limits(pod).values())
+    return any(limit is not None for _, limit in usage.empty_dirs.values())
 
 
 def pod_usage(
@@ -71,7 +72,7 @@ def pod_usage(
     )
     usage.container_disk = {c.name: 0 for c in pod.all_containers}
     usage.empty_dirs = {name: (0, limit) for name, limit in _empty_dir_limits(pod).items()}
-    if placed and has_storage_limit(pod):
+    if placed and has_storage_limit(usage):
         read_storage(usage, logs_dir, state_dir)
     return usage
 
@@ -100,7 +101,7 @@ def read_storage(usage: PodUsage, logs_dir: Path, state_dir: Path) -> None:
         usage.container_disk[c.name] = disk_usage(logs_dir / c.name)
     usage.disk = sum(usage.container_disk.values())
     volumes = state_dir / "pods" / pod.uid / "volumes" / EMPTY_DIR_PLUGIN
-    for name, limit in _empty_dir_limits(pod).items():
+    for name, (_, limit) in list(usage.empty_dirs.items()):  # the pod's emptyDirs, as pod_usage listed them
         used = disk_usage(volumes / name, device)
         usage.empty_dirs[name] = (used, limit)
         usage.disk += used

@@ -50,8 +50,8 @@ def logs(tmp_path: Path) -> Path:
 def test_a_pod_without_storage_limits_costs_no_read_until_ranked(logs: Path) -> None:
     cgroups = Cgroups()
     pod = make_pod("plain")
-    assert not has_storage_limit(pod)
     usage = pod_usage(pod, cast(PodCgroups, cgroups), logs / "logs", logs / "state")
+    assert not has_storage_limit(usage)
     assert (usage.disk, usage.memory, usage.processes) == (0, 0, 0) and cgroups.reads == []
     measure(usage, "memory", cast(PodCgroups, cgroups), logs / "logs", logs / "state")
     measure(usage, "pids", cast(PodCgroups, cgroups), logs / "logs", logs / "state")
