@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +30,6 @@ from deviceplugin.metrics import NO_METRICS, PluginRecorder
 from kubenode import sdnotify
 from kubenode.deviceapi import KUBELET_SOCKET
 from kubenode.dirwatch import DirWatcher
-from kubenode.stopsignal import STOP_CHECK_S
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,18 @@ class Resource:
         self.state = DeviceState(backend)
         self.endpoint = ResourceEndpoint(config.name, config.socket, self.state, kubelet_dir)
         self.registration = _Registration()
+
+
+def _wake_on_signals(watcher: DirWatcher) -> Callable[[], object]:
+    """On the main thread, every signal's C handler writes to the watcher's wake-up pipe
+    (`signal.set_wakeup_fd`), so a SIGTERM the kernel handed to a gRPC thread still ends the loop's wait at
+    once and its Python handler (stop()) runs; the loop can wait as long as nothing is due, with no slices
+    (kubenode/stopsignal.py says why a plain wait is not enough). Off the main thread (tests) no handler
+    waits on this thread. Returns what puts the previous wake-up fd back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.set_wakeup_fd(watcher.wake_fd, warn_on_full_buffer=False)
+    return lambda: signal.set_wakeup_fd(previous)
 
 
 class PluginManager:
@@ -103,10 +116,12 @@ class PluginManager:
 
     def run(self) -> None:
         """Serve and keep registered until `stop()`; cleans up everything it made."""
+        restore_wakeup: Callable[[], object] | None = None
         try:
             # Inside the try: if the dir cannot be made or watched, the backends (NVML, threads) still stop.
             self.kubelet_dir.mkdir(parents=True, exist_ok=True)
             self._watcher = DirWatcher(self.kubelet_dir)
+            restore_wakeup = _wake_on_signals(self._watcher)
             for resource in self.resources:
                 resource.backend.start(resource.state.refresh)
                 resource.state.refresh()  # anything that changed before start
@@ -118,10 +133,10 @@ class PluginManager:
                 if watchdog is not None:
                     sdnotify.watchdog()
                     delay = watchdog if delay is None else min(delay, watchdog)
-                # Never one long wait: a SIGTERM that landed on a gRPC thread runs its handler (stop())
-                # only once this thread runs Python again (kubenode/stopsignal.py).
-                self._watcher.read(STOP_CHECK_S if delay is None else min(delay, STOP_CHECK_S))
+                self._watcher.read(delay)
         finally:
+            if restore_wakeup is not None:
+                restore_wakeup()
             self._running = False
             stopping = [(r.endpoint, r.endpoint.begin_stop()) for r in self.resources]
             for endpoint, done in stopping:

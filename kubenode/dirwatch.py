@@ -70,6 +70,12 @@ class DirWatcher:
     def fileno(self) -> int:
         return int(self._inotify.fileno())
 
+    @property
+    def wake_fd(self) -> int:
+        """The write end of the wake-up pipe (non-blocking): what `signal.set_wakeup_fd` may take, so that
+        a signal ends a blocked `read()` whichever thread the kernel gave it to."""
+        return self._wake_w
+
     def wake(self) -> None:
         """Make a blocked `read()` return (with no events); safe from any thread."""
         with self._close_lock:

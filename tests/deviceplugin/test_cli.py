@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.threadsignal import tgkill, thread_taking
 from tests.deviceplugin.conftest import Kubelet
 from tests.deviceplugin.support import CONFIGS, wait_until
 
@@ -85,3 +86,26 @@ def test_serves_with_env_dir_notifies_ready_and_exits_cleanly(kubelet_dir: Path,
     assert process.returncode == 0, stderr
     assert sorted(p.name for p in kubelet_dir.glob("kubenode-*.sock")) == []
     assert wait_until(lambda: not any(r.connected for r in kubelet.manager.resources()))
+
+
+def test_a_sigterm_taken_by_another_thread_stops_the_plugin_at_once(tmp_path: Path) -> None:
+    # The kernel may hand a process's SIGTERM to a gRPC or health thread. With no kubelet to register with,
+    # the main thread waits on its watch until the next reminder; it must still wake
+    # (signal.set_wakeup_fd) and stop at once, not wait for a SIGKILL.
+    env = {**os.environ, "KUBENODE_KUBELET_DIR": str(tmp_path)}
+    process = subprocess.Popen(
+        [*KUBENODE, "deviceplugin", "--config", str(CONFIGS / "static.yaml")],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(list(tmp_path.glob("kubenode-*.sock"))) == 2, 10), "not serving"
+        tgkill(process.pid, thread_taking(process.pid, signal.SIGTERM), signal.SIGTERM)
+        _, stderr = process.communicate(timeout=5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    assert sorted(p.name for p in tmp_path.glob("kubenode-*.sock")) == []
