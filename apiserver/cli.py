@@ -83,8 +83,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--watch-bookmark-interval",
         type=_duration,
-        default="5s",
-        help="how often an idle watch that allows bookmarks gets a BOOKMARK (default 5s)",
+        default="1m",
+        help="how often an idle watch that allows bookmarks gets a BOOKMARK (default 1m, as kube's cacher;"
+        " one more comes 2s before timeoutSeconds ends)",
     )
     parser.add_argument(
         "--event-ttl",

@@ -65,7 +65,7 @@ class Options:
         None  # kube's AdmissionConfiguration (PodSecurity defaults, exemptions)
     )
     watch_cache_size: int = 10000
-    bookmark_interval: float = 5.0
+    bookmark_interval: float = 60.0
     event_ttl: float = 3600.0
     service_account_issuer: str = ""  # --service-account-issuer; "" is kubeadm's (auth/satokens.py)
 

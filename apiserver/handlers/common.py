@@ -49,7 +49,7 @@ class ApiContext:
     admit: Admit | None = None  # NodeRestriction admission (SURFACE's noderestriction.admit)
     validators: list[Any] = field(default_factory=list)  # apiserver.admission Validators (PodSecurity)
     mutators: list[Any] = field(default_factory=list)  # mutating admission on create (ServiceAccount)
-    bookmark_interval: float = 5.0  # seconds between BOOKMARKs on an idle watch
+    bookmark_interval: float = 60.0  # seconds between BOOKMARKs on an idle watch
     min_request_timeout: float = 1800.0  # watches without timeoutSeconds end after 1-2x this
     extras: dict[str, Any] = field(default_factory=dict)
 

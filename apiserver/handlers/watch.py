@@ -5,13 +5,15 @@ the same synchronous step (so no change can slip between them): the current stat
 (no resourceVersion, "0", or sendInitialEvents=true, which then ends with the BOOKMARK annotated
 `k8s.io/initial-events-end`), or the window's events after resourceVersion (an older one gets
 the in-band ERROR 410 `Expired`). Then forward what the watcher buffers, with a BOOKMARK every
-`bookmark_interval` on an idle stream when asked, until timeoutSeconds (else a random 30-60 min).
+`bookmark_interval` on an idle stream when asked and one 2 s before the end, until timeoutSeconds (else a
+random 30-60 min).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import Callable
@@ -40,6 +42,8 @@ WRITE_TIMEOUT = 30.0  # a client that takes no bytes for this long is disconnect
 # Below this much buffered output a write returns without waiting (aiohttp's drain limit).
 WRITE_BUFFER = 1 << 16
 DIRECT_BUFFER = 8 << 20  # a direct watcher whose client leaves this much unread is closed
+# kube's cacher sends a watch that allows bookmarks one BOOKMARK this long before its timeoutSeconds end.
+FINAL_BOOKMARK_LEAD = 2.0
 
 
 def bookmark_line(strategy: Strategy, revision: int, *, initial_end: bool = False) -> bytes:
@@ -126,6 +130,17 @@ def events_expired(first: list[bytes], initial: bool) -> bool:
     return not initial and len(first) == 1 and first[0].startswith(b'{"type":"ERROR"')
 
 
+def next_bookmark_at(now: float, interval: float, deadline: float, final_sent: bool) -> float:
+    """When an idle watch that allows bookmarks gets its next BOOKMARK: every `interval` (kube's cacher: a
+    minute), and once FINAL_BOOKMARK_LEAD before its deadline (timeoutSeconds) so a client that re-watches
+    resumes from the latest revision; after that one, none until the deadline."""
+    periodic = now + interval
+    final = deadline - FINAL_BOOKMARK_LEAD
+    if final_sent or final >= periodic:
+        return periodic if periodic < deadline else math.inf
+    return max(final, now)
+
+
 async def _forward(
     request: web.Request,
     response: web.StreamResponse,
@@ -137,13 +152,32 @@ async def _forward(
     table: bool,
 ) -> None:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + duration
-    next_bookmark = loop.time() + ctx.bookmark_interval
+    start = loop.time()
+    deadline = start + duration
+    final_sent = False
+    next_bookmark = math.inf
+    if bookmarks:
+        next_bookmark = next_bookmark_at(start, ctx.bookmark_interval, deadline, final_sent)
     if not table:
         watcher.go_direct(_direct_sink(request, strategy))
     # One timer wakes the stream for its deadline or next bookmark; events wake it through the same
-    # asyncio.Event. (wait_for per wake-up cost more than the write itself with 100 watchers.)
-    timer = loop.call_at(min(deadline, next_bookmark) if bookmarks else deadline, watcher.wakeup.set)
+    # asyncio.Event. (wait_for per wake-up cost more than the write itself with 100 watchers.) The timer is
+    # armed again whenever it has fired: a loop's timer may fire a little before loop.time() reaches its
+    # time (uvloop rounds to milliseconds), and a stream left with no timer would never wake again.
+    timer: asyncio.TimerHandle | None = None
+
+    def arm() -> None:
+        nonlocal timer
+        due = min(deadline, next_bookmark)
+
+        def fire() -> None:
+            nonlocal timer
+            timer = None
+            watcher.wakeup.set()
+
+        timer = loop.call_at(due, fire)
+
+    arm()
     try:
         while not watcher.closed:
             if not watcher.pending:
@@ -159,17 +193,22 @@ async def _forward(
                     METRICS.watch_event(info.group, info.version, info.kind, len(lines))
             if now >= deadline or watcher.overflowed:
                 return  # timeoutSeconds; or too slow: the client re-watches from its last resourceVersion
-            if bookmarks and now >= next_bookmark:
+            if now >= next_bookmark:
                 # Every event up to the cache's revision was offered to this watcher (and is written
                 # before the bookmark): none is skipped.
                 watcher.flush()
                 line = bookmark_line(strategy, ctx.store.cache.revision)
                 await _send(response, [line], False, request, strategy)
-                next_bookmark = loop.time() + ctx.bookmark_interval
-                timer.cancel()
-                timer = loop.call_at(min(deadline, next_bookmark), watcher.wakeup.set)
+                final_sent = final_sent or deadline - loop.time() <= FINAL_BOOKMARK_LEAD
+                next_bookmark = next_bookmark_at(loop.time(), ctx.bookmark_interval, deadline, final_sent)
+                if timer is not None:
+                    timer.cancel()
+                    timer = None
+            if timer is None:
+                arm()
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
 
 
 def _direct_sink(request: web.Request, strategy: Strategy) -> Callable[[bytes, int], bool]:

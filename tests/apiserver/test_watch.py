@@ -192,22 +192,39 @@ def test_ssl_is_required(api: ApiServerProcess) -> None:
 
 
 def test_idle_watch_gets_bookmarks_at_the_current_revision(api: ApiServerProcess) -> None:
+    """kube's promise: bookmarks on an idle watch every interval (0.3 s on this module's server) and one
+    shortly before timeoutSeconds ends, each at the cache's revision even when the selector hides the
+    event that moved it. The test waits for the stream's end, which the server owes at timeoutSeconds."""
     rv = created(api, PODS, pod("bookmarked"))["metadata"]["resourceVersion"]
     stream = Stream(
-        api, f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=60&labelSelector=none%3Dx"
+        api, f"resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=4&labelSelector=none%3Dx"
     )
     created(api, PODS, pod("after-bookmark"))  # filtered out by the selector; the bookmark still moves on
-    # Waits for the event, bounded only so a server that never sends one fails (a loaded machine is slow).
-    deadline = time.monotonic() + 50
-    while not any(int(e["object"]["metadata"]["resourceVersion"]) > int(rv) for e in stream.events):
-        assert time.monotonic() < deadline, stream.events
-        time.sleep(0.05)
-    bookmark = stream.events[-1]
-    assert bookmark["type"] == "BOOKMARK" and bookmark["object"]["kind"] == "Pod"
-    assert set(bookmark["object"]["metadata"]) == {"resourceVersion"}
-    stream.close()
+    assert stream.ended.wait(30), "the watch outlived its timeoutSeconds"
+    assert stream.events and all(e["type"] == "BOOKMARK" for e in stream.events), stream.events
+    assert all(e["object"]["kind"] == "Pod" for e in stream.events)
+    assert all(set(e["object"]["metadata"]) == {"resourceVersion"} for e in stream.events)
+    # A stream that missed one wake-up (a timer that fired early) would stop sending: ~13 are due in 4 s.
+    assert len(stream.events) >= 6, stream.events
+    assert int(stream.events[-1]["object"]["metadata"]["resourceVersion"]) > int(rv)
     quiet = Stream(api, f"resourceVersion={rv}&timeoutSeconds=1")
     assert quiet.ended.wait(5) and not [e for e in quiet.events if e["type"] == "BOOKMARK"]
+
+
+def test_bookmarks_come_every_interval_and_once_two_seconds_before_the_deadline() -> None:
+    """kube's cacher (nextBookmarkTime): every bookmarkFrequency, but always one up to 2 s before the
+    watch's deadline; after that one, none until the end."""
+    from apiserver.handlers.watch import next_bookmark_at
+
+    # A 300 s watch on a 60 s interval: periodic bookmarks, then the one at 298 s.
+    assert next_bookmark_at(0.0, 60.0, 300.0, final_sent=False) == 60.0
+    assert next_bookmark_at(240.0, 60.0, 300.0, final_sent=False) == 298.0
+    assert next_bookmark_at(298.0, 60.0, 300.0, final_sent=True) == float("inf")
+    # A 10 s watch: its only bookmark at 8 s; one of 1 s gets its bookmark at once.
+    assert next_bookmark_at(0.0, 60.0, 10.0, final_sent=False) == 8.0
+    assert next_bookmark_at(0.0, 60.0, 1.0, final_sent=False) == 0.0
+    # A short interval goes on until the deadline once the final bookmark has gone.
+    assert next_bookmark_at(8.5, 0.3, 10.0, final_sent=True) == 8.8
 
 
 def test_node_watchers_each_get_exactly_their_pods_events(api: ApiServerProcess) -> None:
