@@ -8,7 +8,7 @@ root, and runs pytest inside it on tests/cgroup2_guest/guest_*.py (modules the h
 does not collect). Flow:
 
 1. Prerequisites: a kernel in /boot, qemu-system-x86_64, and virtme-ng's `vng` in this venv.
-   Missing apt packages (linux-image-amd64, qemu-system-x86) are installed when we are root;
+   Missing apt packages (linux-image-amd64, qemu-system-x86, busybox-static) are installed when we are root;
    otherwise, and for a missing vng, it fails naming what is missing. Never a skip.
 2. One guest boot (~30 s under load) runs every selected module in ONE pytest process (by default
    all of them), or with `--bench 'benchmarks/SCRIPT.py ARGS'` (repeatable) those benchmark scripts one
@@ -50,7 +50,9 @@ MODULES = {
 # --v1-hybrid: the v1 hierarchies this host mounts (the agent's v1 backend uses cpu, cpuacct, cpuset,
 # memory, pids; devices for container device rules; freezer and blkio as the host has them).
 V1_HYBRID_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids")
-APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86"}
+# virtme-ng builds the guest's initramfs from the host's busybox: without one it stops at once ("initramfs
+# is needed, and no busybox was found"), as on a fresh machine where nothing else installed it yet.
+APT_PACKAGES = {"kernel": "linux-image-amd64", "qemu": "qemu-system-x86", "busybox": "busybox-static"}
 # The checkout's packages, compiled before a boot (compile_checkout); pip compiled the venv's.
 PACKAGES = (
     "agent",
@@ -94,6 +96,8 @@ def missing_packages() -> list[str]:
         missing.append(APT_PACKAGES["kernel"])
     if shutil.which("qemu-system-x86_64") is None:
         missing.append(APT_PACKAGES["qemu"])
+    if shutil.which("busybox") is None:
+        missing.append(APT_PACKAGES["busybox"])
     return missing
 
 
