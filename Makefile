@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck pytest protos bench bench-cgroup2 clean podman-deps containerd-deps example-image install uninstall test-cgroup2 image
+.PHONY: up test k8s interop lint typecheck pytest protos bench bench-cgroup2 clean podman-deps containerd-deps example-image install uninstall test-cgroup2 image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,18 @@ test: $(STAMP) lint typecheck test-cgroup2 pytest
 # filesystem as its root (tools/cgroup2_guest.py; installs qemu-system-x86 and linux-image-amd64 as root).
 test-cgroup2: $(STAMP)
 	$(PY) tools/cgroup2_guest.py
+
+# The real Kubernetes components (kubelet, kube-apiserver, kube-scheduler, kube-controller-manager, etcd,
+# containerd 2, runc, crictl) and third-party peers (dra-example-driver, generic-device-plugin), built from the
+# pinned Go modules under interop/ into a cache keyed by each module's go.sum (tools/k8s_build.py);
+# .k8s/bin/ links to them. Cold on this 2-core kind: see docs/interop.md; a second run builds nothing.
+k8s: $(STAMP)
+	$(PY) tools/k8s_build.py
+
+# kubenode beside the real components (harness/k8s/, interop/tests/): each scenario one test; the
+# compatibility matrix goes to docs/interop.md.
+interop: $(STAMP) k8s containerd-deps
+	$(PY) -m pytest -p no:cacheprovider interop/tests
 
 # lint-imports: the import boundaries between the parts ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
