@@ -49,6 +49,11 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 KUBELET_COMPAT_VERSION = "v1.37.0"
 KUBELET_VERSION = f"{KUBELET_COMPAT_VERSION}+kubenode.{__version__}"
 RUNTIME_VERSION = f"kubenode://{__version__}"
+# status.declaredFeatures (KEP-5328, GA in 1.37), as a 1.37 kubelet declares them: only what the agent
+# serves. ExtendWebSocketsToKubelet: its authenticated endpoint takes kubectl's WebSockets (exec and attach
+# v5.channel.k8s.io, port-forward's SPDY-in-WebSocket) itself, so kube-apiserver proxies them through
+# unchanged; without it kube-apiserver translates them to SPDY/3.1 upgrades, which the agent refuses (400).
+DECLARED_FEATURES = ("ExtendWebSocketsToKubelet",)
 ARCHES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
 
 # type -> (status, reason, message) of a healthy kubelet (pkg/kubelet/nodestatus/setters.go).
@@ -224,6 +229,7 @@ class NodeStatusReporter(BackgroundLoop):
             ],
             "nodeInfo": dict(self.facts.node_info),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
+            "declaredFeatures": list(DECLARED_FEATURES),
             **({"images": self.images()} if self.images is not None else {}),
         }
 

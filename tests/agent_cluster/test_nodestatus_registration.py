@@ -48,3 +48,18 @@ def test_devices_listed_during_registration_reach_the_node(admin: KubeClient, tm
     finally:
         reporter.stop()
         admin.delete(NODES, "race-node")
+
+
+def test_the_node_declares_websocket_streaming(admin: KubeClient, tmp_path: Path) -> None:
+    """status.declaredFeatures names ExtendWebSocketsToKubelet, as a 1.37 kubelet's does: kube-apiserver
+    1.37 then proxies kubectl's exec/attach/port-forward WebSockets to the agent unchanged. Without it
+    kube-apiserver turned them into SPDY/3.1 upgrades, which the agent refuses: `kubectl exec` failed with
+    "unable to upgrade connection" (docs/interop.md)."""
+    config = AgentConfig(node_name="declaring-node", state_dir=tmp_path, manifests=tmp_path / "m")
+    reporter = NodeStatusReporter(admin, config, base_capacity={"cpu": 2000, "memory": 1 << 30})
+    reporter.register()
+    try:
+        node = admin.get(NODES, "declaring-node")
+        assert node["status"].get("declaredFeatures") == ["ExtendWebSocketsToKubelet"], node["status"]
+    finally:
+        admin.delete(NODES, "declaring-node")
