@@ -24,7 +24,7 @@ from pathlib import Path
 from aiohttp import WSMsgType, web
 
 from agent.container.streaming import StreamFlags
-from agent.server.channels import CLOSE, MAX_MESSAGE, PROTOCOLS, STDIN, STDOUT, refuse, status
+from agent.server.channels import CLOSE, MAX_MESSAGE, PROTOCOLS, STDIN, STDOUT, refuse, status, stream_flags
 from agent.server.streamproxy import Upstream, proxy_remotecommand
 
 FOLLOW_POLL_S = 0.1
@@ -43,17 +43,13 @@ class AttachTarget:
 ResolveAttach = Callable[[str, str, str, StreamFlags], Awaitable[AttachTarget | Upstream | tuple[int, str]]]
 
 
-def _flag(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "").lower() in ("1", "true")
-
-
 async def attach_handler(request: web.Request, resolve: ResolveAttach) -> web.StreamResponse:
     info = request.match_info
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
     if request.headers.get("Upgrade", "").lower() != "websocket" or not offered & set(PROTOCOLS):
         return refuse(400, f"attach: needs a WebSocket upgrade offering one of {', '.join(PROTOCOLS)}")
-    want_stdin = _flag(request, "stdin")
-    flags = StreamFlags(want_stdin, _flag(request, "stdout"), _flag(request, "stderr"), _flag(request, "tty"))
+    flags = stream_flags(request.query)
+    want_stdin = flags.stdin
     target = await resolve(info["namespace"], info["pod"], info["container"], flags)
     if isinstance(target, tuple):
         return refuse(*target)
@@ -67,7 +63,7 @@ async def attach_handler(request: web.Request, resolve: ResolveAttach) -> web.St
     if want_stdin and target.stdin_path is not None:
         with contextlib.suppress(OSError):
             stdin_fd = os.open(target.stdin_path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    output = asyncio.ensure_future(_follow(ws, target, _flag(request, "stdout") or _flag(request, "stderr")))
+    output = asyncio.ensure_future(_follow(ws, target, flags.stdout or flags.stderr))
     client = asyncio.ensure_future(_receive(ws, stdin_fd))
     try:
         await asyncio.wait((output, client), return_when=asyncio.FIRST_COMPLETED)

@@ -10,13 +10,40 @@ server, JSON `{"Width": w, "Height": h}`). v5 adds 255: `[255, channel]` closes 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
+from agent.container.streaming import StreamFlags
+
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_MESSAGE = 4 * 2**20
+
+
+# Each stream flag under the name kube-apiserver gives the kubelet (`input`, `output`, `error`, `tty`, each
+# "1": k8s.io/api core/v1 ExecStdinParam..ExecTTYParam, set by pkg/registry/core/pod/strategy.go streamParams)
+# and under the one kubectl gives the API server (`stdin`, `stdout`, `stderr`, `tty`, "true"), which kubenode
+# apiserver passes on unchanged. Either spelling turns a stream on.
+FLAG_NAMES = {
+    "stdin": ("input", "stdin"),
+    "stdout": ("output", "stdout"),
+    "stderr": ("error", "stderr"),
+    "tty": ("tty",),
+}
+
+
+def flag(query: Mapping[str, str], stream: str) -> bool:
+    return any(str(query.get(name, "")).lower() in ("1", "true") for name in FLAG_NAMES[stream])
+
+
+def stream_flags(query: Mapping[str, str]) -> StreamFlags:
+    """The streams an exec or attach request asks for (a stream not named is off, as the kubelet reads it)."""
+    return StreamFlags(
+        stdin=flag(query, "stdin"), stdout=flag(query, "stdout"), stderr=flag(query, "stderr"),
+        tty=flag(query, "tty"),
+    )  # fmt: skip
 
 
 def status(code: int | None, message: str = "") -> bytes:

@@ -1,7 +1,8 @@
 """`/exec/<namespace>/<pod>/<container>`: a command in a running container, streamed over a WebSocket with
 Kubernetes' channel protocol, as the kubelet's streaming server serves it.
 
-    GET ?command=..&command=..&stdin&stdout&stderr&tty, `Upgrade: websocket`, offering v5.channel.k8s.io
+    GET ?command=..&command=..&input&output&error&tty=1 (the names kube-apiserver sends the kubelet; kubectl's
+    stdin, stdout, stderr=true as well), `Upgrade: websocket`, offering v5.channel.k8s.io
     (or v4.channel.k8s.io) -> refused before the upgrade with one plain-text line (400 for a bad query or a
     protocol we do not speak, 404 for an unknown pod or container, 400 for one that is not running) ->
     the upgrade -> the process started (agent/kuberuntime/execstream.py) -> messages until it exits.
@@ -37,6 +38,7 @@ from agent.server.channels import (
     STDOUT,
     refuse,
     status,
+    stream_flags,
 )
 from agent.server.streamproxy import Upstream, proxy_remotecommand
 
@@ -49,23 +51,19 @@ FIRST_SIZE_WAIT_S = 1.0
 Resolve = Callable[[str, str, str, list[str], StreamFlags], Awaitable[ExecSpec | Upstream | tuple[int, str]]]
 
 
-def _flag(query: Any, name: str) -> bool:
-    return str(query.get(name, "")).lower() in ("1", "true")
-
-
 async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResponse:
     info = request.match_info
     query = request.query
     command = query.getall("command", [])
     if not command:
         return refuse(400, "exec: no command given (?command=)")
-    tty, stdin = _flag(query, "tty"), _flag(query, "stdin")
-    if tty and _flag(query, "stderr"):
+    flags = stream_flags(query)
+    tty, stdin = flags.tty, flags.stdin
+    if tty and flags.stderr:
         return refuse(400, "exec: tty and stderr cannot both be true")
     offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
     if request.headers.get("Upgrade", "").lower() != "websocket" or not offered & set(PROTOCOLS):
         return refuse(400, f"exec: needs a WebSocket upgrade offering one of {', '.join(PROTOCOLS)}")
-    flags = StreamFlags(stdin=stdin, stdout=_flag(query, "stdout"), stderr=_flag(query, "stderr"), tty=tty)
     resolved = await resolve(info["namespace"], info["pod"], info["container"], command, flags)
     if isinstance(resolved, tuple):
         return refuse(*resolved)
@@ -84,9 +82,7 @@ async def exec_handler(request: web.Request, resolve: Resolve) -> web.StreamResp
     try:
         for data in early:
             await _handle(session, data)
-        await _serve(
-            ws, session, want_stdout=tty or _flag(query, "stdout"), want_stderr=_flag(query, "stderr")
-        )
+        await _serve(ws, session, want_stdout=tty or flags.stdout, want_stderr=flags.stderr)
     finally:
         session.kill()
         session.close()

@@ -92,3 +92,15 @@ def test_reviews_are_cached_as_the_kubelet_caches_them() -> None:
     now[0] = 31.0  # a denial is kept 30 s, an allowance 5 minutes
     authorizer.decide(server, what), authorizer.decide(node, what)
     assert asked == ["apiserver", "system:node:x", "system:node:x"]
+
+
+def test_stream_flags_take_kube_apiservers_names_and_kubectls() -> None:
+    """kube-apiserver sends the kubelet input/output/error/tty=1 (pod strategy's streamParams); kubenode
+    apiserver passes on kubectl's stdin/stdout/stderr=true. Both turn a stream on; none named is off."""
+    from agent.container.streaming import StreamFlags
+    from agent.server.channels import stream_flags
+
+    assert stream_flags({"input": "1", "output": "1", "error": "1"}) == StreamFlags(True, True, True, False)
+    assert stream_flags({"output": "1", "tty": "1"}) == StreamFlags(False, True, False, True)
+    assert stream_flags({"stdin": "true", "stdout": "true"}) == StreamFlags(True, True, False, False)
+    assert stream_flags({}) == StreamFlags(False, False, False, False)

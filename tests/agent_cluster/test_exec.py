@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -109,7 +110,44 @@ def test_the_daemon_endpoint_wants_the_api_servers_certificate(
     assert "user=system:node:another" in caught.value.read().decode()
 
 
-def _node_client_context(api: ApiServerProcess, user: str, base: ssl.SSLContext) -> ssl.SSLContext:
+def test_exec_takes_the_stream_names_kube_apiserver_gives_the_kubelet(
+    api: ApiServerProcess, admin: KubeClient, running: tuple[AgentProcess, str]
+) -> None:
+    """kube-apiserver proxies an exec to the kubelet with `input`, `output`, `error`, `tty` = "1" (not
+    kubectl's stdin/stdout/stderr=true, which kubenode apiserver passes on): the agent read only the latter,
+    so `kubectl exec` through kube-apiserver 1.37 ran the command and printed nothing (docs/interop.md)."""
+    import asyncio
+
+    import aiohttp
+
+    agent, pod = running
+    address = node_daemon_endpoint(admin.get(NODES, agent.node))
+    assert address is not None
+    context = _node_client_context(api, "kube-apiserver-kubelet-client", ssl.create_default_context(),
+                                   groups=["system:masters"])  # fmt: skip
+    command = ["sh", "-c", "echo out; echo err >&2; exit 3"]
+    query = urllib.parse.urlencode([*(("command", c) for c in command), ("output", "1"), ("error", "1")])
+    url = f"wss://{address}/exec/default/{pod}/main?{query}"
+
+    async def run() -> dict[int, bytes]:
+        got: dict[int, bytes] = {}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, ssl=context, protocols=["v5.channel.k8s.io"]) as ws,
+        ):
+            async for message in ws:
+                if message.type == aiohttp.WSMsgType.BINARY and message.data[:1] != b"\xff":
+                    got[message.data[0]] = got.get(message.data[0], b"") + message.data[1:]
+        return got
+
+    got = asyncio.run(asyncio.wait_for(run(), 30))
+    assert got.get(1) == b"out\n" and got.get(2) == b"err\n", got
+    assert b"NonZeroExitCode" in got.get(3, b""), got
+
+
+def _node_client_context(
+    api: ApiServerProcess, user: str, base: ssl.SSLContext, groups: list[str] | None = None
+) -> ssl.SSLContext:
     import datetime as dt
 
     from cryptography import x509
@@ -124,7 +162,7 @@ def _node_client_context(api: ApiServerProcess, user: str, base: ssl.SSLContext)
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in (groups or ["system:nodes"])),
             x509.NameAttribute(NameOID.COMMON_NAME, user),
         ]
     )
