@@ -4,6 +4,9 @@
 `{name: <node>, generation, resourceSliceCount: 1}` and the healthy devices; an unhealthy device is left
 out. Each publish that changes the device list raises the pool's generation (the scheduler trusts only the
 newest generation of a pool). The driver writes only this slice (a node's credentials allow only its own).
+The slice is found by a list with `fieldSelector=spec.nodeName=<node>`, as the kubelet plugin library's
+slice controller does: kube-apiserver's Node authorizer lets a node GET (or delete) only a slice already
+linked to it, so a GET of one not made yet is 403, not 404, while a list scoped to the node is allowed.
 An API server that does not serve resource.k8s.io/v1 answers 404: the error is raised, the caller retries.
 """
 
@@ -15,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deviceplugin.dra.inventory import DraDevice
-from kubenode.kubeclient import RESOURCE_SLICES, KubeClient, NotFound
+from kubenode.kubeclient import RESOURCE_SLICES, Forbidden, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +58,8 @@ class SlicePublisher:
         entries = [d.slice_entry() for d in devices if d.healthy]
         if entries == self._published:
             return False
-        try:
-            current = self.client.get(RESOURCE_SLICES, self.name)
-        except NotFound as exc:
-            if (exc.status.get("details") or {}).get("name") != self.name:
-                raise  # the group itself is not served (no details naming the slice): the caller retries
+        current = self.current()
+        if current is None:
             self.client.create(RESOURCE_SLICES, self.body(entries, 1))
             log.info("published ResourceSlice %s: %d devices, generation 1", self.name, len(entries))
         else:
@@ -76,7 +76,16 @@ class SlicePublisher:
         self._published = entries
         return True
 
+    def current(self) -> dict[str, Any] | None:
+        """The slice as stored, or None when there is none (a 404 for the group itself is raised)."""
+        listed = self.client.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={self.node}")
+        for item in listed.get("items") or []:
+            if (item.get("metadata") or {}).get("name") == self.name:
+                return dict(item)
+        return None
+
     def withdraw(self) -> None:
-        with contextlib.suppress(NotFound):
+        # Forbidden: the Node authorizer's answer for a slice not (or no longer) linked to this node.
+        with contextlib.suppress(NotFound, Forbidden):
             self.client.delete(RESOURCE_SLICES, self.name)
         self._published = None
