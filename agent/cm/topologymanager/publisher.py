@@ -4,14 +4,18 @@ A thread builds the object from the device manager (every device with its health
 every container holds) and the Topology Manager's policy and scope, and creates it or replaces it in
 the API whenever it differs from what was last written; it then waits for the device manager's next
 change (registration, health, an allocation or a freed pod) or `interval` seconds (which also bounds
-how long `stop` waits for it). Failures are logged and retried on the next round; the scheduler
-(scheduler/numa.py) reads the object.
+how long `stop` waits for it). Failures are retried with a back-off doubling from `interval` to
+RETRY_MAX_S, and logged once per distinct error (then at debug): a real kube-apiserver usually serves no
+NodeResourceTopology CRD, or grants a node no access to it (403 for system:node:<name>), and the agent kept
+warning every second there. The scheduler (scheduler/numa.py) reads the object.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.cm.topologymanager.numainfo import numa_info, sysfs_nodes
@@ -22,6 +26,8 @@ if TYPE_CHECKING:
     from agent.cm.devicemanager import DeviceManager
 
 log = logging.getLogger(__name__)
+
+RETRY_MAX_S = 300.0  # the longest wait between tries after failures
 
 
 class TopologyPublisher:
@@ -35,6 +41,7 @@ class TopologyPublisher:
         sysfs_root: str,
         *,
         interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.node_name = node_name
@@ -44,6 +51,10 @@ class TopologyPublisher:
         self.numa_nodes, self.distances = info.nodes, {n: list(d) for n, d in info.distances.items()}
         self.interval = interval
         self.published: dict[str, Any] | None = None
+        self.clock = clock
+        self.failures = 0  # in a row
+        self.retry_at = 0.0
+        self._last_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -80,7 +91,7 @@ class TopologyPublisher:
 
     def publish_once(self) -> None:
         body = self.build()
-        if body == self.published:
+        if body == self.published or self.clock() < self.retry_at:
             return
         try:
             try:
@@ -91,8 +102,18 @@ class TopologyPublisher:
                 updated = {**body, "metadata": {**body["metadata"], **_kept(current)}}
                 self.client.update(NODE_RESOURCE_TOPOLOGIES, updated)
         except KubeError as exc:
-            log.warning("cannot publish NodeResourceTopology %s: %s", self.node_name, exc)
+            self.failures += 1
+            delay = min(RETRY_MAX_S, self.interval * 2 ** min(self.failures - 1, 20))
+            self.retry_at = self.clock() + delay
+            text = str(exc)
+            level = logging.DEBUG if text == self._last_error else logging.WARNING
+            self._last_error = text
+            log.log(level, "cannot publish NodeResourceTopology %s: %s (next try in %.0f s)",
+                    self.node_name, exc, delay)  # fmt: skip
             return
+        if self.failures:
+            log.info("published NodeResourceTopology %s", self.node_name)
+        self.failures, self.retry_at, self._last_error = 0, 0.0, ""
         self.published = body
 
     def _run(self) -> None:
