@@ -235,7 +235,13 @@ class PluginManager:
                 backoff,
             )
             return backoff
-        resource.registration = _Registration(kubelet_id=kubelet_id)
+        # The kubelet that answered is the one whose socket is there now, not necessarily the one stat'ed
+        # before the call: a kubelet restarting meanwhile (it removes every socket, then listens on a new
+        # kubelet.sock) answers on the new socket. Recording the old identity made the next reconcile register
+        # again, which kubelet 1.37 refuses while the first registration's stream is up ("device plugin
+        # already connected"), retried every 5 s for ever. A registration that reached the old kubelet is
+        # not lost: its restart removes our socket, which resets the registration.
+        resource.registration = _Registration(kubelet_id=self._kubelet_id() or kubelet_id)
         self.registrations += 1
         self.recorder.registration(resource.config.name, ok=True)
         return None

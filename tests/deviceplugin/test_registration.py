@@ -134,3 +134,37 @@ def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     from tests.deviceplugin.support import wait_until
 
     return wait_until(predicate, timeout)
+
+
+def test_registration_made_while_the_kubelet_restarts_is_kept(kubelet: Kubelet, kubelet_dir: Path) -> None:
+    """The kubelet restarts between the plugin's stat of kubelet.sock and its Register call, so Register
+    reaches the new kubelet: the registration is the new kubelet.sock's, and no second Register follows
+    (kubelet 1.37 refuses one while the first is connected: 'device plugin already connected', found under
+    the real kubelet, interop/tests/test_deviceplugin_under_kubelet.py)."""
+    plugin = PluginManager(load_config(CONFIGS / "static.yaml"), str(kubelet_dir))
+    try:
+        dongle = plugin.resource("example.com/dongle")
+        real_register = dongle.endpoint.register
+        restarted: list[bool] = []
+
+        def register_across_a_restart(kubelet_socket: Path) -> None:
+            if not restarted:
+                # As the real kubelet restarts: it removes every socket (ours too) and listens on a new
+                # kubelet.sock; the plugin, woken by the removal, serves again and registers, having read
+                # kubelet.sock's identity before the new one was there.
+                restarted.append(True)
+                kubelet.restart()
+                dongle.endpoint.serve()
+            real_register(kubelet_socket)
+
+        dongle.endpoint.register = register_across_a_restart  # type: ignore[method-assign]
+        plugin._reconcile()
+        assert restarted and kubelet.manager.wait_for_resource("example.com/dongle", 10)
+        assert plugin.unregistered() == [], "the registration was recorded against the old kubelet.sock"
+        before = plugin.registrations
+        plugin._reconcile()
+        assert plugin.registrations == before, "registered again with a kubelet that already had it"
+    finally:
+        for resource in plugin.resources:
+            resource.endpoint.finish_stop(resource.endpoint.begin_stop())
+        plugin.close()
