@@ -1,0 +1,350 @@
+"""The device plugin under the real kubelet: `kubenode deviceplugin` (the cpu backend, pinning through CDI,
+and a static "GPU") registers on kubelet v1.37's device manager, its resources reach the Node, a pod asking
+`kubenode.io/cpu: 1` runs under containerd 2.4 pinned to exactly the CPU the kubelet allocated, and the
+plugin and the kubelet survive each other's restarts. The tests share one node (module fixture) and run in
+order: each builds on the state the one before left.
+
+Harness: harness/k8s/controlplane.py (the API server, scheduler, controller manager),
+harness/k8s/containerd2.py and harness/k8s/kubelet.py (the node). Nothing here dials anything but loopback;
+pods use host networking.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.k8s.binaries import MissingBinary, binary
+from harness.k8s.containerd2 import Containerd2
+from harness.k8s.images import BUSYBOX_IMAGE
+from harness.k8s.kubelet import Kubelet, container_id, cpus_allowed_list, pid_env, pod_phase, wait_pod_running
+from harness.k8s.process import ManagedProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBENODE = ROOT / ".venv" / "bin" / "kubenode"
+NODE = "kn-dp-node"
+NAMESPACE = "default"
+CPU = "kubenode.io/cpu"
+GPU = "kubenode.io/gpu"
+GPUS = ("kn-gpu-0", "kn-gpu-1")
+
+try:
+    for _name in (
+        "kubelet",
+        "containerd",
+        "containerd-shim-runc-v2",
+        "runc",
+        "crictl",
+        "kube-apiserver",
+        "etcd",
+    ):
+        binary(_name)
+    MISSING = ""
+except MissingBinary as exc:
+    MISSING = str(exc)
+
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
+
+
+def plugin_config(cdi_dir: Path, pod_resources: Path, health_file: Path) -> str:
+    return json.dumps(
+        {
+            "version": "v1",
+            "resources": [
+                {
+                    "name": CPU,
+                    "backend": "cpu",
+                    "cpu": {
+                        "unit": "thread",
+                        "reserved": "",
+                        "cdi": True,
+                        "cdiSpecDir": str(cdi_dir),
+                        "podResourcesSocket": str(pod_resources),
+                        "cdiPruneSeconds": 5,
+                    },
+                },
+                {
+                    "name": GPU,
+                    "backend": "static",
+                    "static": {
+                        "healthFile": str(health_file),
+                        "devices": [
+                            {
+                                "id": gpu,
+                                "numa": 0,
+                                "deviceNodes": [
+                                    {
+                                        "hostPath": "/dev/null",
+                                        "containerPath": f"/dev/{gpu}",
+                                        "permissions": "rw",
+                                    }
+                                ],
+                                "env": {"KN_GPU_SERIAL": gpu},
+                            }
+                            for gpu in GPUS
+                        ],
+                    },
+                },
+            ],
+        }
+    )
+
+
+def pinned_pod(name: str, resources: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "hostNetwork": True,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 3600"],
+                    "resources": {"limits": resources, "requests": resources},
+                }
+            ],
+        },
+    }
+
+
+@dataclass
+class Node:
+    control_plane: Any
+    containerd: Containerd2
+    kubelet: Kubelet
+    plugin: ManagedProcess
+    health_file: Path
+    times: dict[str, float]
+
+    def node_resources(self) -> tuple[dict[str, str], dict[str, str]]:
+        node = self.kubelet.node() or {}
+        status = node.get("status", {})
+        return status.get("capacity") or {}, status.get("allocatable") or {}
+
+    def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> float:
+        started = time.monotonic()
+        while True:
+            try:
+                if condition():
+                    return time.monotonic() - started
+            except Exception:
+                pass
+            if time.monotonic() - started > timeout:
+                raise AssertionError(
+                    f"{what}: not within {timeout:.0f} s\n--- kubelet ---\n{self.kubelet.log_tail(40)}\n"
+                    f"--- plugin ---\n{self.plugin.log_tail(40)}"
+                )
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    try:
+        control_plane = request.getfixturevalue("control_plane")
+        own = None
+    except pytest.FixtureLookupError:
+        from harness.k8s.controlplane import ControlPlane
+
+        own = ControlPlane()
+        own.__enter__()
+        control_plane = own
+    work = tmp_path_factory.mktemp("dp-under-kubelet")
+    health_file = work / "gpu-health"
+    health_file.write_text("")
+    times: dict[str, float] = {}
+    try:
+        with Containerd2() as containerd:
+            kubelet = Kubelet(control_plane, containerd, NODE)
+            plugin: ManagedProcess | None = None
+            try:
+                times["kubelet_ready"] = kubelet.start()
+                config = work / "deviceplugin.yaml"
+                config.write_text(
+                    plugin_config(containerd.cdi_dir, kubelet.pod_resources_socket, health_file)
+                )
+                plugin = ManagedProcess(
+                    "deviceplugin",
+                    [KUBENODE, "deviceplugin", "--config", config,
+                     "--kubelet-dir", kubelet.device_plugin_dir],
+                    work,
+                )  # fmt: skip
+                plugin.start()
+                yield Node(control_plane, containerd, kubelet, plugin, health_file, times)
+            finally:
+                for name in ("pinned",):
+                    control_plane.api(
+                        "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0}
+                    )
+                if plugin is not None:
+                    plugin.stop()
+                _wait_pods_gone(control_plane)
+                control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
+                kubelet.close()
+                print(f"device plugin under kubelet: {json.dumps(times)}", file=sys.stderr)
+    finally:
+        if own is not None:
+            own.__exit__(None, None, None)
+
+
+def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
+    """The kubelet confirms a pod's deletion once its containers are gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = control_plane.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={NODE}")
+        if status != 200 or not body.get("items"):
+            return
+        time.sleep(0.3)
+
+
+def test_plugin_registers_and_node_shows_devices(node: Node) -> None:
+    seconds = node.wait(
+        lambda: node.node_resources()[1].get(CPU) == "2" and node.node_resources()[1].get(GPU) == "2",
+        60,
+        "kubenode.io/cpu and kubenode.io/gpu on the Node's allocatable",
+    )
+    node.times["resources_on_node"] = seconds
+    capacity, allocatable = node.node_resources()
+    assert (capacity[CPU], capacity[GPU]) == ("2", "2")
+    assert (allocatable[CPU], allocatable[GPU]) == ("2", "2")
+    assert (node.kubelet.device_plugin_dir / "kubelet.sock").exists()
+    allocatable_devices = node.kubelet.pod_resources_allocatable().get("devices") or []
+    by_resource = {d["resourceName"]: sorted(d["deviceIds"]) for d in allocatable_devices}
+    assert by_resource.get(CPU) and by_resource.get(GPU), allocatable_devices
+
+
+def test_pinned_pod_runs_on_the_allocated_cpu(node: Node) -> None:
+    cp = node.control_plane
+    status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pinned_pod("pinned", {CPU: "1"}))
+    assert status == 201, body
+    pod, seconds = wait_pod_running(cp, NAMESPACE, "pinned", timeout=120)
+    node.times["pinned_pod_running"] = seconds
+    pid = node.containerd.container_pid(container_id(pod, "main"))
+
+    listed = node.kubelet.pod_resources_list()
+    devices = _pod_devices(listed, "pinned")
+    assert list(devices) == [CPU], listed
+    (allocated,) = devices[CPU]
+    cpu = allocated.removeprefix("cpu")
+    assert cpus_allowed_list(pid) == cpu, (allocated, cpus_allowed_list(pid))
+    assert pid_env(pid).get("KUBENODE_CPUSET") == cpu  # the CDI spec's env edit reached the process
+
+    entries = [
+        e
+        for e in node.kubelet.checkpoint()["Data"]["PodDeviceEntries"]
+        if e["PodUID"] == pod["metadata"]["uid"] and e["ResourceName"] == CPU
+    ]
+    assert len(entries) == 1, entries
+    assert [i for ids in entries[0]["DeviceIDs"].values() for i in ids] == [allocated]
+    assert f"kubenode.io/cpuset={cpu}".encode() in entries[0]["AllocRespBytes"]
+    assert re.search(r"Issuing a GetPreferredAllocation call.*kubenode\.io/cpu", node.kubelet.logs()), (
+        "the kubelet did not call GetPreferredAllocation"
+    )
+    # The CDI spec the plugin wrote is in containerd's (and only containerd's) spec dir.
+    spec = node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json"
+    assert spec.exists(), sorted(os.listdir(node.containerd.cdi_dir))
+    node.times["pinned_cpu"] = float(cpu)
+
+
+def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(node: Node) -> None:
+    pod_before = pod_phase(node.control_plane, NAMESPACE, "pinned")
+    assert pod_before is not None
+    before = _pod_devices(node.kubelet.pod_resources_list(), "pinned")[CPU]
+    pid = node.containerd.container_pid(container_id(pod_before, "main"))
+    socket_id = _identity(node.kubelet.device_plugin_dir / "kubelet.sock")
+    log_mark = len(node.kubelet.logs())
+
+    node.times["kubelet_restart_healthy"] = node.kubelet.restart()
+    node.wait(
+        lambda: _identity(node.kubelet.device_plugin_dir / "kubelet.sock") != socket_id,
+        60,
+        "the restarted kubelet's new kubelet.sock",
+    )
+
+    def registered_again() -> bool:
+        new_log = node.kubelet.logs()[log_mark:]
+        return all(_kubelet_registered(new_log, name) for name in (CPU, GPU))
+
+    node.times["plugin_registered_again"] = node.wait(registered_again, 60, "the plugin registered again")
+    node.wait(lambda: node.node_resources()[1].get(CPU) == "2", 60, "kubenode.io/cpu allocatable again")
+    after_pod = pod_phase(node.control_plane, NAMESPACE, "pinned")
+    assert after_pod is not None
+    assert after_pod["status"]["phase"] == "Running"
+    assert after_pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    node.wait(
+        lambda: _pod_devices(node.kubelet.pod_resources_list(), "pinned").get(CPU) == before,
+        60,
+        "the pod's core in PodResources after the restart",
+    )
+    assert cpus_allowed_list(pid) == before[0].removeprefix("cpu")
+    assert "register failed" not in node.plugin.log(), node.plugin.log_tail(20)  # one Register per kubelet
+
+
+def test_plugin_restart_kubelet_sees_it_again(node: Node) -> None:
+    log_mark = len(node.kubelet.logs())
+    node.plugin.stop()
+    # The kubelet marks a plugin's devices unhealthy when its endpoint goes away.
+    node.wait(lambda: node.node_resources()[1].get(GPU) == "0", 60, "kubenode.io/gpu leaves allocatable")
+    node.plugin.start()
+    node.times["plugin_restart_seen"] = node.wait(
+        lambda: node.node_resources()[1].get(GPU) == "2" and node.node_resources()[1].get(CPU) == "2",
+        60,
+        "kubenode.io/gpu allocatable again after the plugin restart",
+    )
+    assert all(_kubelet_registered(node.kubelet.logs()[log_mark:], name) for name in (CPU, GPU))
+    pod = pod_phase(node.control_plane, NAMESPACE, "pinned")
+    assert pod is not None and pod["status"]["phase"] == "Running"
+
+
+def test_unhealthy_device_leaves_allocatable(node: Node) -> None:
+    node.health_file.write_text(f"{GPUS[1]}\n")
+    node.times["unhealthy_leaves_allocatable"] = node.wait(
+        lambda: node.node_resources()[1].get(GPU) == "1", 60, "an unhealthy GPU leaves allocatable"
+    )
+    capacity, _ = node.node_resources()
+    assert capacity[GPU] == "2"  # still the device's, only not allocatable
+    node.health_file.write_text("")
+    node.wait(lambda: node.node_resources()[1].get(GPU) == "2", 60, "the GPU healthy again")
+
+
+def _pod_devices(listed: dict[str, Any], pod: str) -> dict[str, list[str]]:
+    for entry in listed.get("podResources") or []:
+        if entry["name"] == pod and entry["namespace"] == NAMESPACE:
+            out: dict[str, list[str]] = {}
+            for container in entry.get("containers") or []:
+                for device in container.get("devices") or []:
+                    out.setdefault(device["resourceName"], []).extend(device["deviceIds"])
+            return out
+    raise AssertionError(f"pod {pod} not in PodResources List: {listed}")
+
+
+def _kubelet_registered(log: str, resource: str) -> bool:
+    """The kubelet's device manager took a Register of `resource` and connected to its endpoint."""
+    return (
+        f'"Got registration request from device plugin with resource" resourceName="{resource}"' in log
+        and f'"Device plugin connected" resourceName="{resource}"' in log
+    )
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_ctime_ns
+
+
+def _allocatable_devices(kubelet: Kubelet) -> dict[str, list[str]]:
+    devices = kubelet.pod_resources_allocatable().get("devices") or []
+    return {d["resourceName"]: d["deviceIds"] for d in devices}
