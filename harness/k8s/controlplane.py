@@ -83,7 +83,8 @@ class ControlPlane:
         self.url = f"https://127.0.0.1:{self.port}"
         self._approver_stop = threading.Event()
         self._approver: threading.Thread | None = None
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: dict[Path, ssl.SSLContext] = {}
+        self._identities: dict[Path, tuple[Path, Path]] = {}
         self.ca = CertificateAuthority.create(self.pki_dir)
         self.ca_cert, self.ca_key = self.ca.cert_path, self.ca.key_path
         self.sa_key, self.sa_pub = self.pki_dir / "sa.key", self.pki_dir / "sa.pub"
@@ -209,6 +210,15 @@ class ControlPlane:
             "--tls-cert-file", str(serving_crt),
             "--tls-private-key-file", str(serving_key),
             "--client-ca-file", str(self.ca_cert),
+            # The front-proxy settings go to the extension-apiserver-authentication ConfigMap, which the
+            # scheduler's and controller manager's delegated authentication read: without them both log
+            # "missing content for CA bundle" many times a second. Only a certificate named
+            # front-proxy-client (none is issued) could use the headers.
+            "--requestheader-client-ca-file", str(self.ca_cert),
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User",
+            "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--service-account-issuer", self.url,
             "--service-account-key-file", str(self.sa_pub),
             "--service-account-signing-key-file", str(self.sa_key),
@@ -275,12 +285,15 @@ class ControlPlane:
 
     # -- clients -----------------------------------------------------------------------------------------
 
-    def ssl_context(self) -> ssl.SSLContext:
-        if self._ssl is None:
+    def ssl_context(self, kubeconfig: Path | None = None) -> ssl.SSLContext:
+        """TLS as admin, or as the user of a kubeconfig this control plane wrote (kubeconfig_for)."""
+        key = kubeconfig or self.admin_kubeconfig
+        if key not in self._ssl:
+            crt, private = self._identities.get(key, (self.admin_cert, self.admin_key))
             context = ssl.create_default_context(cafile=str(self.ca_cert))
-            context.load_cert_chain(str(self.admin_cert), str(self.admin_key))
-            self._ssl = context
-        return self._ssl
+            context.load_cert_chain(str(crt), str(private))
+            self._ssl[key] = context
+        return self._ssl[key]
 
     def _readyz(self) -> bool:
         return self.api("GET", "/readyz")[0] == 200
@@ -305,14 +318,16 @@ class ControlPlane:
             time.sleep(interval)
 
     def api(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-            timeout: float = 10.0) -> tuple[int, Any]:  # fmt: skip
-        """One request as admin: (status, decoded JSON body, or the text when it is not JSON)."""
+            timeout: float = 10.0, kubeconfig: Path | None = None) -> tuple[int, Any]:  # fmt: skip
+        """One request as admin (or as `kubeconfig`'s user, one of kubeconfig_for's): (status, decoded JSON
+        body, or the text when it is not JSON). A PATCH's content type is the caller's to give."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         request = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context()) as response:
+            context = self.ssl_context(kubeconfig)
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
                 return response.status, _decode(response.read())
         except urllib.error.HTTPError as error:
             return error.code, _decode(error.read())
@@ -339,7 +354,10 @@ class ControlPlane:
     def kubeconfig_for(self, user: str, groups: Sequence[str] = (), name: str | None = None) -> Path:
         stem = name or user.replace(":", "-")
         crt, key = self.ca.issue(self.pki_dir, user, groups, file_stem=stem)
-        return write_kubeconfig(self.workdir / f"{stem}.kubeconfig", self.url, self.ca_cert, crt, key)
+        path = write_kubeconfig(self.workdir / f"{stem}.kubeconfig", self.url, self.ca_cert, crt, key)
+        self._identities[path] = (crt, key)
+        self._ssl.pop(path, None)
+        return path
 
     def node_kubeconfig(self, node_name: str) -> Path:
         return self.kubeconfig_for(f"system:node:{node_name}", ["system:nodes"], f"node-{node_name}")

@@ -8,6 +8,7 @@ the same arguments. Used by every harness/k8s module so each component's lifecyc
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -15,6 +16,17 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the process that started it dies, so a test run killed
+    outright (SIGKILL, a CI timeout) leaves no etcd or kube-apiserver behind. The parent must start it from
+    a thread that lives as long as the child (the kernel signals on the starting thread's exit): pytest's
+    fixtures run on the main thread."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def free_port() -> int:
@@ -57,6 +69,7 @@ class ManagedProcess:
                 env={**os.environ, **(self.env or {})},
                 cwd=self.cwd,
                 start_new_session=True,  # a Ctrl-C of pytest reaches us, not the components directly
+                preexec_fn=die_with_parent,
             )
         self.starts += 1
 

@@ -1,0 +1,398 @@
+"""The agent on the real kube-apiserver: `kubenode agent --kubeconfig` with a `system:node:<name>` client
+certificate joins the v1.37.2 control plane (harness/k8s/controlplane.py: etcd 3.7, kube-apiserver with
+Node,RBAC and NodeRestriction, kube-scheduler, kube-controller-manager).
+
+In order, on one node (module fixture): it registers its Node and Lease and gets its serving certificate
+from a kubelet-serving CSR (approved by the harness, signed by kube-controller-manager); a process pod the
+real kube-scheduler binds runs and reports Running; `kubectl logs`, `exec` and `port-forward` through
+kube-apiserver reach the agent's TLS endpoint; NodeRestriction lets the node write only its own objects;
+with `kubenode deviceplugin` (the cpu backend) its Node shows `kubenode.io/cpu` and a pod asking one runs
+pinned to it; with `kubenode dra-driver` it prepares the claim kube-controller-manager made from
+examples/dra/two-cores-one-numa.yaml's template and kube-scheduler allocated, and unprepares it when the pod
+goes. Pods are pinned to this node with a nodeSelector (the scheduler still binds them), so other scenarios
+may share the control plane. Nothing dials anything but loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from harness.agent import AgentProcess
+from harness.k8s.controlplane import ControlPlane
+from harness.k8s.process import ManagedProcess
+
+SCENARIO = "The agent on the real kube-apiserver"
+COMPONENTS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd")
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "agent-interop"
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # not yet; shown if it never holds
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last error: {last})")
+
+
+class Node:
+    def __init__(self, cp: ControlPlane, agent: AgentProcess, kubeconfig: Path) -> None:
+        self.cp = cp
+        self.agent = agent
+        self.name = agent.node
+        self.kubeconfig = kubeconfig
+        self.started = time.monotonic()
+        self.extra: list[ManagedProcess] = []
+
+    def get(self, path: str) -> dict[str, Any]:
+        status, body = self.cp.api("GET", path)
+        assert status == 200, (path, status, body)
+        return dict(body)
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+
+    def create_pod(self, name: str, containers: list[dict[str, Any]], **spec: Any) -> float:
+        """Create a pod the scheduler binds (to this node, by nodeSelector); seconds until it is Running."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": self.name},
+                "terminationGracePeriodSeconds": 5,
+                "containers": containers,
+                **spec,
+            },
+        }
+        created = time.monotonic()
+        status, answer = self.cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+        assert status == 201, answer
+        self.wait_running(name)
+        return time.monotonic() - created
+
+    def wait_running(self, name: str, timeout: float = 60) -> dict[str, Any]:
+        def running() -> dict[str, Any] | None:
+            pod = self.pod(name)
+            phase = pod.get("status", {}).get("phase")
+            assert phase not in ("Failed", "Succeeded"), pod.get("status")
+            return pod if phase == "Running" else None
+
+        try:
+            return wait_for(running, timeout, f"pod {name} Running")
+        except AssertionError:
+            raise AssertionError(
+                f"{self.describe(name)}\n--- agent ---\n{self.agent.log()[-4000:]}"
+            ) from None
+
+    def describe(self, name: str) -> str:
+        return self.cp.kubectl("describe", "pod", "-n", NAMESPACE, name, check=False).stdout
+
+    def delete_pod(self, name: str, timeout: float = 60) -> None:
+        self.cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        wait_for(
+            lambda: self.cp.api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")[0] == 404,
+            timeout, f"pod {name} gone",
+        )  # fmt: skip
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return self.cp.kubectl("-n", NAMESPACE, *args, check=check, input=input)
+
+
+@pytest.fixture(scope="module")
+def node(control_plane: ControlPlane) -> Iterator[Node]:
+    control_plane.create_namespace(NAMESPACE)
+    agent = AgentProcess(
+        control_plane.admin_kubeconfig,  # replaced below by the node's own identity
+        settings={"nodeIp": "127.0.0.1"},
+        plugin_config=REPO / "tests/configs/cpu.yaml",
+    )
+    config = yaml.safe_load(agent.config_path.read_text())
+    config["cdiSpecDirs"] = [str(agent.dir / "cdi")]  # where its DRA driver writes the claims' specs
+    agent.config_path.write_text(yaml.safe_dump(config))
+    kubeconfig = control_plane.node_kubeconfig(agent.node)
+    agent.kubeconfig = kubeconfig
+    node = Node(control_plane, agent, kubeconfig)
+    try:
+        agent.start()
+        yield node
+    finally:
+        for proc in node.extra:
+            proc.stop()
+        leftovers = agent.close()
+        control_plane.api("DELETE", f"/api/v1/nodes/{agent.node}")
+        assert not leftovers, f"cgroups left behind: {leftovers}"
+
+
+def test_node_and_lease_register_with_the_nodes_identity(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    def ready() -> dict[str, Any] | None:
+        status, body = node.cp.api("GET", f"/api/v1/nodes/{node.name}")
+        if status != 200:
+            return None
+        conditions = {c["type"]: c["status"] for c in body["status"].get("conditions", [])}
+        return dict(body) if conditions.get("Ready") == "True" else None
+
+    got = wait_for(ready, 60, f"Node {node.name} Ready")
+    record_property("node_ready_s", time.monotonic() - node.started)
+    status = got["status"]
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in status["addresses"]
+    assert got["metadata"]["labels"]["kubernetes.io/hostname"] == node.name
+    assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
+    assert status.get("declaredFeatures") == ["ExtendWebSocketsToKubelet"]
+    # The Lease, renewed by the node itself (every second here: FAST_SETTINGS).
+    path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node.name}"
+    lease = wait_for(lambda: node.cp.api("GET", path)[1] if node.cp.api("GET", path)[0] == 200 else None,
+                     30, "the node's Lease")  # fmt: skip
+    assert lease["spec"]["holderIdentity"] == node.name
+    first = lease["spec"]["renewTime"]
+    wait_for(lambda: node.get(path)["spec"]["renewTime"] != first, 15, "the Lease renewed")
+    # Owned by the Node once its uid is known (set on a renewal, as the kubelet's SetNodeOwnerFunc does).
+    owners = wait_for(lambda: node.get(path)["metadata"].get("ownerReferences"), 15, "the Lease's owner")
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("Node", node.name, got["metadata"]["uid"])]
+    # Its serving certificate: a kubelet-serving CSR from system:node:<name>, approved and issued.
+    csrs = node.get("/apis/certificates.k8s.io/v1/certificatesigningrequests")["items"]
+    mine = [c for c in csrs if c["spec"]["username"] == f"system:node:{node.name}"]
+    assert mine and all(c["spec"]["signerName"] == "kubernetes.io/kubelet-serving" for c in mine), mine
+
+    def issued() -> bool:
+        items = node.get("/apis/certificates.k8s.io/v1/certificatesigningrequests")["items"]
+        user = f"system:node:{node.name}"
+        return any(c.get("status", {}).get("certificate") for c in items if c["spec"]["username"] == user)
+
+    wait_for(issued, 30, "the CSR issued")
+
+
+def test_a_pod_the_real_scheduler_binds_runs(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    seconds = node.create_pod(
+        "hello", [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo hello; exec sleep 600"]}]
+    )
+    record_property("time_to_running_s", seconds)
+    pod = node.pod("hello")
+    assert pod["spec"]["nodeName"] == node.name
+    conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert conditions.get("PodScheduled") == conditions.get("Ready") == "True", conditions
+    [container] = pod["status"]["containerStatuses"]
+    assert container["ready"] and "running" in container["state"], container
+    events = node.get(f"/api/v1/namespaces/{NAMESPACE}/events")["items"]
+    scheduled = [e for e in events if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "hello"]
+    assert scheduled and f"to {node.name}" in scheduled[0]["message"], scheduled
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_logs_exec_and_port_forward_reach_the_agent_through_kube_apiserver(node: Node) -> None:
+    port = _free_port()
+    server = (
+        "import http.server\n"
+        "print('serving', flush=True)\n"
+        f"server = http.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler)\n"
+        "server.serve_forever()\n"
+    )
+    node.create_pod(
+        "streams",
+        [{"name": "main", "image": "busybox", "command": [sys.executable, "-c", server], "workingDir": "/tmp",
+          "ports": [{"containerPort": port}], "env": [{"name": "GREETING", "value": "hi from the pod"}]}],
+    )  # fmt: skip
+    wait_for(lambda: "serving" in node.kubectl("logs", "streams").stdout, 30, "kubectl logs")
+    done = node.kubectl(
+        "exec", "streams", "--", "sh", "-c", 'echo "$GREETING"; echo oops >&2; exit 3', check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr.splitlines()[0]) == (3, "hi from the pod\n", "oops"), (
+        done
+    )
+    done = node.kubectl("exec", "-i", "streams", "--", "tr", "a-z", "A-Z", input="shout\n")
+    assert done.stdout == "SHOUT\n", done
+    local = _free_port()
+    forward = subprocess.Popen(
+        [str(REPO / ".venv/bin/kubectl"), "--kubeconfig", str(node.cp.admin_kubeconfig), "-n", NAMESPACE,
+         "port-forward", "pod/streams", f"{local}:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        body = wait_for(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=5).read().decode(), 30,
+            "a request through kubectl port-forward",
+        )  # fmt: skip
+        assert "Directory listing" in body, body[:200]
+    finally:
+        forward.terminate()
+        out = forward.communicate(timeout=10)[0]
+    assert "Forwarding from 127.0.0.1" in out, out
+    node.delete_pod("streams")
+
+
+def test_node_restriction_lets_the_node_write_only_its_own_objects(node: Node) -> None:
+    cp = node.cp
+    other = f"other-{uuid.uuid4().hex[:6]}"
+    assert cp.api("POST", "/api/v1/nodes", {"metadata": {"name": other}})[0] == 201
+    merge = "application/merge-patch+json"
+    own = {"metadata": {"labels": {"interop.kubenode.io/own": "yes"}}}
+    try:
+        status, body = cp.api("PATCH", f"/api/v1/nodes/{node.name}", own, content_type=merge,
+                              kubeconfig=node.kubeconfig)  # fmt: skip
+        assert status == 200, body
+        ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Spoofed"}]}}
+        status, body = cp.api("PATCH", f"/api/v1/nodes/{other}/status", ready, content_type=merge,
+                              kubeconfig=node.kubeconfig)  # fmt: skip
+        assert status == 403, body
+        restricted = {"metadata": {"labels": {"node-restriction.kubernetes.io/pool": "x"}}}
+        status, body = cp.api("PATCH", f"/api/v1/nodes/{node.name}", restricted, content_type=merge,
+                              kubeconfig=node.kubeconfig)  # fmt: skip
+        assert status == 403 and "node-restriction.kubernetes.io" in body["message"], body
+        pod = {"metadata": {"name": "sneaky"}, "spec": {"nodeName": node.name,
+               "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+        status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod, kubeconfig=node.kubeconfig)
+        assert status == 403 and "mirror pods" in body["message"], body
+        status, body = cp.api("DELETE", f"/api/v1/nodes/{node.name}", kubeconfig=node.kubeconfig)
+        assert status == 403, body
+        lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{other}"
+        status, body = cp.api("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                              {"metadata": {"name": other}, "spec": {"holderIdentity": other}},
+                              kubeconfig=node.kubeconfig)  # fmt: skip
+        assert status == 403, body
+        assert cp.api("GET", lease)[0] == 404
+    finally:
+        cp.api("DELETE", f"/api/v1/nodes/{other}")
+    # The agent's own writes went through all along: its Node is still Ready and freshly reported.
+    conditions = {
+        c["type"]: c["status"] for c in node.get(f"/api/v1/nodes/{node.name}")["status"]["conditions"]
+    }
+    assert conditions["Ready"] == "True"
+    # and nothing it wrote was refused (but its NodeResourceTopology: kube-apiserver serves no such CRD).
+    refused = [line for line in node.agent.log().splitlines()
+               if "forbidden" in line.lower() and "NodeResourceTopology" not in line]  # fmt: skip
+    assert not refused, refused
+
+
+def test_the_device_plugins_resources_reach_the_node_and_a_pod(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    node.agent.start_plugin()
+    cpus = os.cpu_count() or 1
+    wait_for(lambda: node.get(f"/api/v1/nodes/{node.name}")["status"]["allocatable"].get("kubenode.io/cpu")
+             == str(cpus), 30, "kubenode.io/cpu in the Node's allocatable")  # fmt: skip
+    capacity = node.get(f"/api/v1/nodes/{node.name}")["status"]["capacity"]
+    assert capacity["kubenode.io/cpu"] == str(cpus)
+    script = "grep Cpus_allowed_list /proc/self/status; echo cpuset=$KUBENODE_CPUSET; exec sleep 600"
+    seconds = node.create_pod(
+        "one-cpu", [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
+                     "resources": {"limits": {"kubenode.io/cpu": "1"}}}],
+    )  # fmt: skip
+    record_property("device_plugin_pod_running_s", seconds)
+
+    def log() -> str | None:
+        text = node.kubectl("logs", "one-cpu").stdout
+        return text if text.count("\n") >= 2 else None
+
+    out = wait_for(log, 20, "its log")
+    allowed = out.split("Cpus_allowed_list:")[1].split()[0]
+    assert f"cpuset={allowed}\n" in out and allowed.isdigit(), out
+    node.delete_pod("one-cpu")
+    node.agent.stop_plugin()
+
+
+def _dra_driver(node: Node) -> ManagedProcess:
+    config = node.agent.dir / "dra.yaml"
+    config.write_text("drivers: [cpu.kubenode.io]\n")
+    proc = ManagedProcess(
+        "kubenode-dra-driver",
+        [sys.executable, "-m", "cli.main", "dra-driver", "--kubeconfig", str(node.kubeconfig),
+         "--node-name", node.name, "--registry-dir", str(node.agent.dir / "plugins_registry"),
+         "--plugin-dir", str(node.agent.dir / "plugins"), "--cdi-dir", str(node.agent.dir / "cdi"),
+         "--config", str(config)],
+        node.agent.dir / "logs", env={"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}, cwd=REPO,
+    )  # fmt: skip
+    node.extra.append(proc)
+    proc.start()
+    return proc
+
+
+def test_the_dra_driver_prepares_the_claim_the_real_scheduler_allocated(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    cp = node.cp
+    driver = _dra_driver(node)
+    wait_for(lambda: "DRA driver cpu.kubenode.io registered" in node.agent.log(), 30,
+             f"the driver registered with the agent\n{driver.log_tail()}")  # fmt: skip
+    selector = f"spec.nodeName={node.name}"
+    slices = wait_for(
+        lambda: node.get(f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}")["items"], 30,
+        f"the driver's ResourceSlice\n{driver.log_tail()}",
+    )  # fmt: skip
+    assert [s["spec"]["driver"] for s in slices] == ["cpu.kubenode.io"]
+    cp.apply((REPO / "examples/dra/deviceclasses.yaml").read_text())
+    docs = list(yaml.safe_load_all((REPO / "examples/dra/two-cores-one-numa.yaml").read_text()))
+    template, pod = docs
+    template["metadata"]["namespace"] = NAMESPACE
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
+        template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 1
+    cp.apply(json.dumps(template))
+    created = time.monotonic()
+    pod["metadata"]["namespace"] = NAMESPACE
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.name}
+    pod["spec"]["terminationGracePeriodSeconds"] = 5
+    cp.apply(json.dumps(pod))
+    name = pod["metadata"]["name"]
+    running = node.wait_running(name, 90)
+    record_property("dra_pod_running_s", time.monotonic() - created)
+    [claim_name] = [s["resourceClaimName"] for s in running["status"]["resourceClaimStatuses"]]
+    claim = node.get(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{claim_name}")
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert {r["driver"] for r in results} == {"cpu.kubenode.io"} and {r["pool"] for r in results} == {
+        node.name
+    }
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [running["metadata"]["uid"]]
+    allocated = sorted(int(r["device"].removeprefix("cpu-")) for r in results)
+    out = wait_for(lambda: node.kubectl("logs", name).stdout, 20, "its log")
+    listed = out.split("Cpus_allowed_list:")[1].split()[0]
+    assert _cpu_list(listed) == allocated, (listed, allocated)
+    cdi = node.agent.dir / "cdi"
+    assert any(claim["metadata"]["uid"] in p.name for p in cdi.iterdir()), list(cdi.iterdir())
+    # Deleting the pod unprepares the claim (its CDI spec goes) and the template's claim is deleted.
+    node.delete_pod(name)
+    wait_for(
+        lambda: not any(claim["metadata"]["uid"] in p.name for p in cdi.iterdir()),
+        30,
+        "the claim's spec gone",
+    )
+    wait_for(lambda: cp.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/"
+                                   f"{claim_name}")[0] == 404, 30, "the claim deleted")  # fmt: skip
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
