@@ -25,12 +25,12 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
-from harness.agent import AgentProcess
+from harness.k8s.agentnode import AgentNode, wait_for
 from harness.k8s.controlplane import ControlPlane
 from harness.k8s.process import ManagedProcess
 
@@ -38,116 +38,16 @@ SCENARIO = "The agent on the real kube-apiserver"
 COMPONENTS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd")
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "agent-interop"
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:  # not yet; shown if it never holds
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s (last error: {last})")
-
-
-class Node:
-    def __init__(self, cp: ControlPlane, agent: AgentProcess, kubeconfig: Path) -> None:
-        self.cp = cp
-        self.agent = agent
-        self.name = agent.node
-        self.kubeconfig = kubeconfig
-        self.started = time.monotonic()
-        self.extra: list[ManagedProcess] = []
-
-    def get(self, path: str) -> dict[str, Any]:
-        status, body = self.cp.api("GET", path)
-        assert status == 200, (path, status, body)
-        return dict(body)
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return self.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
-
-    def create_pod(self, name: str, containers: list[dict[str, Any]], **spec: Any) -> float:
-        """Create a pod the scheduler binds (to this node, by nodeSelector); seconds until it is Running."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": self.name},
-                "terminationGracePeriodSeconds": 5,
-                "containers": containers,
-                **spec,
-            },
-        }
-        created = time.monotonic()
-        status, answer = self.cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
-        assert status == 201, answer
-        self.wait_running(name)
-        return time.monotonic() - created
-
-    def wait_running(self, name: str, timeout: float = 60) -> dict[str, Any]:
-        def running() -> dict[str, Any] | None:
-            pod = self.pod(name)
-            phase = pod.get("status", {}).get("phase")
-            assert phase not in ("Failed", "Succeeded"), pod.get("status")
-            return pod if phase == "Running" else None
-
-        try:
-            return wait_for(running, timeout, f"pod {name} Running")
-        except AssertionError:
-            raise AssertionError(
-                f"{self.describe(name)}\n--- agent ---\n{self.agent.log()[-4000:]}"
-            ) from None
-
-    def describe(self, name: str) -> str:
-        return self.cp.kubectl("describe", "pod", "-n", NAMESPACE, name, check=False).stdout
-
-    def delete_pod(self, name: str, timeout: float = 60) -> None:
-        self.cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
-        wait_for(
-            lambda: self.cp.api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")[0] == 404,
-            timeout, f"pod {name} gone",
-        )  # fmt: skip
-
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return self.cp.kubectl("-n", NAMESPACE, *args, check=check, input=input)
 
 
 @pytest.fixture(scope="module")
-def node(control_plane: ControlPlane) -> Iterator[Node]:
-    control_plane.create_namespace(NAMESPACE)
-    agent = AgentProcess(
-        control_plane.admin_kubeconfig,  # replaced below by the node's own identity
-        settings={"nodeIp": "127.0.0.1"},
-        plugin_config=REPO / "tests/configs/cpu.yaml",
-    )
-    config = yaml.safe_load(agent.config_path.read_text())
-    config["cdiSpecDirs"] = [str(agent.dir / "cdi")]  # where its DRA driver writes the claims' specs
-    agent.config_path.write_text(yaml.safe_dump(config))
-    kubeconfig = control_plane.node_kubeconfig(agent.node)
-    agent.kubeconfig = kubeconfig
-    node = Node(control_plane, agent, kubeconfig)
-    try:
-        agent.start()
+def node(control_plane: ControlPlane) -> Iterator[AgentNode]:
+    with AgentNode(control_plane, NAMESPACE, plugin_config=REPO / "tests/configs/cpu.yaml") as node:
         yield node
-    finally:
-        for proc in node.extra:
-            proc.stop()
-        leftovers = agent.close()
-        control_plane.api("DELETE", f"/api/v1/nodes/{agent.node}")
-        assert not leftovers, f"cgroups left behind: {leftovers}"
 
 
 def test_node_and_lease_register_with_the_nodes_identity(
-    node: Node, record_property: Callable[[str, object], None]
+    node: AgentNode, record_property: Callable[[str, object], None]
 ) -> None:
     def ready() -> dict[str, Any] | None:
         status, body = node.cp.api("GET", f"/api/v1/nodes/{node.name}")
@@ -187,7 +87,7 @@ def test_node_and_lease_register_with_the_nodes_identity(
 
 
 def test_a_pod_the_real_scheduler_binds_runs(
-    node: Node, record_property: Callable[[str, object], None]
+    node: AgentNode, record_property: Callable[[str, object], None]
 ) -> None:
     seconds = node.create_pod(
         "hello", [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo hello; exec sleep 600"]}]
@@ -210,7 +110,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_logs_exec_and_port_forward_reach_the_agent_through_kube_apiserver(node: Node) -> None:
+def test_logs_exec_and_port_forward_reach_the_agent_through_kube_apiserver(node: AgentNode) -> None:
     port = _free_port()
     server = (
         "import http.server\n"
@@ -251,7 +151,7 @@ def test_logs_exec_and_port_forward_reach_the_agent_through_kube_apiserver(node:
     node.delete_pod("streams")
 
 
-def test_node_restriction_lets_the_node_write_only_its_own_objects(node: Node) -> None:
+def test_node_restriction_lets_the_node_write_only_its_own_objects(node: AgentNode) -> None:
     cp = node.cp
     other = f"other-{uuid.uuid4().hex[:6]}"
     assert cp.api("POST", "/api/v1/nodes", {"metadata": {"name": other}})[0] == 201
@@ -295,7 +195,7 @@ def test_node_restriction_lets_the_node_write_only_its_own_objects(node: Node) -
 
 
 def test_the_device_plugins_resources_reach_the_node_and_a_pod(
-    node: Node, record_property: Callable[[str, object], None]
+    node: AgentNode, record_property: Callable[[str, object], None]
 ) -> None:
     node.agent.start_plugin()
     cpus = os.cpu_count() or 1
@@ -321,7 +221,7 @@ def test_the_device_plugins_resources_reach_the_node_and_a_pod(
     node.agent.stop_plugin()
 
 
-def _dra_driver(node: Node) -> ManagedProcess:
+def _dra_driver(node: AgentNode) -> ManagedProcess:
     config = node.agent.dir / "dra.yaml"
     config.write_text("drivers: [cpu.kubenode.io]\n")
     proc = ManagedProcess(
@@ -338,16 +238,16 @@ def _dra_driver(node: Node) -> ManagedProcess:
 
 
 def test_the_dra_driver_prepares_the_claim_the_real_scheduler_allocated(
-    node: Node, record_property: Callable[[str, object], None]
+    node: AgentNode, record_property: Callable[[str, object], None]
 ) -> None:
     cp = node.cp
     driver = _dra_driver(node)
     wait_for(lambda: "DRA driver cpu.kubenode.io registered" in node.agent.log(), 30,
-             f"the driver registered with the agent\n{driver.log_tail()}")  # fmt: skip
+             lambda: f"the driver registered with the agent\n{driver.log_tail()}")  # fmt: skip
     selector = f"spec.nodeName={node.name}"
     slices = wait_for(
         lambda: node.get(f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}")["items"], 30,
-        f"the driver's ResourceSlice\n{driver.log_tail()}",
+        lambda: f"the driver's ResourceSlice\n{driver.log_tail()}",
     )  # fmt: skip
     assert [s["spec"]["driver"] for s in slices] == ["cpu.kubenode.io"]
     cp.apply((REPO / "examples/dra/deviceclasses.yaml").read_text())
