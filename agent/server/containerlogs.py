@@ -73,7 +73,7 @@ class ContainerLogs:
             if restarts == 0 or previous is None or not previous.exists():
                 message = f'previous terminated container "{container}" in pod "{pod}" not found\n'
                 return 400, "text/plain", message.encode()
-            return 200, "text/plain", self._stream(previous, options, None, request)
+            return 200, "text/plain", self._stream(previous, options, None, request, live=False)
         running = "running" in (status.get("state") or {})
 
         def still_this_container() -> bool:
@@ -81,7 +81,7 @@ class ContainerLogs:
             return bool(now and now.get("logPath") == log_path and "running" in (now.get("state") or {}))
 
         follow = still_this_container if options["follow"] and running else None
-        return 200, "text/plain", self._stream(current, options, follow, request)
+        return 200, "text/plain", self._stream(current, options, follow, request, live=running)
 
     def _container_status(self, namespace: str, pod: str, container: str) -> dict[str, Any] | None:
         for item in self._pods().get("items") or []:
@@ -100,14 +100,19 @@ class ContainerLogs:
         options: Mapping[str, Any],
         still_running: Callable[[], bool] | None,
         request: StreamRequest,
+        *,
+        live: bool,
     ) -> AsyncIterator[bytes]:
         limit = options["limitBytes"]
         sent = 0
         # Across the log's rotations (agent/logs): the rotated files, then the live one. A CRI log's follower
         # opens the live file under the same lock, so that a rename cannot come between.
         cri = self._cri_root is not None and path.is_relative_to(self._cri_root)
+        tail = options["tailLines"]
         with lock_for(path):
-            data, offset = snapshot(path, options["tailLines"])
+            # A running container's last line may be one it is still writing: one line more is read, so that
+            # `tailLines` complete lines are left once that one is held back.
+            data, offset = snapshot(path, tail + 1 if live and tail else tail)
             renamed = RenamedFollower(path, offset) if cri and still_running is not None else None
         try:
             written = path.stat().st_mtime
@@ -118,9 +123,12 @@ class ContainerLogs:
             data = b""
         lines = data.splitlines(keepends=True)
         pending = b""
-        if still_running is not None and lines and not lines[-1].endswith(b"\n"):
-            # A line the runtime is still writing: the follower reads its rest, so it is sent whole then.
+        if live and lines and not lines[-1].endswith(b"\n"):
+            # A line the container is still writing is not shown in part (a CRI runtime buffers a line until
+            # its newline): with `follow` the follower reads its rest and it is sent whole then.
             pending = lines.pop()
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
         for line in lines:
             if cri:
                 chunk = crilog.content(line, options["timestamps"])
