@@ -10,7 +10,9 @@ and its init process, and before the user's process starts, in the runtime's own
    hierarchy: a cgroupfs path (absolute, or relative to this process's cgroup, as runc does) or the
    systemd form `slice:prefix:name` (`a-b.slice` nests as `a.slice/a-b.slice`); on cgroup v1 (the
    `cpuset` hierarchy) or v2 (the unified one), found in /proc/self/mountinfo.
-3. Check the cgroup exists and holds the init pid, and that the CPUs are within the parent's cpuset.
+3. The CPUs are `--cpus` and those of every other cpuset hook in the config's `hooks.createRuntime` (one
+   per CDI device: a container with a two-CPU DRA claim runs two hooks, and each pins to both).
+   Check the cgroup exists and holds the init pid, and that the CPUs are within the parent's cpuset.
 4. Write `cpuset.cpus`, then set the affinity of every thread of the init process.
 
 Any failure prints one line `kubenode cdi-hook: <reason>` on stderr and exits 1 (2 for bad arguments), so
@@ -82,9 +84,12 @@ def parse_args(argv: "Sequence[str]") -> frozenset[int]:
 
 
 def pin(cpus: frozenset[int], state_text: str, proc: str = "/proc") -> None:
-    """Write `cpus` into the container's cpuset cgroup and its init's affinity; HookError on any problem."""
+    """Write `cpus`, with the CPUs of every other cpuset hook of the container (`other_hook_cpus`), into
+    its cpuset cgroup and its init's affinity; HookError on any problem."""
     pid, bundle = read_state(state_text)
-    cgroups_path = read_cgroups_path(bundle)
+    config = read_config(bundle)
+    cgroups_path = cgroups_path_of(config, bundle)
+    cpus = cpus | other_hook_cpus(config)
     hierarchy = CpusetHierarchy.find(_read(f"{proc}/self/mountinfo"))
     own = hierarchy.cgroup_of(_read(f"{proc}/self/cgroup"))
     cgroup = resolve_cgroup(cgroups_path, own)
@@ -125,20 +130,51 @@ def read_state(text: str) -> tuple[int, str]:
     return pid, bundle
 
 
-def read_cgroups_path(bundle: str) -> str:
+def read_config(bundle: str) -> object:
     path = os.path.join(bundle, "config.json")
     try:
         with open(path, encoding="utf-8") as config_file:
-            config = loads(config_file.read())
+            return loads(config_file.read())
     except OSError as exc:
         raise HookError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError:
         raise HookError(f"{path}: not valid JSON") from None
+
+
+def cgroups_path_of(config: object, bundle: str) -> str:
     linux = config.get("linux") if isinstance(config, dict) else None
     value = linux.get("cgroupsPath") if isinstance(linux, dict) else None
     if not isinstance(value, str) or not value:
+        path = os.path.join(bundle, "config.json")
         raise HookError(f"{path}: no linux.cgroupsPath (the container has no cgroup of its own to pin)")
     return value
+
+
+def other_hook_cpus(config: object) -> frozenset[int]:
+    """The CPUs of every cpuset hook in the container's `hooks.createRuntime` (args ending `cpuset --cpus
+    LIST` or `cpuset --cpus=LIST`). A container given several CPU devices has one hook per CDI device: a DRA
+    claim of two CPUs is two devices, `cpu-0` and `cpu-1`, each with its own hook, and a container may hold a
+    claim and `kubenode.io/cpu` too. The runtime runs them one after the other, so each hook pins to all of
+    them: whichever runs last, the container gets the union (each one alone pinned to its own CPU, and the
+    last one run won: found under kubelet 1.37 and containerd 2.4, docs/interop.md)."""
+    hooks = config.get("hooks") if isinstance(config, dict) else None
+    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
+    found: set[int] = set()
+    for entry in entries if isinstance(entries, list) else ():
+        args = entry.get("args") if isinstance(entry, dict) else None
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            continue
+        if len(args) >= 3 and args[-3:-1] == ["cpuset", "--cpus"]:
+            text = args[-1]
+        elif len(args) >= 2 and args[-2] == "cpuset" and args[-1].startswith("--cpus="):
+            text = args[-1].removeprefix("--cpus=")
+        else:
+            continue
+        try:
+            found.update(parse_cpuset(text))
+        except ValueError:
+            continue  # not ours after all; its own run refuses it
+    return frozenset(found)
 
 
 def resolve_cgroup(cgroups_path: str, own_cgroup: str) -> str:

@@ -25,6 +25,8 @@ from kubenode.api.dra.v1 import api_pb2 as v1
 from kubenode.api.dra.v1 import api_pb2_grpc as v1_grpc
 from kubenode.api.dra.v1beta1 import api_pb2 as v1beta1
 from kubenode.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from kubenode.cpuset import format_cpuset, parse_cpuset
+from kubenode.devicecontract import CPUSET_ENV
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,8 @@ class DriverState:
                 }
                 for r in results
             ]
-            self.specs.write(uid, [(n, self._devices[n].edits) for n in names], devices)
+            edits = claim_edits(results, self._devices)
+            self.specs.write(uid, [(n, edits[n]) for n in names], devices)
             self.prepared[uid] = devices
         log.info("prepared claim %s/%s (%s): %s", namespace, name, uid, ", ".join(names))
         return devices
@@ -104,6 +107,36 @@ class DriverState:
             self.specs.remove(uid)
             if self.prepared.pop(uid, None) is not None:
                 log.info("unprepared claim %s", uid)
+
+
+def claim_edits(
+    results: list[Mapping[str, Any]], devices: Mapping[str, DraDevice]
+) -> dict[str, Mapping[str, Any]]:
+    """Each allocated device's CDI edits. A CPU device's `KUBENODE_CPUSET` names every CPU of its request,
+    not only its own: a runtime merges the env of a container's CDI devices with the last one winning, so
+    under kubelet 1.37 and containerd 2.4 a two-CPU claim's container saw KUBENODE_CPUSET=1 of its 0-1
+    (the pinning itself is the hooks', each of which pins to all of them: deviceplugin/cdihook.py)."""
+    by_request: dict[str, set[int]] = {}
+    for r in results:
+        by_request.setdefault(str(r.get("request") or ""), set()).update(
+            _env_cpus(devices[r["device"]].edits)
+        )
+    out: dict[str, Mapping[str, Any]] = {}
+    for r in results:
+        name, request = str(r["device"]), str(r.get("request") or "")
+        edits = dict(devices[name].edits)
+        if _env_cpus(edits):
+            env = [e for e in edits.get("env") or [] if not str(e).startswith(f"{CPUSET_ENV}=")]
+            edits["env"] = [*env, f"{CPUSET_ENV}={format_cpuset(frozenset(by_request[request]))}"]
+        out[name] = edits
+    return out
+
+
+def _env_cpus(edits: Mapping[str, Any]) -> frozenset[int]:
+    for entry in edits.get("env") or []:
+        if str(entry).startswith(f"{CPUSET_ENV}="):
+            return parse_cpuset(str(entry).split("=", 1)[1])
+    return frozenset()
 
 
 class DraServicer:

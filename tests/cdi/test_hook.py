@@ -207,3 +207,42 @@ def test_mountinfo_picks_the_cpuset_hierarchy() -> None:
     assert (v2.version, v2.directory("/a/b"), v2.cgroup_of("0::/a/b\n")) == (2, "/sys/fs/cgroup/a/b", "/a/b")
     with pytest.raises(HookError, match="no cpuset cgroup hierarchy is mounted"):
         CpusetHierarchy.find("22 1 0:21 / /proc rw - proc proc rw\n")
+
+
+def test_every_cpuset_hook_of_the_container_pins_to_all_of_them(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """A DRA claim of two CPUs is two CDI devices, each with its own hook (`--cpus 0`, `--cpus 1`); the
+    runtime runs both, so each must pin to the union or the last one run wins. Under kubelet 1.37 and
+    containerd 2.4 the container of examples/dra/two-cores-one-numa.yaml got only CPU 1 of its 0-1
+    (interop/tests/test_dra_driver_under_kubelet.py). Other hooks and broken args are ignored."""
+    proc = tmp_path / "proc"
+    cgroup_root = tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / str(sleeper.pid)).mkdir()
+    (proc / "self/mountinfo").write_text(f"30 1 0:26 / {cgroup_root} rw - cgroup2 cgroup2 rw\n")
+    (proc / "self/cgroup").write_text("0::/\n")
+    (proc / str(sleeper.pid) / "cgroup").write_text("0::/kubepods/pod1/ctr\n")
+    container = cgroup_root / "kubepods/pod1/ctr"
+    container.mkdir(parents=True)
+    (container.parent / "cpuset.cpus.effective").write_text("0-1\n")
+    (container / "cpuset.cpus").write_text("")
+    (proc / str(sleeper.pid) / "task" / str(sleeper.pid)).mkdir(parents=True)
+    hook = {"path": "/usr/bin/python3", "args": ["python3", "-I", "-S", "-c", "boot", "/pkg", "cpuset"]}
+    config = {
+        "ociVersion": "1.0.2",
+        "linux": {"cgroupsPath": "/kubepods/pod1/ctr"},
+        "hooks": {
+            "createRuntime": [
+                {**hook, "args": [*hook["args"], "--cpus", "0"]},
+                {"path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "update-ldcache"]},
+                {**hook, "args": [*hook["args"], "--cpus=1"]},
+                {**hook, "args": [*hook["args"], "--cpus", "not-a-list"]},
+            ]
+        },
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    state = json.dumps({"ociVersion": "1.0.2", "pid": sleeper.pid, "bundle": str(tmp_path)})
+    pin(frozenset({1}), state, proc=str(proc))  # the second hook's run: it pins to 0 and 1
+    assert (container / "cpuset.cpus").read_text() == "0-1"
+    assert os.sched_getaffinity(sleeper.pid) == {0, 1}

@@ -173,6 +173,32 @@ def test_prepare_writes_a_spec_and_unprepare_removes_it(cpu_driver: Driver, clai
         assert stub.NodeUnprepareResources(unprepare, timeout=5).claims[uid].error == ""
 
 
+def test_a_claim_of_two_cpus_names_both_in_each_devices_env(cpu_driver: Driver, claims: Claims) -> None:
+    """Every CPU device of a request carries the request's whole set in KUBENODE_CPUSET (a runtime merges
+    the env of a container's CDI devices, the last one winning: under kubelet 1.37 and containerd 2.4 a
+    two-CPU claim's container saw only its last CPU); the hooks stay one per CPU (each pins to all of them,
+    deviceplugin/cdihook.py). Another request of the same claim keeps its own set."""
+    uid = claims.put(
+        "pair",
+        [result("cpu-1", request="cpus"), result("cpu-3", request="cpus"), result("cpu-2", request="one")],
+    )
+    with grpc.insecure_channel(f"unix://{cpu_driver.dra_socket}") as channel:
+        request = v1.NodePrepareResourcesRequest(claims=[v1.Claim(namespace="default", uid=uid, name="pair")])
+        answer = v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=5).claims[uid]
+    assert answer.error == ""
+    entries = {
+        e.name.removeprefix(f"{uid}-"): e.edits for e in read_spec(cpu_driver.state.specs.path(uid)).devices
+    }
+    assert {
+        name: [v for v in edits.env if v.startswith("KUBENODE_CPUSET=")] for name, edits in entries.items()
+    } == {
+        "cpu-1": ["KUBENODE_CPUSET=1,3"],
+        "cpu-3": ["KUBENODE_CPUSET=1,3"],
+        "cpu-2": ["KUBENODE_CPUSET=2"],
+    }
+    assert [h.args[-1] for h in entries["cpu-3"].hooks] == ["3"]
+
+
 def test_errors_are_per_claim(cpu_driver: Driver, claims: Claims) -> None:
     ok = claims.put("ok", [result("cpu-0")])
     stale = claims.put("stale", [result("cpu-1")])
