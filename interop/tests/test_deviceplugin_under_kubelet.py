@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from harness.k8s.binaries import MissingBinary, binary
 from harness.k8s.containerd2 import Containerd2
 from harness.k8s.images import BUSYBOX_IMAGE
 from harness.k8s.kubelet import Kubelet, container_id, cpus_allowed_list, pid_env, pod_phase, wait_pod_running
@@ -36,23 +35,6 @@ NAMESPACE = "default"
 CPU = "kubenode.io/cpu"
 GPU = "kubenode.io/gpu"
 GPUS = ("kn-gpu-0", "kn-gpu-1")
-
-try:
-    for _name in (
-        "kubelet",
-        "containerd",
-        "containerd-shim-runc-v2",
-        "runc",
-        "crictl",
-        "kube-apiserver",
-        "etcd",
-    ):
-        binary(_name)
-    MISSING = ""
-except MissingBinary as exc:
-    MISSING = str(exc)
-
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
 
 
 def plugin_config(cdi_dir: Path, pod_resources: Path, health_file: Path) -> str:
@@ -153,52 +135,37 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    try:
-        control_plane = request.getfixturevalue("control_plane")
-        own = None
-    except pytest.FixtureLookupError:
-        from harness.k8s.controlplane import ControlPlane
-
-        own = ControlPlane()
-        own.__enter__()
-        control_plane = own
+def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("dp-under-kubelet")
     health_file = work / "gpu-health"
     health_file.write_text("")
     times: dict[str, float] = {}
-    try:
-        with Containerd2() as containerd:
-            kubelet = Kubelet(control_plane, containerd, NODE)
-            plugin: ManagedProcess | None = None
-            try:
-                times["kubelet_ready"] = kubelet.start()
-                config = work / "deviceplugin.yaml"
-                config.write_text(
-                    plugin_config(containerd.cdi_dir, kubelet.pod_resources_socket, health_file)
+    with Containerd2() as containerd:
+        kubelet = Kubelet(control_plane, containerd, NODE)
+        plugin: ManagedProcess | None = None
+        try:
+            times["kubelet_ready"] = kubelet.start()
+            config = work / "deviceplugin.yaml"
+            config.write_text(plugin_config(containerd.cdi_dir, kubelet.pod_resources_socket, health_file))
+            plugin = ManagedProcess(
+                "deviceplugin",
+                [KUBENODE, "deviceplugin", "--config", config,
+                 "--kubelet-dir", kubelet.device_plugin_dir],
+                work,
+            )  # fmt: skip
+            plugin.start()
+            yield Node(control_plane, containerd, kubelet, plugin, health_file, times)
+        finally:
+            for name in ("pinned",):
+                control_plane.api(
+                    "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0}
                 )
-                plugin = ManagedProcess(
-                    "deviceplugin",
-                    [KUBENODE, "deviceplugin", "--config", config,
-                     "--kubelet-dir", kubelet.device_plugin_dir],
-                    work,
-                )  # fmt: skip
-                plugin.start()
-                yield Node(control_plane, containerd, kubelet, plugin, health_file, times)
-            finally:
-                for name in ("pinned",):
-                    control_plane.api(
-                        "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0}
-                    )
-                if plugin is not None:
-                    plugin.stop()
-                _wait_pods_gone(control_plane)
-                control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
-                kubelet.close()
-                print(f"device plugin under kubelet: {json.dumps(times)}", file=sys.stderr)
-    finally:
-        if own is not None:
-            own.__exit__(None, None, None)
+            if plugin is not None:
+                plugin.stop()
+            _wait_pods_gone(control_plane)
+            control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
+            kubelet.close()
+            print(f"device plugin under kubelet: {json.dumps(times)}", file=sys.stderr)
 
 
 def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
@@ -211,13 +178,16 @@ def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
         time.sleep(0.3)
 
 
-def test_plugin_registers_and_node_shows_devices(node: Node) -> None:
+def test_plugin_registers_and_node_shows_devices(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     seconds = node.wait(
         lambda: node.node_resources()[1].get(CPU) == "2" and node.node_resources()[1].get(GPU) == "2",
         60,
         "kubenode.io/cpu and kubenode.io/gpu on the Node's allocatable",
     )
     node.times["resources_on_node"] = seconds
+    record_property("resources_on_node_s", node.times["resources_on_node"])
     capacity, allocatable = node.node_resources()
     assert (capacity[CPU], capacity[GPU]) == ("2", "2")
     assert (allocatable[CPU], allocatable[GPU]) == ("2", "2")
@@ -227,12 +197,15 @@ def test_plugin_registers_and_node_shows_devices(node: Node) -> None:
     assert by_resource.get(CPU) and by_resource.get(GPU), allocatable_devices
 
 
-def test_pinned_pod_runs_on_the_allocated_cpu(node: Node) -> None:
+def test_pinned_pod_runs_on_the_allocated_cpu(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     cp = node.control_plane
     status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pinned_pod("pinned", {CPU: "1"}))
     assert status == 201, body
     pod, seconds = wait_pod_running(cp, NAMESPACE, "pinned", timeout=120)
     node.times["pinned_pod_running"] = seconds
+    record_property("time_to_running_s", node.times["pinned_pod_running"])
     pid = node.containerd.container_pid(container_id(pod, "main"))
 
     listed = node.kubelet.pod_resources_list()
@@ -257,10 +230,11 @@ def test_pinned_pod_runs_on_the_allocated_cpu(node: Node) -> None:
     # The CDI spec the plugin wrote is in containerd's (and only containerd's) spec dir.
     spec = node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json"
     assert spec.exists(), sorted(os.listdir(node.containerd.cdi_dir))
-    node.times["pinned_cpu"] = float(cpu)
 
 
-def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(node: Node) -> None:
+def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     pod_before = pod_phase(node.control_plane, NAMESPACE, "pinned")
     assert pod_before is not None
     before = _pod_devices(node.kubelet.pod_resources_list(), "pinned")[CPU]
@@ -269,6 +243,7 @@ def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(node: Nod
     log_mark = len(node.kubelet.logs())
 
     node.times["kubelet_restart_healthy"] = node.kubelet.restart()
+    record_property("kubelet_restart_healthy_s", node.times["kubelet_restart_healthy"])
     node.wait(
         lambda: _identity(node.kubelet.device_plugin_dir / "kubelet.sock") != socket_id,
         60,
@@ -280,6 +255,7 @@ def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(node: Nod
         return all(_kubelet_registered(new_log, name) for name in (CPU, GPU))
 
     node.times["plugin_registered_again"] = node.wait(registered_again, 60, "the plugin registered again")
+    record_property("plugin_registered_again_s", node.times["plugin_registered_again"])
     node.wait(lambda: node.node_resources()[1].get(CPU) == "2", 60, "kubenode.io/cpu allocatable again")
     after_pod = pod_phase(node.control_plane, NAMESPACE, "pinned")
     assert after_pod is not None
@@ -294,7 +270,9 @@ def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(node: Nod
     assert "register failed" not in node.plugin.log(), node.plugin.log_tail(20)  # one Register per kubelet
 
 
-def test_plugin_restart_kubelet_sees_it_again(node: Node) -> None:
+def test_plugin_restart_kubelet_sees_it_again(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     log_mark = len(node.kubelet.logs())
     node.plugin.stop()
     # The kubelet marks a plugin's devices unhealthy when its endpoint goes away.
@@ -305,16 +283,20 @@ def test_plugin_restart_kubelet_sees_it_again(node: Node) -> None:
         60,
         "kubenode.io/gpu allocatable again after the plugin restart",
     )
+    record_property("plugin_restart_seen_s", node.times["plugin_restart_seen"])
     assert all(_kubelet_registered(node.kubelet.logs()[log_mark:], name) for name in (CPU, GPU))
     pod = pod_phase(node.control_plane, NAMESPACE, "pinned")
     assert pod is not None and pod["status"]["phase"] == "Running"
 
 
-def test_unhealthy_device_leaves_allocatable(node: Node) -> None:
+def test_unhealthy_device_leaves_allocatable(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     node.health_file.write_text(f"{GPUS[1]}\n")
     node.times["unhealthy_leaves_allocatable"] = node.wait(
         lambda: node.node_resources()[1].get(GPU) == "1", 60, "an unhealthy GPU leaves allocatable"
     )
+    record_property("unhealthy_leaves_allocatable_s", node.times["unhealthy_leaves_allocatable"])
     capacity, _ = node.node_resources()
     assert capacity[GPU] == "2"  # still the device's, only not allocatable
     node.health_file.write_text("")

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.k8s.binaries import MissingBinary, binary
 from harness.k8s.containerd2 import Containerd2
 from harness.k8s.kubelet import Kubelet, container_id, cpus_allowed_list, pid_env, wait_pod_running
 from harness.k8s.process import ManagedProcess
@@ -37,25 +36,6 @@ EXAMPLES = ROOT / "examples" / "dra"
 NODE = "kn-dra-node"
 NAMESPACE = "default"
 DRIVER = "cpu.kubenode.io"
-NEEDED = (
-    "kubelet",
-    "containerd",
-    "containerd-shim-runc-v2",
-    "runc",
-    "kube-apiserver",
-    "kube-scheduler",
-    "kube-controller-manager",
-    "etcd",
-)
-
-try:
-    for _name in NEEDED:
-        binary(_name)
-    MISSING = ""
-except MissingBinary as exc:
-    MISSING = str(exc)
-
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
 
 
 @dataclass
@@ -153,50 +133,37 @@ def one_cpu_pod() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    try:
-        control_plane = request.getfixturevalue("control_plane")
-        own = None
-    except pytest.FixtureLookupError:
-        from harness.k8s.controlplane import ControlPlane
-
-        own = ControlPlane()
-        own.__enter__()
-        control_plane = own
+def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("dra-under-kubelet")
     times: dict[str, float] = {}
-    try:
-        with Containerd2() as containerd:
-            kubelet = Kubelet(control_plane, containerd, NODE)
-            driver: ManagedProcess | None = None
-            try:
-                times["kubelet_ready"] = kubelet.start()
-                driver = ManagedProcess(
-                    "dra-driver",
-                    [KUBENODE, "dra-driver", "--kubeconfig", control_plane.node_kubeconfig(NODE),
-                     "--node-name", NODE, "--registry-dir", kubelet.plugins_registry_dir,
-                     "--plugin-dir", kubelet.plugins_dir, "--cdi-dir", containerd.cdi_dir],
-                    work,
-                )  # fmt: skip
-                driver.start()
-                yield Node(control_plane, containerd, kubelet, driver, times, {})
-            finally:
-                for kind, name in (("pods", "two-cores-one-numa"), ("pods", "one-cpu")):
-                    control_plane.api(
-                        "DELETE", f"/api/v1/namespaces/{NAMESPACE}/{kind}/{name}", {"gracePeriodSeconds": 0}
-                    )
-                _wait_pods_gone(control_plane)
-                base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}"
-                control_plane.api("DELETE", f"{base}/resourceclaims/one-cpu")
-                control_plane.api("DELETE", f"{base}/resourceclaimtemplates/two-cores-one-numa")
-                if driver is not None:
-                    driver.stop()
-                control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
-                kubelet.close()
-                print(f"DRA driver under kubelet: {json.dumps(times)}", file=sys.stderr)
-    finally:
-        if own is not None:
-            own.__exit__(None, None, None)
+    with Containerd2() as containerd:
+        kubelet = Kubelet(control_plane, containerd, NODE)
+        driver: ManagedProcess | None = None
+        try:
+            times["kubelet_ready"] = kubelet.start()
+            driver = ManagedProcess(
+                "dra-driver",
+                [KUBENODE, "dra-driver", "--kubeconfig", control_plane.node_kubeconfig(NODE),
+                 "--node-name", NODE, "--registry-dir", kubelet.plugins_registry_dir,
+                 "--plugin-dir", kubelet.plugins_dir, "--cdi-dir", containerd.cdi_dir],
+                work,
+            )  # fmt: skip
+            driver.start()
+            yield Node(control_plane, containerd, kubelet, driver, times, {})
+        finally:
+            for kind, name in (("pods", "two-cores-one-numa"), ("pods", "one-cpu")):
+                control_plane.api(
+                    "DELETE", f"/api/v1/namespaces/{NAMESPACE}/{kind}/{name}", {"gracePeriodSeconds": 0}
+                )
+            _wait_pods_gone(control_plane)
+            base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}"
+            control_plane.api("DELETE", f"{base}/resourceclaims/one-cpu")
+            control_plane.api("DELETE", f"{base}/resourceclaimtemplates/two-cores-one-numa")
+            if driver is not None:
+                driver.stop()
+            control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
+            kubelet.close()
+            print(f"DRA driver under kubelet: {json.dumps(times)}", file=sys.stderr)
 
 
 def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
@@ -213,13 +180,16 @@ def _slices(node: Node) -> list[dict[str, Any]]:
     return [s for s in (body or {}).get("items", []) if s["spec"]["driver"] == DRIVER]
 
 
-def test_driver_registers_with_the_kubelet_and_publishes_its_slice(node: Node) -> None:
+def test_driver_registers_with_the_kubelet_and_publishes_its_slice(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     node.wait(
         lambda: re.search(r'"Registered DRA plugin".*driverName="cpu\.kubenode\.io"', node.kubelet.logs()),
         60,
         "the kubelet's plugin watcher registered cpu.kubenode.io",
     )
     node.times["registered_after_driver_start"] = node.driver_seconds("registered with the kubelet")
+    record_property("registered_after_driver_start_s", node.times["registered_after_driver_start"])
     slices = node.wait(lambda: _slices(node), 60, "the driver's ResourceSlice")
     (published,) = slices
     devices = {d["name"] for d in published["spec"]["devices"]}
@@ -228,7 +198,9 @@ def test_driver_registers_with_the_kubelet_and_publishes_its_slice(node: Node) -
     assert (node.kubelet.plugins_registry_dir / f"{DRIVER}-reg.sock").exists()
 
 
-def test_template_claim_allocated_prepared_and_pinned(node: Node) -> None:
+def test_template_claim_allocated_prepared_and_pinned(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     cp = node.control_plane
     classes, template, pod = example_manifests()
     for device_class in classes:
@@ -246,6 +218,7 @@ def test_template_claim_allocated_prepared_and_pinned(node: Node) -> None:
             f"{exc}\n--- kubelet ---\n{node.kubelet.log_tail(40)}\n--- driver ---\n{node.driver.log_tail(30)}"
         ) from exc
     node.times["two_cores_pod_running"] = seconds
+    record_property("time_to_running_s", node.times["two_cores_pod_running"])
 
     (claim_status,) = running["status"]["resourceClaimStatuses"]
     claim = node.get(f"{base}/resourceclaims/{claim_status['resourceClaimName']}")
@@ -274,7 +247,9 @@ def test_template_claim_allocated_prepared_and_pinned(node: Node) -> None:
     node.state["two_cores_claim"] = (claim["metadata"]["name"], claim["metadata"]["uid"], spec)
 
 
-def test_deleting_the_pod_unprepares_the_claim_and_removes_its_spec(node: Node) -> None:
+def test_deleting_the_pod_unprepares_the_claim_and_removes_its_spec(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     name, uid, spec = node.state["two_cores_claim"]
     cp = node.control_plane
     status, body = cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/two-cores-one-numa")
@@ -286,13 +261,16 @@ def test_deleting_the_pod_unprepares_the_claim_and_removes_its_spec(node: Node) 
         "the claim unprepared and its CDI spec removed",
     )
     node.times["pod_deleted_to_unprepared"] = time.monotonic() - started
+    record_property("pod_deleted_to_unprepared_s", node.times["pod_deleted_to_unprepared"])
     base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}"
     node.wait(
         lambda: cp.api("GET", f"{base}/resourceclaims/{name}")[0] == 404, 60, "the template's claim deleted"
     )
 
 
-def test_one_cpu_claim_pins_to_exactly_that_cpu(node: Node) -> None:
+def test_one_cpu_claim_pins_to_exactly_that_cpu(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
     cp = node.control_plane
     claim, pod = one_cpu_pod()
     status, body = cp.api("POST", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims", claim)
@@ -301,6 +279,7 @@ def test_one_cpu_claim_pins_to_exactly_that_cpu(node: Node) -> None:
     assert status == 201, body
     running, seconds = wait_pod_running(cp, NAMESPACE, "one-cpu", timeout=120)
     node.times["one_cpu_pod_running"] = seconds
+    record_property("one_cpu_time_to_running_s", node.times["one_cpu_pod_running"])
     allocated = node.get(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/one-cpu")
     (result,) = allocated["status"]["allocation"]["devices"]["results"]
     cpu = result["device"].removeprefix("cpu-")
