@@ -112,6 +112,7 @@ class PodWorkers:
             if self._stopped:
                 return
             status = self._statuses.get(uid)
+            first_time = status is None
             if status is None:
                 status = self._statuses[uid] = _Status(uid)
                 if options.pod.phase in TERMINAL_PHASES and options.update_type != UpdateType.KILL:
@@ -133,8 +134,14 @@ class PodWorkers:
                 became_terminating = True
                 status.deleted = options.pod.deletion_timestamp is not None
                 status.evicted = options.evict
-            elif status.terminating_at is not None and options.update_type == UpdateType.CREATE:
-                # The same UID is wanted again once termination completes.
+            elif (
+                not first_time
+                and status.terminating_at is not None
+                and options.update_type == UpdateType.CREATE
+            ):
+                # The same UID is wanted again once termination completes. Not on the first sighting (an
+                # already-terminal pod after a restart, as the kubelet's `!firstTime`): that restart would
+                # purge the worker and create it again at every housekeeping, cleaning the pod up each time.
                 status.restart_requested = True
             if status.terminating_at is not None:
                 status.evicted = status.evicted or options.evict

@@ -275,3 +275,21 @@ def test_orphans_count_as_deleted_unlike_pods_that_merely_finished(
     assert workers.wait_for(lambda: workers.is_finished("uid-2"), 5)
     assert workers.should_pod_content_be_removed("uid-2")
     assert not workers.should_pod_content_be_removed("uid-1")
+
+
+def test_an_already_terminal_pod_seen_first_is_cleaned_up_once(
+    setup: tuple[PodWorkers, RecordingSyncer, FakeClock],
+) -> None:
+    """After an agent restart a Succeeded pod still bound to the node arrives as a CREATE: only its
+    terminated cleanup runs, once. The first sighting's CREATE is no restart request (the kubelet's
+    `!firstTime`): taken for one, housekeeping purged the worker and created it again every round, and
+    the agent cleaned the pod up twice a second (found with Job pods under kube-apiserver 1.37,
+    docs/interop.md)."""
+    workers, syncer, _ = setup
+    done = replace(make_pod("job"), phase="Succeeded")
+    for _ in range(5):  # housekeeping rounds: sync_known_pods, then a CREATE for an admitted pod it lacks
+        workers.sync_known_pods([done])
+        if done.uid not in workers.known_uids():
+            workers.update_pod(UpdatePodOptions(UpdateType.CREATE, done))
+        wait_idle(workers)
+    assert syncer.calls == [("terminated", "job", 0)]
