@@ -11,7 +11,8 @@ unmounts what is left under its directory and removes it, and removes the empty 
 What the config pins, and why:
 - the runc runtime's shim is `runtime_path` = .k8s/bin/containerd-shim-runc-v2 (an absolute path: containerd 2
   looks for `containerd-shim-runc-v2` on PATH first, and Debian's 1.6 shim may be there) and its runc is
-  `BinaryName` = .k8s/bin/runc 1.5; `shims()` lists the shims that run, by executable, so a test can check;
+  `BinaryName` = .k8s/bin/runc 1.5 with its state in `runc_root` (not the shared /run/containerd/runc);
+  `shims()` lists the shims that run and `runc_list()` the containers runc 1.5 holds, so a test can check;
 - `SystemdCgroup = false` (PID 1 is not systemd; the kubelet's cgroupDriver is cgroupfs);
 - `restrict_oom_score_adj = true`: the kernel here refuses a negative oom_score_adj and the pause container's
   -998 would fail ("can't get final child's PID");
@@ -83,6 +84,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
       runtime_path = "{shim}"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = "{runc}"
+        Root = "{runc_root}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["{cni_bin}"]
@@ -108,6 +110,7 @@ class Containerd2:
         self.log_path = self.dir / "containerd.log"
         self.shim_path = binary("containerd-shim-runc-v2")
         self.runc_path = binary("runc")
+        self.runc_root = self.dir / "runc"  # runc's state (default /run/containerd/runc/<ns>, shared)
         self._cgroups_before = self._namespace_cgroups() | self._container_cgroups()
 
     def start(self) -> Containerd2:
@@ -127,6 +130,7 @@ class Containerd2:
                 cdi=self.cdi_dir,
                 shim=self.shim_path,
                 runc=self.runc_path,
+                runc_root=self.runc_root,
                 cni_bin=cni_bin,
                 cni_conf=cni_conf,
             )
@@ -196,6 +200,17 @@ class Containerd2:
     def container_pid(self, container_id: str) -> int:
         return int(self.crictl_json("inspect", container_id)["info"]["pid"])
 
+    def runc_list(self) -> list[str]:
+        """The IDs of the containers .k8s/bin/runc holds in this containerd's runc root."""
+        done = subprocess.run(
+            [str(self.runc_path), "--root", str(self.runc_root / "k8s.io"), "list", "--format", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        return [str(c["id"]) for c in json.loads(done.stdout or "null") or []]
+
     def shims(self) -> list[psutil.Process]:
         """The shims of this containerd: their command line names its socket's directory."""
         found = []
@@ -217,6 +232,11 @@ class Containerd2:
 
     def close(self) -> None:
         self.stop()
+        keep = os.environ.get("KUBENODE_INTEROP_LOGS")
+        if keep:
+            with contextlib.suppress(OSError):
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.copy(self.log_path, Path(keep) / f"{self.dir.name}.log")
         shims = self.shims()
         for shim in shims:
             with contextlib.suppress(psutil.Error):

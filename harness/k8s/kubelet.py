@@ -27,7 +27,10 @@ What is set, and why (docs/interop.md):
   /var/log/pods), `cpuManagerPolicy: none` (the static policy would write cpusets over the CDI hook's),
   `nodeStatusUpdateFrequency: 2s` (a device plugin's capacity shows on the Node within seconds).
 - Flags: `--hostname-override`, `--node-ip=127.0.0.1`, `--kubeconfig` (a `system:node:<name>` client
-  certificate), `-v=4` (the device manager logs each GetPreferredAllocation call at 4).
+  certificate), `-v=4` (the device manager logs each GetPreferredAllocation call at 4). kubelet 1.37 refuses
+  a loopback node IP for the Node's addresses ("nodeIP can't be loopback address", logged on every status
+  update), so the Node has no addresses and kube-apiserver cannot reach this kubelet for logs or exec; the
+  scenarios here read containers through crictl and /proc instead, and never dial the machine's own address.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -242,7 +246,14 @@ class Kubelet:
         self.process.stop()
 
     def close(self) -> None:
+        """Stop the kubelet, sweep its cgroup root, remove its directory. With $KUBENODE_INTEROP_LOGS set to a
+        directory, its log is copied there first (kubelet-<node>.log) for a look after the run."""
         self.process.stop()
+        keep = os.environ.get("KUBENODE_INTEROP_LOGS")
+        if keep:
+            with contextlib.suppress(OSError):
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.copy(self.process.log_path, Path(keep) / f"kubelet-{self.node_name}.log")
         leftover = sweep_root(self.cgroup_root)
         if self._made_host_dir:
             with contextlib.suppress(OSError):

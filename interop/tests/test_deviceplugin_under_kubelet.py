@@ -207,6 +207,15 @@ def test_pinned_pod_runs_on_the_allocated_cpu(
     node.times["pinned_pod_running"] = seconds
     record_property("time_to_running_s", node.times["pinned_pod_running"])
     pid = node.containerd.container_pid(container_id(pod, "main"))
+    # containerd 2.4 ran it with its own shim and runc 1.5, never Debian's (PATH has them first anyway).
+    shims = node.containerd.shims()
+    assert shims and {Path(s.exe()) for s in shims} == {node.containerd.shim_path}, shims
+    assert container_id(pod, "main") in node.containerd.runc_list()
+    runtime = json.loads(node.containerd.crictl("info"))["config"]["containerd"]["runtimes"]["runc"]
+    assert (runtime["runtimePath"], runtime["options"]["BinaryName"]) == (
+        str(node.containerd.shim_path),
+        str(node.containerd.runc_path),
+    )
 
     listed = node.kubelet.pod_resources_list()
     devices = _pod_devices(listed, "pinned")
