@@ -74,7 +74,6 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
-  disable_cgroup = false
   enable_selinux = false
   cdi_spec_dirs = ["{cdi}"]
   [plugins.'io.containerd.cri.v1.runtime'.containerd]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -156,7 +157,7 @@ def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             plugin.start()
             yield Node(control_plane, containerd, kubelet, plugin, health_file, times)
         finally:
-            for name in ("pinned",):
+            for name in ("pinned", "gpu"):
                 control_plane.api(
                     "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0}
                 )
@@ -239,6 +240,26 @@ def test_pinned_pod_runs_on_the_allocated_cpu(
     # The CDI spec the plugin wrote is in containerd's (and only containerd's) spec dir.
     spec = node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json"
     assert spec.exists(), sorted(os.listdir(node.containerd.cdi_dir))
+
+
+def test_gpu_pod_gets_its_device_node_and_env(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    """The static backend's Allocate (a DeviceSpec, an env) as the real kubelet passes it to containerd."""
+    cp = node.control_plane
+    status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pinned_pod("gpu", {GPU: "1"}))
+    assert status == 201, body
+    pod, seconds = wait_pod_running(cp, NAMESPACE, "gpu", timeout=120)
+    record_property("gpu_time_to_running_s", seconds)
+    (gpu,) = _pod_devices(node.kubelet.pod_resources_list(), "gpu")[GPU]
+    pid = node.containerd.container_pid(container_id(pod, "main"))
+    assert pid_env(pid).get("KN_GPU_SERIAL") == gpu
+    device = os.stat(f"/proc/{pid}/root/dev/{gpu}")
+    assert stat.S_ISCHR(device.st_mode) and (os.major(device.st_rdev), os.minor(device.st_rdev)) == (1, 3)
+    assert not any(os.path.exists(f"/proc/{pid}/root/dev/{other}") for other in GPUS if other != gpu)
+    status, body = cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/gpu", {"gracePeriodSeconds": 0})
+    assert status == 200, body
+    node.wait(lambda: pod_phase(cp, NAMESPACE, "gpu") is None, 60, "the GPU pod gone")
 
 
 def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(
