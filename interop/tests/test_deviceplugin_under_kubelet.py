@@ -360,3 +360,19 @@ def _identity(path: Path) -> tuple[int, int]:
 def _allocatable_devices(kubelet: Kubelet) -> dict[str, list[str]]:
     devices = kubelet.pod_resources_allocatable().get("devices") or []
     return {d["resourceName"]: d["deviceIds"] for d in devices}
+
+
+def test_freed_cpu_set_is_pruned_from_the_cdi_spec(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    """The plugin's pruner asks the real kubelet's PodResources List which sets are still held: once the
+    pinned pod is gone its entry, the file's last, goes and the file with it (CDI calls a spec without
+    devices invalid)."""
+    spec = node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json"
+    assert spec.exists()
+    cp = node.control_plane
+    status, body = cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/pinned", {"gracePeriodSeconds": 0})
+    assert status == 200, body
+    started = time.monotonic()
+    node.wait(lambda: not spec.exists(), 60, "the freed set's CDI entry pruned")
+    record_property("pod_deleted_to_pruned_s", time.monotonic() - started)

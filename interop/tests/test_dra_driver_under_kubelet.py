@@ -285,3 +285,55 @@ def test_one_cpu_claim_pins_to_exactly_that_cpu(
     cpu = result["device"].removeprefix("cpu-")
     pid = node.containerd.container_pid(container_id(running, "main"))
     assert cpus_allowed_list(pid) == cpu
+
+
+def test_restarts_keep_the_claim_and_the_restarted_driver_unprepares_it(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    """With the one-CPU pod running: the kubelet restarts (its plugin watcher registers the driver again, the
+    pod keeps its container and claim), then the driver restarts (registered again; its prepared claims are
+    its spec files), and deleting the pod has the restarted driver unprepare the claim."""
+    cp = node.control_plane
+    claim = node.get(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/one-cpu")
+    uid = claim["metadata"]["uid"]
+    spec = node.containerd.cdi_dir / f"kubenode-dra_{DRIVER}_{uid}.json"
+    assert spec.exists()
+    registered = re.compile(r'"Registered DRA plugin".*driverName="cpu\.kubenode\.io"')
+
+    mark = len(node.kubelet.logs())
+    started = time.monotonic()
+    node.kubelet.restart()
+    node.wait(lambda: registered.search(node.kubelet.logs()[mark:]), 60, "registered with the new kubelet")
+    record_property("kubelet_restart_registered_s", time.monotonic() - started)
+    pod = node.wait(
+        lambda: (
+            (p := node.get(f"/api/v1/namespaces/{NAMESPACE}/pods/one-cpu"))
+            and p["status"]["phase"] == "Running"
+            and p
+        ),
+        60,
+        "the pod Running after the kubelet restart",
+    )
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+
+    def claim_listed() -> bool:
+        entries = node.kubelet.pod_resources_list().get("podResources") or []
+        entry = next((p for p in entries if p["name"] == "one-cpu"), None)
+        dynamic = (entry or {}).get("containers", [{}])[0].get("dynamicResources") or []
+        return [d["claimName"] for d in dynamic] == ["one-cpu"]
+
+    node.wait(claim_listed, 60, "the claim in PodResources after the kubelet restart")
+
+    mark = len(node.kubelet.logs())
+    node.driver.stop()
+    node.driver.start()
+    node.wait(lambda: registered.search(node.kubelet.logs()[mark:]), 60, "the restarted driver registered")
+    assert spec.exists()
+
+    status, body = cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/one-cpu", {"gracePeriodSeconds": 0})
+    assert status == 200, body
+    node.wait(
+        lambda: not spec.exists() and f"unprepared claim {uid}" in node.driver.log(),
+        60,
+        "the restarted driver unprepared the claim",
+    )
