@@ -141,7 +141,10 @@ def _figures(figures: Mapping[str, float]) -> str:
     parts = []
     for name, value in sorted(figures.items()):
         label = name.removesuffix("_s").replace("_", " ")
-        parts.append(f"{label} {value:.1f} s" if name.endswith("_s") else f"{label} {value}")
+        if name.endswith("_s"):
+            parts.append(f"{label} {value:.2f} s" if value < 1 else f"{label} {value:.1f} s")
+        else:
+            parts.append(f"{label} {value:g}")
     return "; ".join(parts)
 
 

@@ -15,6 +15,7 @@ may share the control plane. Nothing dials anything but loopback.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -104,6 +105,142 @@ def test_a_pod_the_real_scheduler_binds_runs(
     assert scheduled and f"to {node.name}" in scheduled[0]["message"], scheduled
 
 
+def test_pods_that_end_report_succeeded_and_failed(node: AgentNode) -> None:
+    """Terminated container states, exit codes and the final phases, as kube-apiserver validates them."""
+    init = [{"name": "init", "image": "busybox", "command": ["sh", "-c", "echo init done"]}]
+    for name, command, phase in (("done", "exit 0", "Succeeded"), ("broken", "echo bye; exit 7", "Failed")):
+        body = {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node.name}, "restartPolicy": "Never",
+                     "initContainers": init,
+                     "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", command]}]},
+        }  # fmt: skip
+        status, answer = node.cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+        assert status == 201, answer
+        pod = wait_for(functools.partial(_in_phase, node, name, phase), 60,
+                       functools.partial(node.describe, name))  # fmt: skip
+        [init_status] = pod["status"]["initContainerStatuses"]
+        assert init_status["state"]["terminated"]["exitCode"] == 0, init_status
+        [main] = pod["status"]["containerStatuses"]
+        terminated = main["state"]["terminated"]
+        assert terminated["exitCode"] == (0 if phase == "Succeeded" else 7), main
+        assert terminated["reason"] == ("Completed" if phase == "Succeeded" else "Error"), main
+        assert terminated["startedAt"] and terminated["finishedAt"], main
+        node.delete_pod(name)
+
+
+def _in_phase(node: AgentNode, name: str, phase: str) -> dict[str, Any] | None:
+    pod = node.pod(name)
+    return pod if pod["status"].get("phase") == phase else None
+
+
+def test_a_static_pod_gets_a_mirror_pod_noderestriction_accepts(node: AgentNode) -> None:
+    """A manifest in the agent's directory runs, and its mirror pod (the only pods a node may create) shows
+    it in the API with its status."""
+    manifest = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "static-web", "namespace": NAMESPACE},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}]},
+    }  # fmt: skip
+    path = node.agent.manifests / "static-web.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    # kubenode keeps the manifest's name (the kubelet appends -<node>: docs/interop.md, divergences)
+    mirror = "static-web"
+    try:
+        pod = node.wait_running(mirror, 60)
+        annotations = pod["metadata"]["annotations"]
+        assert "kubernetes.io/config.mirror" in annotations, annotations
+        [owner] = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner.get("controller")) == ("Node", node.name, True), owner
+    finally:
+        path.unlink()
+    wait_for(lambda: node.cp.api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{mirror}")[0] == 404, 60,
+             "the mirror pod deleted with its manifest")  # fmt: skip
+
+
+def _workloads(node: str) -> str:
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 2}
+    sleep = [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}]
+
+    def template(app: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {"app": app}}, "spec": {**pinned, "containers": sleep}}
+
+    echo = [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo job"]}]
+    docs = [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template("web")}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agentd"},
+         "spec": {"selector": {"matchLabels": {"app": "agentd"}}, "template": template("agentd")}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch"},
+         "spec": {"completions": 2, "parallelism": 2, "backoffLimit": 0,
+                  "template": {"spec": {**pinned, "restartPolicy": "Never", "containers": echo}}}},
+    ]  # fmt: skip
+    return "\n---\n".join(json.dumps(d) for d in docs)
+
+
+def _pods_by_app(node: AgentNode) -> dict[str, list[dict[str, Any]]]:
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for pod in node.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]:
+        labels = pod["metadata"].get("labels") or {}
+        app = labels.get("app") or labels.get("job-name", "")
+        if app in ("web", "agentd", "batch"):  # not the other tests' pods
+            pods.setdefault(app, []).append(pod)
+    return pods
+
+
+def _settled(node: AgentNode) -> dict[str, list[dict[str, Any]]] | None:
+    pods = _pods_by_app(node)
+    phases = {app: sorted(p["status"].get("phase", "") for p in items) for app, items in pods.items()}
+    want = {"web": ["Running", "Running"], "agentd": ["Running"], "batch": ["Succeeded", "Succeeded"]}
+    return pods if all(phases.get(app) == phase for app, phase in want.items()) else None
+
+
+@pytest.mark.timeout(240)
+def test_the_real_controllers_workloads_run_and_survive_an_agent_restart_and_a_drain(
+    node: AgentNode, record_property: Callable[[str, object], None]
+) -> None:
+    """A Deployment (kube-controller-manager's ReplicaSets), a DaemonSet and a Job, bound by kube-scheduler
+    (the DaemonSet's pod too, through its node affinity); then the agent is SIGKILLed and started again:
+    running pods are adopted (same container, no restart) and the finished Job pods are cleaned up once;
+    then `kubectl drain` evicts through the Eviction API and the Deployment's pods come back on uncordon."""
+    cp = node.cp
+    started = time.monotonic()
+    cp.kubectl("-n", NAMESPACE, "apply", "-f", "-", input=_workloads(node.name))
+    pods = wait_for(lambda: _settled(node), 90, lambda: json.dumps(_pods_by_app(node))[-3000:])
+    record_property("workloads_settled_s", time.monotonic() - started)
+    job = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/batch"
+    wait_for(lambda: node.get(job)["status"].get("succeeded") == 2, 30, lambda: str(node.get(job)["status"]))
+    before = {p["metadata"]["uid"]: p["status"]["containerStatuses"][0]["containerID"]
+              for p in pods["web"] + pods["agentd"]}  # fmt: skip
+
+    node.agent.kill()
+    mark = len(node.agent.output)
+    node.agent.start()
+    time.sleep(5)  # ten housekeeping rounds (0.5 s here)
+    after_restart = "".join(node.agent.output[mark:])
+    for done in pods["batch"]:
+        assert after_restart.count(done["metadata"]["uid"] + ") terminated and cleaned up") <= 1, (
+            after_restart
+        )
+    pods = wait_for(lambda: _settled(node), 30, "the workloads after the restart")
+    for pod in pods["web"] + pods["agentd"]:
+        status = pod["status"]["containerStatuses"][0]
+        assert before.get(pod["metadata"]["uid"]) == status["containerID"] and status["restartCount"] == 0, (
+            pod
+        )
+
+    drained = cp.kubectl("drain", node.name, "--ignore-daemonsets", "--delete-emptydir-data",
+                         "--pod-selector", "app=web", "--timeout", "60s")  # fmt: skip
+    assert "evicted" in drained.stdout + drained.stderr, drained
+    evicted = set(before) - {p["metadata"]["uid"] for p in pods["agentd"]}
+    wait_for(lambda: not evicted & {p["metadata"]["uid"] for p in _pods_by_app(node).get("web", [])}, 30,
+             "the Deployment's pods evicted")  # fmt: skip
+    cp.kubectl("uncordon", node.name)
+    pods = wait_for(lambda: _settled(node), 60, "the Deployment back after uncordon")
+    assert not evicted & {p["metadata"]["uid"] for p in pods["web"]}
+    cp.kubectl("-n", NAMESPACE, "delete", "deployment/web", "daemonset/agentd", "job/batch", "--wait=false")
+    wait_for(lambda: not _pods_by_app(node), 60, "the workloads' pods gone")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -188,9 +325,12 @@ def test_node_restriction_lets_the_node_write_only_its_own_objects(node: AgentNo
         c["type"]: c["status"] for c in node.get(f"/api/v1/nodes/{node.name}")["status"]["conditions"]
     }
     assert conditions["Ready"] == "True"
-    # and nothing it wrote was refused (but its NodeResourceTopology: kube-apiserver serves no such CRD).
+    # and nothing it wrote was refused, but its NodeResourceTopology (kube-apiserver serves no such CRD) and
+    # a token asked for a pod the Node authorizer's graph has not linked to the node yet (retried; a kubelet
+    # meets the same race).
+    transient = ("NodeResourceTopology", "node requested token bound to a pod scheduled on a different node")
     refused = [line for line in node.agent.log().splitlines()
-               if "forbidden" in line.lower() and "NodeResourceTopology" not in line]  # fmt: skip
+               if "forbidden" in line.lower() and not any(t in line for t in transient)]  # fmt: skip
     assert not refused, refused
 
 
