@@ -39,7 +39,9 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
+import ssl
 import tempfile
 import time
 import urllib.request
@@ -64,6 +66,8 @@ class ControlPlaneLike(Protocol):
     """What the kubelet needs of harness/k8s/controlplane.py's ControlPlane."""
 
     ca_cert: Path
+    admin_cert: Path
+    admin_key: Path
 
     def node_kubeconfig(self, node_name: str) -> Path: ...
 
@@ -320,12 +324,15 @@ class Kubelet:
         return data
 
     def metrics(self) -> str:
-        """The kubelet's /metrics over its HTTPS port, as the apiserver's kubelet client would read it is not
-        needed here: the node proxy through kube-apiserver (admin) gives the same text."""
-        status, body = self.control_plane.api("GET", f"/api/v1/nodes/{self.node_name}/proxy/metrics")
-        if status != 200:
-            raise RuntimeError(f"kubelet metrics: {status} {str(body)[:300]}")
-        return str(body)
+        """The kubelet's /metrics on its HTTPS port, as the cluster admin (a client certificate; the kubelet
+        authorizes it through a SubjectAccessReview). Not through kube-apiserver's node proxy: the Node has
+        no address (a loopback node IP is refused, see above)."""
+        context = ssl.create_default_context(cafile=str(self.control_plane.ca_cert))
+        cert, key = self.control_plane.admin_cert, self.control_plane.admin_key
+        context.load_cert_chain(str(cert), str(key))
+        url = f"https://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:
+            return str(response.read().decode())
 
 
 def pod_phase(control_plane: ControlPlaneLike, namespace: str, name: str) -> dict[str, Any] | None:
@@ -360,6 +367,19 @@ def container_id(pod: dict[str, Any], container: str) -> str:
     raise KeyError(f"pod {pod['metadata']['name']} has no container {container} in its status")
 
 
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples of metric `name` (Prometheus text) whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', head))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
 def pid_env(pid: int) -> dict[str, str]:
     """A process's environment (for a container's process: what the runtime gave it)."""
     raw = Path(f"/proc/{pid}/environ").read_bytes()
@@ -373,4 +393,4 @@ def cpus_allowed_list(pid: int) -> str:
     raise RuntimeError(f"/proc/{pid}/status has no Cpus_allowed_list")
 
 
-__all__ = ["Kubelet", "cpus_allowed_list", "kubelet_config", "pid_env"]
+__all__ = ["Kubelet", "cpus_allowed_list", "kubelet_config", "metric_sum", "pid_env"]

@@ -26,7 +26,15 @@ import pytest
 
 from harness.k8s.containerd2 import Containerd2
 from harness.k8s.images import BUSYBOX_IMAGE
-from harness.k8s.kubelet import Kubelet, container_id, cpus_allowed_list, pid_env, pod_phase, wait_pod_running
+from harness.k8s.kubelet import (
+    Kubelet,
+    container_id,
+    cpus_allowed_list,
+    metric_sum,
+    pid_env,
+    pod_phase,
+    wait_pod_running,
+)
 from harness.k8s.process import ManagedProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,6 +245,9 @@ def test_pinned_pod_runs_on_the_allocated_cpu(
     assert re.search(r"Issuing a GetPreferredAllocation call.*kubenode\.io/cpu", node.kubelet.logs()), (
         "the kubelet did not call GetPreferredAllocation"
     )
+    metrics = node.kubelet.metrics()
+    assert metric_sum(metrics, "kubelet_device_plugin_alloc_duration_seconds_count", resource_name=CPU) >= 1
+    assert metric_sum(metrics, "kubelet_device_plugin_registration_total", resource_name=CPU) >= 1
     # The CDI spec the plugin wrote is in containerd's (and only containerd's) spec dir.
     spec = node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json"
     assert spec.exists(), sorted(os.listdir(node.containerd.cdi_dir))

@@ -26,7 +26,14 @@ import pytest
 import yaml
 
 from harness.k8s.containerd2 import Containerd2
-from harness.k8s.kubelet import Kubelet, container_id, cpus_allowed_list, pid_env, wait_pod_running
+from harness.k8s.kubelet import (
+    Kubelet,
+    container_id,
+    cpus_allowed_list,
+    metric_sum,
+    pid_env,
+    wait_pod_running,
+)
 from harness.k8s.process import ManagedProcess
 from kubenode.cpuset import parse_cpuset
 
@@ -244,6 +251,15 @@ def test_template_claim_allocated_prepared_and_pinned(
     dynamic = entry["containers"][0].get("dynamicResources") or []
     assert [d["claimName"] for d in dynamic] == [claim["metadata"]["name"]], entry
 
+    metrics = node.kubelet.metrics()
+    prepares = metric_sum(
+        metrics,
+        "dra_grpc_operations_duration_seconds_count",
+        driver_name=DRIVER,
+        method_name="/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+        grpc_status_code="OK",
+    )
+    assert prepares >= 1, [line for line in metrics.splitlines() if line.startswith("dra_")]
     node.state["two_cores_claim"] = (claim["metadata"]["name"], claim["metadata"]["uid"], spec)
 
 
