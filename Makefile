@@ -46,8 +46,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# Two pytest runs side by side (tools/testrun.py says which packages and why); PYTEST_ARGS go to both.
 pytest: $(STAMP) podman-deps containerd-deps
-	$(PY) -m pytest
+	$(PY) tools/testrun.py $(PYTEST_ARGS)
 
 # The CDI CPU-pinning tests (tests/cdi) run real containers: podman with runc as its OCI runtime, and a
 # static busybox as the image's only file. The image (`make image`, tests/image) needs mmdebstrap for its
