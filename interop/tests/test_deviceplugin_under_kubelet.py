@@ -165,7 +165,7 @@ def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             plugin.start()
             yield Node(control_plane, containerd, kubelet, plugin, health_file, times)
         finally:
-            for name in ("pinned", "gpu"):
+            for name in ("pinned", "gpu", "pair"):
                 control_plane.api(
                     "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0}
                 )
@@ -387,3 +387,32 @@ def test_freed_cpu_set_is_pruned_from_the_cdi_spec(
     started = time.monotonic()
     node.wait(lambda: not spec.exists(), 60, "the freed set's CDI entry pruned")
     record_property("pod_deleted_to_pruned_s", time.monotonic() - started)
+
+
+def test_two_containers_each_pinned_to_its_own_cpu(
+    node: Node, record_property: Callable[[str, object], None]
+) -> None:
+    """One pod, two containers asking kubenode.io/cpu: 1 each: the kubelet allocates per container, and
+    each container runs on exactly its own CPU (two entries in the plugin's CDI spec, one hook each)."""
+    cp = node.control_plane
+    pod = pinned_pod("pair", {CPU: "1"})
+    second = json.loads(json.dumps(pod["spec"]["containers"][0]))
+    second["name"] = "second"
+    pod["spec"]["containers"].append(second)
+    status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+    assert status == 201, body
+    running, seconds = wait_pod_running(cp, NAMESPACE, "pair", timeout=120)
+    record_property("two_containers_time_to_running_s", seconds)
+    listed = node.kubelet.pod_resources_list()
+    entry = next(p for p in listed["podResources"] if p["name"] == "pair")
+    held = {
+        c["name"]: [i for d in c.get("devices") or [] if d["resourceName"] == CPU for i in d["deviceIds"]]
+        for c in entry["containers"]
+    }
+    assert sorted(held) == ["main", "second"] and sorted(held["main"] + held["second"]) == ["cpu0", "cpu1"]
+    for name, (device,) in held.items():
+        pid = node.containerd.container_pid(container_id(running, name))
+        assert cpus_allowed_list(pid) == device.removeprefix("cpu"), name
+    status, body = cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/pair", {"gracePeriodSeconds": 0})
+    assert status == 200, body
+    node.wait(lambda: pod_phase(cp, NAMESPACE, "pair") is None, 60, "the pair pod gone")
