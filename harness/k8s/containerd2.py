@@ -5,7 +5,9 @@ Flow: a temporary directory holds config.toml (version 3), root/, state/, the gR
 (`cdi_dir`, the only one the CRI plugin reads) and a CNI conf dir -> `containerd --config` runs as a child
 whose PATH starts with .k8s/bin -> `start()` waits until `ctr version` answers -> the sandbox (pause) and
 busybox images are built here and imported (harness/k8s/images.py) -> the kubelet (harness/k8s/kubelet.py)
-or `crictl()` use `endpoint`. `close()` kills the shims of this containerd and their containers, stops it,
+or `crictl()` use `endpoint`. `close()` removes every pod (`crictl rmp --force --all`, so the shims exit by
+themselves), stops containerd, kills any shim left and its containers, removes their sockets in
+/run/containerd/s (a fixed path in containerd 2, whatever the config) and that directory if it made it,
 unmounts what is left under its directory and removes it, and removes the empty `k8s.io` cgroups it made.
 
 What the config pins, and why:
@@ -26,6 +28,7 @@ What the config pins, and why:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -42,7 +45,10 @@ from harness.k8s.binaries import bin_dir, binary
 from harness.k8s.images import BUSYBOX_IMAGE, PAUSE_IMAGE, import_image
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
-NAMESPACE_CGROUP = "k8s.io"
+NAMESPACE_CGROUP = "k8s.io"  # containerd's CRI namespace, also the cgroup name of pods without a parent
+SHIM_SOCKET_DIR = Path(
+    "/run/containerd/s"
+)  # containerd 2's shims put their sockets here, whatever the config
 
 CONFIG = """version = 3
 root = "{root}"
@@ -111,6 +117,7 @@ class Containerd2:
         self.runc_path = binary("runc")
         self.runc_root = self.dir / "runc"  # runc's state (default /run/containerd/runc/<ns>, shared)
         self._cgroups_before = self._namespace_cgroups() | self._container_cgroups()
+        self._run_dirs_before = {d for d in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent) if d.exists()}
 
     def start(self) -> Containerd2:
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
@@ -230,6 +237,11 @@ class Containerd2:
                 self.process.wait(5)
 
     def close(self) -> None:
+        # Pods first, while containerd runs: their shims then exit by themselves and remove what they made
+        # outside our directory (the shim sockets in /run/containerd/s, a fixed path in containerd 2).
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, OSError):
+                self.crictl("rmp", "--force", "--all", timeout=60)
         self.stop()
         keep = os.environ.get("KUBENODE_INTEROP_LOGS")
         if keep:
@@ -244,6 +256,7 @@ class Containerd2:
                         child.kill()
                 shim.kill()
         psutil.wait_procs(shims, timeout=5)
+        self._remove_shim_sockets()
         self._unmount_all()
         shutil.rmtree(self.dir, ignore_errors=True)
         # Containers crictl ran without a cgroup parent live in k8s.io/<id> (the kubelet's are under its
@@ -254,6 +267,19 @@ class Containerd2:
         for made in self._namespace_cgroups() - self._cgroups_before:
             with contextlib.suppress(OSError):
                 made.rmdir()
+
+    def _remove_shim_sockets(self) -> None:
+        """A killed shim leaves its socket /run/containerd/s/<sha256(<our socket>/k8s.io/<id>)>: remove those
+        of every task this containerd had (the ids are its task state dirs)."""
+        tasks = self.dir / "state" / "io.containerd.runtime.v2.task" / NAMESPACE_CGROUP
+        for task in tasks.iterdir() if tasks.is_dir() else ():
+            for suffix in ("", "/debug"):
+                digest = hashlib.sha256(f"{self.socket}/{NAMESPACE_CGROUP}/{task.name}{suffix}".encode())
+                (SHIM_SOCKET_DIR / digest.hexdigest()).unlink(missing_ok=True)
+        for made in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent):  # made by our shims: removed once empty
+            if made not in self._run_dirs_before:
+                with contextlib.suppress(OSError):
+                    made.rmdir()
 
     @staticmethod
     def _container_cgroups() -> set[Path]:
