@@ -26,6 +26,8 @@ What is set, and why (docs/interop.md):
   must not evict the test's pods or delete its imported images), `podLogsDir` in the root dir (the default is
   /var/log/pods), `cpuManagerPolicy: none` (the static policy would write cpusets over the CDI hook's),
   `nodeStatusUpdateFrequency: 2s` (a device plugin's capacity shows on the Node within seconds).
+- The kubelet sets kernel tunables at start (vm.overcommit_memory=1, kernel.panic=10,
+  kernel.panic_on_oops=1, ...): `close()` writes back the values it found.
 - Flags: `--hostname-override`, `--node-ip=127.0.0.1`, `--kubeconfig` (a `system:node:<name>` client
   certificate), `-v=4` (the device manager logs each GetPreferredAllocation call at 4). kubelet 1.37 refuses
   a loopback node IP for the Node's addresses ("nodeIP can't be loopback address", logged on every status
@@ -60,6 +62,16 @@ from kubenode.api.podresources.v1 import api_pb2, api_pb2_grpc
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 HOST_KUBELET_DIR = Path("/var/lib/kubelet")
+# The kernel settings kubelet 1.37 writes at start (container_manager_linux.go setupKernelTunables, with
+# protectKernelDefaults false: it sets them rather than fail); put back on close.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
 
 
 class ControlPlaneLike(Protocol):
@@ -165,6 +177,7 @@ class Kubelet:
         self.port = free_port()
         self.healthz_port = free_port()
         self._made_host_dir = False
+        self._sysctls_before = _read_sysctls()
         for directory in (self.root, self.device_plugin_dir, self.plugins_registry_dir, self.plugins_dir):
             directory.mkdir(parents=True, exist_ok=True)
         cert, key = control_plane.issue_cert(
@@ -259,6 +272,10 @@ class Kubelet:
                 Path(keep).mkdir(parents=True, exist_ok=True)
                 shutil.copy(self.process.log_path, Path(keep) / f"kubelet-{self.node_name}.log")
         leftover = sweep_root(self.cgroup_root)
+        for name, value in self._sysctls_before.items():
+            with contextlib.suppress(OSError):
+                if (Path("/proc/sys") / name).read_text().strip() != value:
+                    (Path("/proc/sys") / name).write_text(value)
         if self._made_host_dir:
             with contextlib.suppress(OSError):
                 HOST_KUBELET_DIR.rmdir()
@@ -365,6 +382,14 @@ def container_id(pod: dict[str, Any], container: str) -> str:
         if status["name"] == container:
             return str(status["containerID"]).split("://", 1)[1]
     raise KeyError(f"pod {pod['metadata']['name']} has no container {container} in its status")
+
+
+def _read_sysctls() -> dict[str, str]:
+    found = {}
+    for name in KUBELET_SYSCTLS:
+        with contextlib.suppress(OSError):
+            found[name] = (Path("/proc/sys") / name).read_text().strip()
+    return found
 
 
 def metric_sum(text: str, name: str, **labels: str) -> float:
