@@ -11,7 +11,7 @@ kube-controller-manager and kube-scheduler) on loopback, for the interop tests.
         cp.api("GET", "/api/v1/nodes")                # (status, decoded JSON) as admin, no kubectl
         cp.approve_csrs()                             # approve pending CSRs (kubelet-serving ones, ...)
         cp.create_namespace("t1")                     # and wait for its default ServiceAccount
-        cp.restart("kube-scheduler"); cp.logs("kube-apiserver")
+        cp.restart("kube-apiserver"); cp.revive(); cp.logs("kube-apiserver")
         cp.start_seconds                              # {"etcd": 0.4, "kube-apiserver": 6.1, ...}
 
 Every child is killed and the directory removed on exit, also when the start fails (the exception carries
@@ -158,11 +158,31 @@ class ControlPlane:
                 self.processes[name].kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def restart(self, component: str) -> float:
-        """Stop one component (SIGTERM) and start it again with the same flags and ports; seconds until it is
-        healthy again."""
+    def restart(self, component: str, grace: float = 2.0) -> float:
+        """Stop one component (SIGTERM, SIGKILL after `grace` s) and start it again with the same flags and
+        ports; seconds until it is healthy again. The grace is short on purpose: kube-apiserver drains its
+        watches for a long time after SIGTERM while refusing new connections, and a scheduler or controller
+        manager that cannot renew its leader lease within 10 s exits (as in any cluster, where its kubelet
+        or systemd starts it again: `revive` does that here, and runs after every restart)."""
         proc = self.processes[component]
-        proc.restart()
+        proc.restart(grace)
+        seconds = self._wait_healthy(component)
+        self.revive()
+        return seconds
+
+    def revive(self) -> list[str]:
+        """Start again every component that has exited (a lost leader election ends kube-scheduler and
+        kube-controller-manager); the names started."""
+        started = []
+        for name, proc in self.processes.items():
+            if not proc.alive():
+                proc.start()
+                self._wait_healthy(name)
+                started.append(name)
+        return started
+
+    def _wait_healthy(self, component: str) -> float:
+        proc = self.processes[component]
         if component == "etcd":
             assert self.etcd is not None
             return proc.wait_until(self.etcd.healthy, self.start_timeout, "healthy")

@@ -436,3 +436,26 @@ def _cpu_list(text: str) -> list[int]:
         low, _, high = part.partition("-")
         cpus.extend(range(int(low), int(high or low) + 1))
     return cpus
+
+
+def test_the_agent_rides_out_a_kube_apiserver_restart(
+    node: AgentNode, record_property: Callable[[str, object], None]
+) -> None:
+    """kube-apiserver restarts (its watch cache starts again, so the agent's watch resumes with a 410 and a
+    relist): the running pod keeps its container, the Lease is renewed again, a new pod the scheduler binds
+    runs, and a deletion made after the restart is carried out."""
+    cp = node.cp
+    node.create_pod("steady", [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}])
+    before = node.pod("steady")["status"]["containerStatuses"][0]["containerID"]
+    record_property("apiserver_restart_s", cp.restart("kube-apiserver"))
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node.name}"
+    renewed = node.get(lease)["spec"]["renewTime"]
+    wait_for(
+        lambda: node.get(lease)["spec"]["renewTime"] != renewed, 30, "the Lease renewed after the restart"
+    )
+    seconds = node.create_pod("later", [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}])
+    record_property("running_after_apiserver_restart_s", seconds)
+    status = node.pod("steady")["status"]["containerStatuses"][0]
+    assert status["containerID"] == before and status["restartCount"] == 0, status
+    node.delete_pod("steady")
+    node.delete_pod("later")
