@@ -241,6 +241,34 @@ def test_the_real_controllers_workloads_run_and_survive_an_agent_restart_and_a_d
     wait_for(lambda: not _pods_by_app(node), 60, "the workloads' pods gone")
 
 
+WHOAMI = """
+import json, os, ssl, urllib.request
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+token = open(sa + "/token").read()
+review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+request = urllib.request.Request(
+    f"https://{host}:{port}/apis/authentication.k8s.io/v1/selfsubjectreviews", json.dumps(review).encode(),
+    {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+context = ssl.create_default_context(cafile=sa + "/ca.crt")
+with urllib.request.urlopen(request, context=context) as answer:
+    user = json.load(answer)["status"]["userInfo"]["username"]
+print("user", user, "ns", open(sa + "/namespace").read(), flush=True)
+"""
+
+
+def test_a_pods_service_account_token_authenticates_to_kube_apiserver(node: AgentNode) -> None:
+    """The projected kube-api-access volume (a token the agent asked kube-apiserver for with the node's
+    identity, the kube-root-ca.crt ConfigMap, the namespace) and KUBERNETES_SERVICE_HOST/PORT naming the API
+    server the agent reaches (127.0.0.1, not the Service IP): a process pod calls kube-apiserver as
+    system:serviceaccount:<ns>:default."""
+    command = [sys.executable, "-c", WHOAMI + "\nimport time; time.sleep(600)\n"]
+    node.create_pod("whoami", [{"name": "main", "image": "busybox", "command": command}])
+    out = wait_for(lambda: node.kubectl("logs", "whoami").stdout, 30, lambda: node.describe("whoami"))
+    assert out.strip() == f"user system:serviceaccount:{NAMESPACE}:default ns {NAMESPACE}", out
+    node.delete_pod("whoami")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
