@@ -36,6 +36,9 @@ class DraDevice:
     capacity: Mapping[str, str] = field(default_factory=dict)
     edits: Mapping[str, Any] = field(default_factory=dict)  # CDI containerEdits
     healthy: bool = True
+    # Host paths of the edits' deviceNodes that a claim's spec names only where they exist when it is
+    # prepared (the GPU's control devices: /dev/nvidia-uvm appears once the uvm module loads).
+    optional_device_nodes: tuple[str, ...] = ()
 
     def slice_entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -111,7 +114,10 @@ def gpu_devices(gpus: list[GpuDescription], dev_root: str = "/dev") -> list[DraD
             "deviceNodes": [{"path": f"/dev/{n}", "hostPath": str(Path(dev_root, n))} for n in nodes],
         }
         capacity = {"memory": gpu.memory} if gpu.memory else {}
-        devices.append(DraDevice(f"gpu-{gpu.index}", attributes, capacity, edits))
+        optional = tuple(str(Path(dev_root, n)) for n in CONTROL_DEVICES)
+        devices.append(
+            DraDevice(f"gpu-{gpu.index}", attributes, capacity, edits, optional_device_nodes=optional)
+        )
     return devices
 
 

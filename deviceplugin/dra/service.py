@@ -12,6 +12,7 @@ the spec; a claim never prepared is already unprepared (no error), as the kubele
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -112,10 +113,11 @@ class DriverState:
 def claim_edits(
     results: list[Mapping[str, Any]], devices: Mapping[str, DraDevice]
 ) -> dict[str, Mapping[str, Any]]:
-    """Each allocated device's CDI edits. A CPU device's `KUBENODE_CPUSET` names every CPU of its request,
-    not only its own: a runtime merges the env of a container's CDI devices with the last one winning, so
-    under kubelet 1.37 and containerd 2.4 a two-CPU claim's container saw KUBENODE_CPUSET=1 of its 0-1
-    (the pinning itself is the hooks', each of which pins to all of them: deviceplugin/cdihook.py)."""
+    """Each allocated device's CDI edits, as the device's, except: optional device nodes (a GPU's control
+    devices) that do not exist now are left out; a CPU device's `KUBENODE_CPUSET` names every CPU of its
+    request, not only its own: a runtime merges the env of a container's CDI devices with the last one
+    winning, so under kubelet 1.37 and containerd 2.4 a two-CPU claim's container saw KUBENODE_CPUSET=1 of
+    its 0-1 (the pinning itself is the hooks', each of which pins to all of them: deviceplugin/cdihook.py)."""
     by_request: dict[str, set[int]] = {}
     for r in results:
         by_request.setdefault(str(r.get("request") or ""), set()).update(
@@ -125,11 +127,24 @@ def claim_edits(
     for r in results:
         name, request = str(r["device"]), str(r.get("request") or "")
         edits = dict(devices[name].edits)
+        optional = set(devices[name].optional_device_nodes)
+        if optional:
+            # A CDI device node whose host path is missing fails the container (containerd 2.4: "CDI device
+            # injection failed: failed to stat CDI host device"): the GPU's control devices go in only where
+            # they exist, as the device plugin's gpu backend answers them.
+            nodes = edits.get("deviceNodes") or []
+            edits["deviceNodes"] = [
+                n for n in nodes if _host_path(n) not in optional or os.path.exists(_host_path(n))
+            ]
         if _env_cpus(edits):
             env = [e for e in edits.get("env") or [] if not str(e).startswith(f"{CPUSET_ENV}=")]
             edits["env"] = [*env, f"{CPUSET_ENV}={format_cpuset(frozenset(by_request[request]))}"]
         out[name] = edits
     return out
+
+
+def _host_path(node: Mapping[str, Any]) -> str:
+    return str(node.get("hostPath") or node.get("path"))
 
 
 def _env_cpus(edits: Mapping[str, Any]) -> frozenset[int]:

@@ -245,6 +245,24 @@ def test_gpu_claim_spec_names_the_gpu(options: DriverOptions, claims: Claims) ->
     assert entry.edits.device_nodes[0].path == "/dev/nvidia0"
 
 
+def test_gpu_claim_spec_names_only_the_control_devices_that_exist(
+    options: DriverOptions, claims: Claims
+) -> None:
+    """The GPU's control devices (nvidiactl, nvidia-uvm, nvidia-uvm-tools) are in a claim's spec only where
+    they exist when it is prepared, as the device plugin's gpu backend answers them: containerd 2.4 fails a
+    container whose CDI device names a missing host node ("CDI device injection failed: failed to stat CDI
+    host device .../nvidiactl", found under the real kubelet); the GPU's own node is always named."""
+    dev = Path(options.dev_root)
+    dev.mkdir(parents=True, exist_ok=True)
+    (dev / "nvidiactl").touch()  # a stand-in: only its existence is looked at
+    devices = discover(options)[GPU_DRIVER]
+    driver = Driver(GPU_DRIVER, devices, options, claims.get)
+    uid = claims.put("g", [result("gpu-0", request="gpu", driver=GPU_DRIVER)])
+    driver.state.prepare("default", uid, "g")
+    [entry] = read_spec(driver.state.specs.path(uid)).devices
+    assert [n.path for n in entry.edits.device_nodes] == ["/dev/nvidia0", "/dev/nvidiactl"]
+
+
 def test_config_errors_name_the_field(tmp_path: Path, options: DriverOptions) -> None:
     bad = tmp_path / "c.yaml"
     bad.write_text("drivers: [tpu.example.com]\n")
