@@ -13,7 +13,9 @@ harness/k8s/containerd2.py, harness/k8s/kubelet.py; the driver authenticates as 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -353,3 +355,70 @@ def test_restarts_keep_the_claim_and_the_restarted_driver_unprepares_it(
         60,
         "the restarted driver unprepared the claim",
     )
+
+
+def test_gpu_claim_gets_exactly_its_device_node(
+    node: Node, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """gpu.kubenode.io (a second driver process: one static 80Gi GPU, its device root a directory of the
+    test's own holding only nvidia0, a char device 1:3) under the real kubelet: examples/dra/gpu-40gi.yaml's
+    claim is allocated and prepared, and containerd gives the container the GPU's node and
+    NVIDIA_VISIBLE_DEVICES=<uuid>."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    os.mknod(dev / "nvidia0", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    uuid = "GPU-00000000-kn00-0000-0000-000000000000"
+    config = tmp_path / "gpu-driver.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "drivers": ["gpu.kubenode.io"],
+                "gpus": [{"uuid": uuid, "memory": "80Gi", "productName": "Interop-GPU", "numaNode": 0}],
+                "devRoot": str(dev),
+            }
+        )
+    )
+    kubelet = node.kubelet
+    gpu_driver = ManagedProcess(
+        "dra-gpu-driver",
+        [KUBENODE, "dra-driver", "--kubeconfig", node.control_plane.node_kubeconfig(NODE),
+         "--node-name", NODE, "--registry-dir", kubelet.plugins_registry_dir,
+         "--plugin-dir", kubelet.plugins_dir, "--cdi-dir", node.containerd.cdi_dir, "--config", config],
+        tmp_path,
+    )  # fmt: skip
+    cp = node.control_plane
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "gpu-40gi.yaml").read_text()) if d]
+    template = next(d for d in docs if d["kind"] == "ResourceClaimTemplate")
+    pod = _node_pod(next(d for d in docs if d["kind"] == "Pod"))
+    base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}"
+    gpu_driver.start()
+    try:
+        node.wait(
+            lambda: re.search(r'"Registered DRA plugin".*driverName="gpu\.kubenode\.io"', kubelet.logs()),
+            60,
+            "gpu.kubenode.io registered with the kubelet",
+        )
+        for device_class in example_manifests()[0]:
+            status, body = cp.api("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
+            assert status in (201, 409), body
+        status, body = cp.api("POST", f"{base}/resourceclaimtemplates", template)
+        assert status == 201, body
+        status, body = cp.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+        assert status == 201, body
+        try:
+            running, seconds = wait_pod_running(cp, NAMESPACE, "gpu-40gi", timeout=60)
+        except (TimeoutError, RuntimeError) as exc:
+            events = cp.api("GET", f"/api/v1/namespaces/{NAMESPACE}/events")[1]
+            messages = [e.get("message") for e in events.get("items", []) if "gpu-40gi" in json.dumps(e)]
+            tail = gpu_driver.log_tail(20)
+            raise AssertionError(f"{exc}\nevents: {messages}\n--- gpu driver ---\n{tail}") from None
+        record_property("gpu_time_to_running_s", seconds)
+        pid = node.containerd.container_pid(container_id(running, "main"))
+        assert pid_env(pid).get("NVIDIA_VISIBLE_DEVICES") == uuid
+        device = os.stat(f"/proc/{pid}/root/dev/nvidia0")
+        assert stat.S_ISCHR(device.st_mode) and (os.major(device.st_rdev), os.minor(device.st_rdev)) == (1, 3)
+    finally:
+        cp.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/gpu-40gi", {"gracePeriodSeconds": 0})
+        node.wait(lambda: node.get(f"/api/v1/namespaces/{NAMESPACE}/pods/gpu-40gi") is None, 60, "pod gone")
+        cp.api("DELETE", f"{base}/resourceclaimtemplates/gpu-40gi")
+        gpu_driver.stop()
