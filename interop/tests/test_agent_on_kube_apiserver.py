@@ -241,6 +241,49 @@ def test_the_real_controllers_workloads_run_and_survive_an_agent_restart_and_a_d
     wait_for(lambda: not _pods_by_app(node), 60, "the workloads' pods gone")
 
 
+def test_kubenodes_scheduler_binds_beside_kube_scheduler(
+    node: AgentNode, record_property: Callable[[str, object], None]
+) -> None:
+    """`kubenode scheduler run` with kube-scheduler's identity (system:kube-scheduler, its RBAC) and a
+    profile named `kubenode`, leader-elected on its own Lease, binds the pods that ask for it; kube-scheduler
+    leaves them alone."""
+    cp = node.cp
+    kubeconfig = cp.kubeconfig_for("system:kube-scheduler", (), "kubenode-scheduler")
+    profile = node.agent.dir / "scheduler-profile.yaml"
+    profile.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "kubenode"}],
+    }))  # fmt: skip
+    scheduler = ManagedProcess(
+        "kubenode-scheduler",
+        [sys.executable, "-m", "cli.main", "--log-level", "INFO", "scheduler", "run",
+         "--kubeconfig", str(kubeconfig), "--profile", str(profile), "--leader-elect",
+         "--lock-object-namespace", "kube-system", "--lock-object-name", "kubenode-scheduler"],
+        node.agent.dir / "logs", env={"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}, cwd=REPO,
+    )  # fmt: skip
+    node.extra.append(scheduler)
+    scheduler.start()
+    wait_for(lambda: "started leading" in scheduler.log(), 30, lambda: scheduler.log_tail())
+    seconds = node.create_pod(
+        "by-kubenode",
+        [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}],
+        schedulerName="kubenode",
+    )
+    record_property("kubenode_scheduler_pod_running_s", seconds)
+    events = node.get(f"/api/v1/namespaces/{NAMESPACE}/events")["items"]
+    scheduled = [
+        e for e in events if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "by-kubenode"
+    ]
+    assert [e["source"].get("component") for e in scheduled] == ["kubenode"], scheduled
+    lease = node.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubenode-scheduler")
+    renewed = lease["spec"]["renewTime"]
+    wait_for(lambda: node.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubenode-scheduler")
+             ["spec"]["renewTime"] != renewed, 20, "kubenode scheduler's Lease renewed")  # fmt: skip
+    node.delete_pod("by-kubenode")
+    scheduler.stop()
+    assert not [line for line in scheduler.log().splitlines() if " ERROR " in line], scheduler.log_tail()
+
+
 WHOAMI = """
 import json, os, ssl, urllib.request
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
