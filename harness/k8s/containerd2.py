@@ -276,10 +276,20 @@ class Containerd2:
             for suffix in ("", "/debug"):
                 digest = hashlib.sha256(f"{self.socket}/{NAMESPACE_CGROUP}/{task.name}{suffix}".encode())
                 (SHIM_SOCKET_DIR / digest.hexdigest()).unlink(missing_ok=True)
+        if self._other_containerd_running():
+            return  # its shims may be about to put a socket there
         for made in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent):  # made by our shims: removed once empty
             if made not in self._run_dirs_before:
                 with contextlib.suppress(OSError):
                     made.rmdir()
+
+    def _other_containerd_running(self) -> bool:
+        names = ("containerd", "containerd-shim-runc-v2", "containerd-shim")
+        ours = self.process.pid if self.process is not None else None
+        return any(
+            p.info.get("name") in names and p.info.get("pid") != ours
+            for p in psutil.process_iter(["name", "pid"])
+        )
 
     @staticmethod
     def _container_cgroups() -> set[Path]:
