@@ -14,8 +14,29 @@ from kubenode.model.quantity import QuantityError, to_amount
 from kubenode.model.resources import qualified_name_problem
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-# Labels the kubelet sets itself and NodeRestriction forbids a node to set (node-restriction.kubernetes.io/).
-FORBIDDEN_LABEL_PREFIX = "node-restriction.kubernetes.io/"
+# The labels in the kubernetes.io and k8s.io namespaces a node may set on itself, as the kubelet checks its
+# --node-labels (k8s.io/kubelet pkg/apis/well_known_labels.go IsKubeletLabel, cmd/kubelet/app/options):
+# NodeRestriction refuses any other (node-restriction.kubernetes.io/, node-role.kubernetes.io/, ...), so an
+# agent started with one would retry registering its Node forever.
+KUBELET_LABELS = frozenset({
+    "kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type", "kubernetes.io/os",
+    "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
+})  # fmt: skip
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_namespace(namespace: str, parent: str) -> bool:
+    return namespace == parent or namespace.endswith("." + parent)
+
+
+def is_allowed_node_label(key: str) -> bool:
+    """Whether a node may set this label on its own Node (any label outside kubernetes.io and k8s.io)."""
+    namespace = key.split("/", 1)[0] if "/" in key else ""
+    if not (_in_namespace(namespace, "kubernetes.io") or _in_namespace(namespace, "k8s.io")):
+        return True
+    return key in KUBELET_LABELS or any(_in_namespace(namespace, n) for n in KUBELET_LABEL_NAMESPACES)
 
 
 def _pairs(value: Any, source: str, key: str) -> dict[str, str]:
@@ -40,10 +61,13 @@ def parse_node_labels(value: Any, source: str = "command line", key: str = "node
         problem = qualified_name_problem(name)
         if problem:
             raise ValidationError(source, key, f"invalid label key {name!r}: {problem}")
-        if name.startswith(FORBIDDEN_LABEL_PREFIX):
+        if not is_allowed_node_label(name):
             raise ValidationError(
-                source, key, f"{name!r}: a node may not set {FORBIDDEN_LABEL_PREFIX} labels"
-            )
+                source, key,
+                f"{name!r}: a node may set kubernetes.io and k8s.io labels only with the prefixes "
+                f"{', '.join(KUBELET_LABEL_NAMESPACES)} or from the set {', '.join(sorted(KUBELET_LABELS))} "
+                "(NodeRestriction refuses the others)",
+            )  # fmt: skip
         if len(val) > 63 or (val and not (val[0].isalnum() and val[-1].isalnum())):
             raise ValidationError(source, key, f"invalid label value {val!r} for {name}")
     return labels

@@ -73,3 +73,13 @@ def test_flag_parsers() -> None:
     assert parse_reserved("cpu=500m,memory=1Gi") == {"cpu": 500, "memory": 2**30}
     with pytest.raises(ValidationError, match=r"node-restriction\.kubernetes\.io/"):
         parse_node_labels("node-restriction.kubernetes.io/x=y")
+    # The kubelet's --node-labels rule: in kubernetes.io and k8s.io only its own set and prefixes. Under
+    # kube-apiserver's NodeRestriction an agent with node-role.kubernetes.io/worker retried its 403 Node
+    # registration forever (docs/interop.md).
+    for refused in ("node-role.kubernetes.io/worker=", "example.k8s.io/x=y", "kubernetes.io/role=x"):
+        with pytest.raises(ValidationError, match="NodeRestriction refuses"):
+            parse_node_labels(refused)
+    allowed = (
+        "node.kubernetes.io/pool=a,kubelet.kubernetes.io/x=1,topology.kubernetes.io/zone=z,example.com/y=2"
+    )
+    assert len(parse_node_labels(allowed)) == 4
