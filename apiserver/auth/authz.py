@@ -54,6 +54,7 @@ class Rule:
     groups: frozenset[str] = frozenset()
     resources: frozenset[str] = frozenset()
     urls: tuple[str, ...] = ()  # non-resource URLs; a trailing "*" is a prefix
+    names: frozenset[str] = frozenset()  # resourceNames: only requests naming one of them (never create)
 
     def matches(self, info: RequestInfo) -> bool:
         if not ("*" in self.verbs or info.verb in self.verbs):
@@ -62,6 +63,8 @@ class Rule:
             return any(
                 info.path == u or (u.endswith("*") and info.path.startswith(u[:-1])) for u in self.urls
             )
+        if self.names and info.name not in self.names:
+            return False
         resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
         return ("*" in self.groups or info.api_group in self.groups) and (
             "*" in self.resources or resource in self.resources
@@ -69,9 +72,15 @@ class Rule:
 
 
 def rule(
-    verbs: str, groups: Sequence[str] = ("",), resources: Sequence[str] = (), urls: Sequence[str] = ()
+    verbs: str,
+    groups: Sequence[str] = ("",),
+    resources: Sequence[str] = (),
+    urls: Sequence[str] = (),
+    names: Sequence[str] = (),
 ) -> Rule:
-    return Rule(frozenset(verbs.split()), frozenset(groups), frozenset(resources), tuple(urls))
+    return Rule(
+        frozenset(verbs.split()), frozenset(groups), frozenset(resources), tuple(urls), frozenset(names)
+    )
 
 
 # kube's bootstrap roles for everyone authenticated: system:public-info-viewer (the health and version paths,
@@ -111,22 +120,58 @@ MONITORING_RULES = (rule("get", urls=("/metrics", "/metrics/*", "/livez", "/read
 DRA_GROUP = "resource.k8s.io"
 DRA_RESOURCES = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
 
-# bootstrappolicy's system:kube-scheduler, limited to the kinds served here.
+READ = "get list watch"
+READ_UPDATE = "get list watch update patch"
+
+# bootstrappolicy's system:kube-scheduler as v1.37.2 has it with its default feature gates
+# (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go: DynamicResourceAllocation, DRADeviceTaintRules
+# and DRAExtendedResource on), whether or not this server serves the kind: the real kube-scheduler informs on
+# every one of them, and a 403 there would keep its caches from syncing.
 SCHEDULER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
     rule("create", groups=("coordination.k8s.io",), resources=("leases",)),
-    rule("get update", groups=("coordination.k8s.io",), resources=("leases",)),
-    rule("get list watch", resources=("nodes",)),
-    rule("delete get list watch", resources=("pods",)),
-    rule("create", resources=("bindings", "pods/binding")),
+    rule("get update list watch", groups=("coordination.k8s.io",), resources=("leases",),
+         names=("kube-scheduler",)),
+    rule("get list watch create update patch delete deletecollection", groups=("coordination.k8s.io",),
+         resources=("leasecandidates",)),
+    rule(READ, resources=("nodes",)),
+    rule("get list watch delete", resources=("pods",)),
+    rule("create", resources=("pods/binding", "bindings")),
     rule("patch update", resources=("pods/status",)),
-    rule("get list watch", resources=("namespaces",)),
-    # kubenode: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC grants this).
+    rule(READ, resources=("services", "replicationcontrollers")),
+    rule(READ, groups=("apps", "extensions"), resources=("replicasets",)),
+    rule(READ, groups=("apps",), resources=("statefulsets",)),
+    rule(READ, groups=("policy",), resources=("poddisruptionbudgets",)),
+    rule(READ, resources=("persistentvolumeclaims", "persistentvolumes")),
+    rule("create", groups=("authentication.k8s.io",), resources=("tokenreviews",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
+    rule(READ, groups=("storage.k8s.io",), resources=("csinodes",)),
+    rule("get list watch", groups=("storage.k8s.io",), resources=("volumeattachments",)),
+    rule(READ, resources=("namespaces",)),
+    rule(READ, groups=("storage.k8s.io",), resources=("csidrivers",)),
+    rule(READ, groups=("storage.k8s.io",), resources=("csistoragecapacities",)),
+    # Dynamic Resource Allocation
+    rule(READ, groups=(DRA_GROUP,), resources=("deviceclasses",)),
+    rule(READ_UPDATE, groups=(DRA_GROUP,), resources=("resourceclaims",)),
+    rule(READ_UPDATE, groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
+    rule("update", resources=("pods/finalizers",)),
+    rule(READ, groups=(DRA_GROUP,), resources=("resourceslices",)),
+    rule("create delete", groups=(DRA_GROUP,), resources=("resourceclaims",)),
+    rule(READ, groups=(DRA_GROUP,), resources=("devicetaintrules",)),
+    # kubenode's own scheduler: the NUMA-aware filter reads what the nodes publish (scheduler-plugins' RBAC
+    # grants this), and it reads the claim templates.
     rule("get list watch", groups=("topology.node.k8s.io",), resources=("noderesourcetopologies",)),
-    # Dynamic Resource Allocation: read the four kinds, write the claims' allocation and consumers.
-    rule("get list watch", groups=(DRA_GROUP,), resources=DRA_RESOURCES),
-    rule("patch update", groups=(DRA_GROUP,), resources=("resourceclaims/status",)),
+    rule(READ, groups=(DRA_GROUP,), resources=("resourceclaimtemplates",)),
+)  # fmt: skip
+
+# bootstrappolicy's system:volume-scheduler, bound to the user system:kube-scheduler too.
+VOLUME_SCHEDULER_RULES = (
+    rule(READ_UPDATE, resources=("persistentvolumes",)),
+    rule(READ, groups=("storage.k8s.io",), resources=("storageclasses",)),
+    rule(READ_UPDATE, resources=("persistentvolumeclaims",)),
 )
+
+SCHEDULER_ALL_RULES = SCHEDULER_RULES + VOLUME_SCHEDULER_RULES
 
 # bootstrappolicy's system:kube-controller-manager (events, its Lease, reading everything served here) with
 # the rules of the one controller it runs, system:controller:node-controller, as kube grants them when the
@@ -234,7 +279,7 @@ class NodeRBACAuthorizer:
             return ALLOW
         if SERVICEACCOUNTS_GROUP in user.groups and any(r.matches(info) for r in ISSUER_DISCOVERY_RULES):
             return ALLOW
-        if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_RULES):
+        if user.name == SCHEDULER_USER and any(r.matches(info) for r in SCHEDULER_ALL_RULES):
             return ALLOW
         if user.name == CONTROLLER_MANAGER_USER and any(r.matches(info) for r in CONTROLLER_MANAGER_RULES):
             return ALLOW
@@ -321,7 +366,7 @@ def rules_for(authorizer: Authorizer | None, user: UserInfo, namespace: str) -> 
     if SERVICEACCOUNTS_GROUP in user.groups:
         rules += ISSUER_DISCOVERY_RULES
     if user.name == SCHEDULER_USER:
-        rules += SCHEDULER_RULES
+        rules += [r for r in SCHEDULER_ALL_RULES if not r.names]
     if user.name == CONTROLLER_MANAGER_USER:
         rules += CONTROLLER_MANAGER_RULES
     if node_name_of(user) is not None:

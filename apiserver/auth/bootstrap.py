@@ -30,6 +30,7 @@ from apiserver.auth.authz import (
     PUBLIC_INFO_RULES,
     SCHEDULER_RULES,
     SERVICEACCOUNTS_GROUP,
+    VOLUME_SCHEDULER_RULES,
     Rule,
 )
 from apiserver.resources import RBAC_GROUP
@@ -51,6 +52,7 @@ BOOTSTRAP: tuple[tuple[str, tuple[Rule, ...], tuple[tuple[str, str], ...]], ...]
     ("system:monitoring", MONITORING_RULES, (("Group", MONITORING_GROUP),)),
     ("system:service-account-issuer-discovery", ISSUER_DISCOVERY_RULES, (("Group", SERVICEACCOUNTS_GROUP),)),
     ("system:kube-scheduler", SCHEDULER_RULES, (("User", SCHEDULER_USER),)),
+    ("system:volume-scheduler", VOLUME_SCHEDULER_RULES, (("User", SCHEDULER_USER),)),
     ("system:kube-controller-manager", CONTROLLER_MANAGER_RULES, (("User", CONTROLLER_MANAGER_USER),)),
 )
 
@@ -58,11 +60,14 @@ BOOTSTRAP: tuple[tuple[str, tuple[Rule, ...], tuple[tuple[str, str], ...]], ...]
 def _rule_object(rule: Rule) -> dict[str, Any]:
     if rule.urls:
         return {"verbs": sorted(rule.verbs), "nonResourceURLs": list(rule.urls)}
-    return {
+    out: dict[str, Any] = {
         "verbs": sorted(rule.verbs),
         "apiGroups": sorted(rule.groups),
         "resources": sorted(rule.resources),
     }
+    if rule.names:
+        out["resourceNames"] = sorted(rule.names)
+    return out
 
 
 def _meta(name: str) -> dict[str, Any]:
