@@ -197,9 +197,61 @@ CLUSTERROLEBINDINGS = ResourceInfo(
 )  # fmt: skip
 RBAC = (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)
 
+
+def _stored(
+    group: str,
+    plural: str,
+    kind: str,
+    namespaced: bool,
+    short_names: tuple[str, ...] = (),
+    status: bool = False,
+    scale: bool = False,
+    categories: tuple[str, ...] = (),
+) -> ResourceInfo:
+    """A kind stored and served as kube serves it, with its own checks only where registry/stored.py has
+    them: what the real kube-scheduler and kube-controller-manager inform on (volumes, storage, PDBs, the
+    other workloads) but kubenode's own components do not use."""
+    subresources = []
+    if status:
+        subresources.append(SubresourceInfo("status", kind, STATUS_VERBS))
+    if scale:
+        subresources.append(SubresourceInfo("scale", "Scale", STATUS_VERBS, "autoscaling", "v1"))
+    return ResourceInfo(
+        group, "v1", plural, kind.lower(), kind, namespaced=namespaced, verbs=ALL_VERBS,
+        short_names=short_names, categories=categories,
+        subresources=tuple(sorted(subresources, key=lambda s: s.name)),
+    )  # fmt: skip
+
+
+PERSISTENTVOLUMES = _stored("", "persistentvolumes", "PersistentVolume", False, ("pv",), status=True)
+PERSISTENTVOLUMECLAIMS = _stored(
+    "", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), status=True
+)
+REPLICATIONCONTROLLERS = _stored(
+    "", "replicationcontrollers", "ReplicationController", True, ("rc",), status=True, scale=True,
+    categories=("all",),
+)  # fmt: skip
+STATEFULSETS = _stored(
+    "apps", "statefulsets", "StatefulSet", True, ("sts",), status=True, scale=True, categories=("all",)
+)
+CONTROLLERREVISIONS = _stored("apps", "controllerrevisions", "ControllerRevision", True)
+PODDISRUPTIONBUDGETS = _stored("policy", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), True)
+STORAGE_GROUP = "storage.k8s.io"
+STORAGECLASSES = _stored(STORAGE_GROUP, "storageclasses", "StorageClass", False, ("sc",))
+CSINODES = _stored(STORAGE_GROUP, "csinodes", "CSINode", False)
+CSIDRIVERS = _stored(STORAGE_GROUP, "csidrivers", "CSIDriver", False)
+CSISTORAGECAPACITIES = _stored(STORAGE_GROUP, "csistoragecapacities", "CSIStorageCapacity", True)
+VOLUMEATTACHMENTS = _stored(STORAGE_GROUP, "volumeattachments", "VolumeAttachment", False, status=True)
+DEVICETAINTRULES = _stored("resource.k8s.io", "devicetaintrules", "DeviceTaintRule", False, status=True)
+STORED = (
+    PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, STATEFULSETS, CONTROLLERREVISIONS,
+    PODDISRUPTIONBUDGETS, STORAGECLASSES, CSINODES, CSIDRIVERS, CSISTORAGECAPACITIES, VOLUMEATTACHMENTS,
+    DEVICETAINTRULES,
+)  # fmt: skip
+
 SERVED: tuple[ResourceInfo, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
-    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA, *RBAC,
+    NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA, *RBAC, *STORED,
 )  # fmt: skip
 # metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);
 # apiserver/handlers/nodemetrics.py answers its requests.

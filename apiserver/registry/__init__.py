@@ -20,6 +20,7 @@ from apiserver.registry.rbac import (
 )
 from apiserver.registry.runtimeclass import RuntimeClassStrategy
 from apiserver.registry.services import ServiceStrategy
+from apiserver.registry.stored import stored_strategies
 from apiserver.registry.topology import NodeResourceTopologyStrategy
 from apiserver.registry.workloads import (
     DaemonSetStrategy,
@@ -81,6 +82,7 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "clusterroles": ClusterRoleStrategy(CLUSTERROLES, clock),
         "rolebindings": RoleBindingStrategy(ROLEBINDINGS, clock),
         "clusterrolebindings": ClusterRoleBindingStrategy(CLUSTERROLEBINDINGS, clock),
+        **stored_strategies(clock),
     }
 
 

@@ -182,6 +182,8 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "batch",
             "resource.k8s.io",
             "rbac.authorization.k8s.io",
+            "policy",
+            "storage.k8s.io",
             "metrics.k8s.io",
         ]
         resources = client.CoreV1Api(c).get_api_resources()

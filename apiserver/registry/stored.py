@@ -1,0 +1,37 @@
+"""The kinds served for kube's own control plane (resources.py STORED): volumes and storage, PDBs,
+ReplicationControllers, StatefulSets and ControllerRevisions, DeviceTaintRules.
+
+Each is decoded against the official client's model (unknown fields and wrong JSON types as for every
+kind), keeps its status on a main update and its spec on a /status update where it has one, and bumps
+`metadata.generation` when its spec changes, as kube's strategies do. kube's deeper validation of these
+kinds is not repeated here: kubenode's own components never write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver.registry.base import Clock, Strategy, utc_now
+from apiserver.resources import STORED, ResourceInfo
+
+# kinds whose strategy sets metadata.generation on create (kube's PrepareForCreate)
+_GENERATION = {"ReplicationController", "StatefulSet", "PodDisruptionBudget", "DeviceTaintRule"}
+
+
+class StoredStrategy(Strategy):
+    def __init__(self, info: ResourceInfo, clock: Clock = utc_now) -> None:
+        super().__init__(info, clock)
+        self.model = f"V1{info.kind}"
+        self.has_status = info.subresource("status") is not None
+
+    def prepare_create(self, obj: dict[str, Any]) -> None:
+        if self.info.kind in ("PersistentVolume", "PersistentVolumeClaim"):
+            obj["status"] = {"phase": "Pending"}  # kube's PV and PVC PrepareForCreate
+        elif self.has_status:
+            obj.pop("status", None)
+        if self.info.kind in _GENERATION:
+            obj.setdefault("metadata", {})["generation"] = 1
+
+
+def stored_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
+    return {info.plural: StoredStrategy(info, clock) for info in STORED}
