@@ -250,7 +250,13 @@ _add_workload_decoders()
 
 
 def decode(body: bytes) -> dict[str, Any] | None:
-    """The JSON form of a protobuf body of a kind above; None for another kind; ValueError if malformed."""
+    """The JSON form of a protobuf body: any kind of k8s.io/api's tables (protoschema.py, the whole object
+    as Go's JSON would have it), else a kind above; None for another kind; ValueError if malformed."""
+    from apiserver import protoschema
+
+    decoded = protoschema.decode(body)
+    if decoded is not None:
+        return decoded
     _, kind = pw.envelope_kind(body)
     decoder = DECODERS.get(kind)
     return decoder(pw.unwrap(body)) if decoder is not None else None

@@ -100,8 +100,9 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
             raise APIError(
                 415,
                 "UnsupportedMediaType",
-                f"{protobody.MEDIA_TYPE} bodies are read only for {', '.join(protobody.DECODERS)}: "
-                "send application/json",
+                f"{protobody.MEDIA_TYPE} bodies are read only for the kinds of k8s.io/api's core, apps, "
+                f"batch, coordination, events, resource, policy, storage, rbac, node, autoscaling, discovery "
+                f"and the auth groups, and {', '.join(protobody.DECODERS)}: send application/json",
             )
         return decoded
     if content_type == "application/apply-patch+yaml":

@@ -58,5 +58,5 @@ def test_protobuf_binding_and_delete_options_are_read() -> None:
     grace = bytes([1 << 3 | 0]) + bytes([0xFF] * 9 + [0x01])  # int64 -1, as Go encodes it
     options = ENVELOPE_MAGIC + field(1, field(1, b"v1") + field(2, b"DeleteOptions")) + field(2, grace)
     assert decode(options) == {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": -1}
-    unknown = ENVELOPE_MAGIC + field(1, field(1, b"v1") + field(2, b"PersistentVolume")) + field(2, b"")
+    unknown = ENVELOPE_MAGIC + field(1, field(1, b"v1") + field(2, b"Frobnicator")) + field(2, b"")
     assert decode(unknown) is None

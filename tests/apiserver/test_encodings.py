@@ -26,7 +26,7 @@ def test_protobuf_eviction_decodes() -> None:
         "kind": "Eviction",
         "apiVersion": "policy/v1",
         "metadata": {"name": "p1", "namespace": "default"},
-        "deleteOptions": {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 7},
+        "deleteOptions": {"gracePeriodSeconds": 7},  # as Go's JSON has it: no TypeMeta
     }
 
 
@@ -49,11 +49,15 @@ def test_kubectl_create_namespace_sends_protobuf(api: ApiServerProcess) -> None:
     assert status == 200 and ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "from-kubectl"}
 
 
-def test_protobuf_pod_is_415(api: ApiServerProcess) -> None:
+def test_protobuf_pod_is_read_and_unknown_kind_is_415(api: ApiServerProcess) -> None:
     type_meta = _field(1, b"v1") + _field(2, b"Pod")
+    body = MAGIC + _field(1, type_meta) + _field(2, _field(1, _field(1, b"empty")))
+    status, reply = api.request("POST", PODS, raw=body, content_type="application/vnd.kubernetes.protobuf")
+    assert status == 422 and "containers" in reply["message"], reply  # read, then invalid: no containers
+    type_meta = _field(1, b"v1") + _field(2, b"Frobnicator")
     body = MAGIC + _field(1, type_meta) + _field(2, b"")
     status, reply = api.request("POST", PODS, raw=body, content_type="application/vnd.kubernetes.protobuf")
-    assert status == 415 and "read only for Namespace" in reply["message"]
+    assert status == 415 and "read only for" in reply["message"]
 
 
 def test_yaml_body(api: ApiServerProcess) -> None:
