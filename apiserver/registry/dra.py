@@ -108,6 +108,32 @@ def claim_spec_causes(spec: Mapping[str, Any], path: str) -> list[Cause]:
     return causes
 
 
+def _default_request(request: dict[str, Any]) -> None:
+    """kube's SetDefaults_ExactDeviceRequest / SetDefaults_DeviceSubRequest: allocationMode ExactCount, and
+    count 1 in that mode; a toleration's operator Equal."""
+    if not request.get("allocationMode"):
+        request["allocationMode"] = "ExactCount"
+    if request["allocationMode"] == "ExactCount" and not request.get("count"):
+        request["count"] = 1
+    for toleration in request.get("tolerations") or ():
+        if isinstance(toleration, dict) and not toleration.get("operator"):
+            toleration["operator"] = "Equal"
+
+
+def default_claim_spec(spec: object) -> None:
+    """kube's SetObjectDefaults_ResourceClaim on a claim's (or a template's) spec, in place. The real
+    kube-scheduler reads an unset allocationMode as an error ("unsupported count mode")."""
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    for request in (devices.get("requests") if isinstance(devices, dict) else None) or ():
+        if not isinstance(request, dict):
+            continue
+        if isinstance(request.get("exactly"), dict):
+            _default_request(request["exactly"])
+        for sub in request.get("firstAvailable") or ():
+            if isinstance(sub, dict):
+                _default_request(sub)
+
+
 class _DraStrategy(Strategy):
     immutable_spec = False
     returns_deleted_object = True  # each of kube's pkg/registry/resource/*/storage sets it
@@ -138,6 +164,13 @@ class ResourceClaimTemplateStrategy(_DraStrategy):
     model = "V1ResourceClaimTemplate"
     immutable_spec = True
 
+    def prepare_create(self, obj: dict[str, Any]) -> None:
+        default_claim_spec((obj.get("spec") or {}).get("spec"))
+
+    def prepare_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
+        super().prepare_update(new, old)
+        default_claim_spec((new.get("spec") or {}).get("spec"))
+
     def spec_causes(self, spec: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
         inner = spec.get("spec")
         return claim_spec_causes(inner, "spec.spec") if isinstance(inner, Mapping) else []
@@ -150,6 +183,11 @@ class ResourceClaimStrategy(_DraStrategy):
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
         obj.pop("status", None)  # kube's PrepareForCreate: status is the scheduler's, via /status
+        default_claim_spec(obj.get("spec"))
+
+    def prepare_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
+        super().prepare_update(new, old)
+        default_claim_spec(new.get("spec"))  # kube defaults every body it decodes
 
     def spec_causes(self, spec: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
         return claim_spec_causes(spec, "spec")

@@ -1,0 +1,251 @@
+"""What the real kube-scheduler v1.37 needed of `kubenode apiserver` (interop/tests/
+test_kube_control_plane_on_kubenode_apiserver.py runs the binary; these need no Go binaries):
+
+- kube's bootstrap RBAC for system:kube-scheduler and system:volume-scheduler, including the kinds it informs
+  on that kubenode's own components never use (a 403 there keeps its informers from syncing), and its
+  Lease rule limited to the name kube-scheduler;
+- those kinds served: PVs, PVCs, ReplicationControllers, StatefulSets, ControllerRevisions, PDBs, the
+  storage.k8s.io kinds and DeviceTaintRules;
+- protobuf bodies of every built-in kind (it writes Leases, Events and ResourceClaims as protobuf), decoded
+  as Go's JSON would have them;
+- kube's defaults of a claim's requests (allocationMode ExactCount, count 1): without them the scheduler's
+  DRA plugin fails with "unsupported count mode".
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from typing import Any
+
+import pytest
+
+from apiserver import protoschema
+from harness.apiserver import ApiServerProcess
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+# -- a minimal protobuf encoder (gogo-protobuf's wire format, as Go clients send it) -----------------------
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def num(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def msg(number: int, payload: bytes | str) -> bytes:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def envelope(api_version: str, kind: str, obj: bytes) -> bytes:
+    return b"k8s\x00" + msg(1, msg(1, api_version) + msg(2, kind)) + msg(2, obj)
+
+
+def meta(name: str, namespace: str = "") -> bytes:
+    return msg(1, name) + (msg(3, namespace) if namespace else b"")
+
+
+def time_of(moment: datetime.datetime) -> bytes:
+    return num(1, int(moment.timestamp())) + num(2, moment.microsecond * 1000)
+
+
+# -- RBAC -------------------------------------------------------------------------------------------------
+
+# (path, what the real kube-scheduler's informers list), all at the cluster scope
+SCHEDULER_LISTS = (
+    "/api/v1/nodes", "/api/v1/pods", "/api/v1/namespaces", "/api/v1/services",
+    "/api/v1/replicationcontrollers", "/api/v1/persistentvolumes", "/api/v1/persistentvolumeclaims",
+    "/apis/apps/v1/replicasets",
+    "/apis/apps/v1/statefulsets", "/apis/policy/v1/poddisruptionbudgets",
+    "/apis/storage.k8s.io/v1/csinodes",
+    "/apis/storage.k8s.io/v1/csidrivers", "/apis/storage.k8s.io/v1/csistoragecapacities",
+    "/apis/storage.k8s.io/v1/storageclasses", "/apis/storage.k8s.io/v1/volumeattachments",
+    "/apis/resource.k8s.io/v1/deviceclasses", "/apis/resource.k8s.io/v1/resourceclaims",
+    "/apis/resource.k8s.io/v1/resourceslices", "/apis/resource.k8s.io/v1/devicetaintrules",
+)  # fmt: skip
+
+
+def test_kube_scheduler_may_list_everything_it_informs_on(api: ApiServerProcess) -> None:
+    token = api.token_for("system:kube-scheduler")
+    for path in SCHEDULER_LISTS:
+        status, reply = api.request("GET", path + "?limit=500&resourceVersion=0", token=token)
+        assert status == 200, (path, reply)
+        assert reply["kind"].endswith("List"), (path, reply)
+
+
+def test_kube_scheduler_lease_rule_names_its_own_lease(api: ApiServerProcess) -> None:
+    token = api.token_for("system:kube-scheduler")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15},
+    }  # fmt: skip
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    assert api.request("POST", path, lease, token=token)[0] == 201
+    status, current = api.request("GET", path + "/kube-scheduler", token=token)
+    assert status == 200
+    assert api.request("PUT", path + "/kube-scheduler", current, token=token)[0] == 200
+    other = {**lease, "metadata": {"name": "someone-else", "namespace": "kube-system"}}
+    assert api.request("POST", path, other, token=token)[0] == 201  # create is not limited by name
+    status, reply = api.request("GET", path + "/someone-else", token=token)
+    assert status == 403, reply
+
+
+def test_volume_scheduler_role_is_bootstrapped(api: ApiServerProcess) -> None:
+    roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    status, role = api.request("GET", roles + "/system:volume-scheduler")
+    assert status == 200
+    assert {"apiGroups": [""], "resources": ["persistentvolumes"],
+            "verbs": ["get", "list", "patch", "update", "watch"]} in role["rules"]  # fmt: skip
+    status, binding = api.request(
+        "GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:volume-scheduler"
+    )
+    assert status == 200 and binding["subjects"][0]["name"] == "system:kube-scheduler"
+    status, role = api.request("GET", roles + "/system:kube-scheduler")
+    lease_rule = next(r for r in role["rules"] if r.get("resourceNames"))
+    assert lease_rule["resourceNames"] == ["kube-scheduler"] and lease_rule["resources"] == ["leases"]
+
+
+# -- the kinds served for kube's control plane ------------------------------------------------------------
+
+
+def test_discovery_lists_the_storage_and_policy_groups(api: ApiServerProcess) -> None:
+    status, groups = api.request("GET", "/apis")
+    names = {g["name"] for g in groups["groups"]}
+    assert {"storage.k8s.io", "policy", "apps", "resource.k8s.io"} <= names
+    status, resources = api.request("GET", "/apis/storage.k8s.io/v1")
+    assert status == 200
+    assert {r["name"] for r in resources["resources"]} >= {
+        "csinodes", "csidrivers", "csistoragecapacities", "storageclasses", "volumeattachments",
+        "volumeattachments/status",
+    }  # fmt: skip
+    status, core = api.request("GET", "/api/v1")
+    by_name = {r["name"]: r for r in core["resources"]}
+    volumes = by_name["persistentvolumes"]
+    assert volumes["namespaced"] is False and volumes["shortNames"] == ["pv"]
+    assert by_name["persistentvolumeclaims"]["namespaced"] is True
+
+
+def test_stored_kinds_round_trip(api: ApiServerProcess) -> None:
+    sc = {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
+    }  # fmt: skip
+    status, created = api.request("POST", "/apis/storage.k8s.io/v1/storageclasses", sc)
+    assert status == 201 and created["volumeBindingMode"] == "WaitForFirstConsumer"
+    pv = {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv1"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/"}},
+        "status": {"phase": "Bound"},
+    }  # fmt: skip
+    status, created = api.request("POST", "/api/v1/persistentvolumes", pv)
+    assert status == 201 and created["status"] == {"phase": "Pending"}  # kube's PrepareForCreate
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb1"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}}}  # fmt: skip
+    status, created = api.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb)
+    assert status == 201 and created["metadata"]["generation"] == 1
+    status, listed = api.request("GET", "/apis/policy/v1/poddisruptionbudgets")
+    assert status == 200 and [i["metadata"]["name"] for i in listed["items"]] == ["pdb1"]
+    bad = {**pdb, "metadata": {"name": "pdb2"}, "spec": {"selector": "app=a"}}  # not a LabelSelector
+    assert api.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", bad)[0] == 400
+
+
+# -- protobuf bodies ---------------------------------------------------------------------------------------
+
+
+def test_protobuf_lease_as_leader_election_writes_it(api: ApiServerProcess) -> None:
+    now = datetime.datetime(2026, 12, 7, 23, 0, 1, 5, tzinfo=datetime.UTC)
+    spec = msg(1, "me_1234") + num(2, 15) + msg(3, time_of(now)) + msg(4, time_of(now)) + num(5, 0)
+    body = envelope("coordination.k8s.io/v1", "Lease", msg(1, meta("pb-lease", "kube-system")) + msg(2, spec))
+    status, lease = api.request(
+        "POST", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases", raw=body, content_type=PROTOBUF
+    )
+    assert status == 201, lease
+    assert lease["spec"] == {
+        "holderIdentity": "me_1234", "leaseDurationSeconds": 15, "acquireTime": "2026-12-07T23:00:01.000005Z",
+        "renewTime": "2026-12-07T23:00:01.000005Z", "leaseTransitions": 0,
+    }  # fmt: skip
+
+
+def test_protobuf_core_event_is_read(api: ApiServerProcess) -> None:
+    involved = msg(1, "Pod") + msg(2, "default") + msg(3, "p") + msg(5, "v1")
+    event = (
+        msg(1, meta("p.1", "default")) + msg(2, involved) + msg(3, "Scheduled") + msg(4, "assigned")
+        + msg(5, msg(1, "default-scheduler")) + num(8, 1) + msg(9, "Normal") + msg(14, "default-scheduler")
+    )  # fmt: skip
+    status, reply = api.request(
+        "POST", "/api/v1/namespaces/default/events", raw=envelope("v1", "Event", event), content_type=PROTOBUF
+    )
+    assert status == 201, reply
+    assert reply["source"] == {"component": "default-scheduler"} and reply["count"] == 1
+    assert reply["reportingComponent"] == "default-scheduler"
+
+
+def test_protobuf_decoding_follows_go_json() -> None:
+    resources = msg(2, msg(1, "kubenode.io/cpu") + msg(2, msg(1, "2")))  # requests: map<string, Quantity>
+    ports = msg(6, num(3, 0))  # ports: [{containerPort: 0}]
+    container = msg(1, "c") + msg(2, "busybox") + msg(8, resources) + ports
+    volume = msg(1, "scratch") + msg(2, msg(2, b""))  # VolumeSource (inline) {emptyDir: {}}
+    spec = msg(1, volume) + msg(2, container) + num(4, 0) + num(12, 0)  # terminationGracePeriodSeconds: 0
+    spec += msg(7, msg(1, "k") + msg(2, "v"))  # nodeSelector
+    pod = envelope("v1", "Pod", msg(1, meta("p", "ns") + num(7, 0)) + msg(2, spec))
+    obj = protoschema.decode(pod)
+    assert obj is not None
+    assert obj["metadata"] == {"name": "p", "namespace": "ns"}  # generation 0 is omitempty: left out
+    assert obj["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert obj["spec"]["containers"][0]["resources"] == {"requests": {"kubenode.io/cpu": "2"}}
+    assert obj["spec"]["containers"][0]["ports"] == [{"containerPort": 0}]  # not omitempty: kept
+    assert obj["spec"]["terminationGracePeriodSeconds"] == 0  # a pointer: a 0 that was sent is kept
+    assert obj["spec"]["nodeSelector"] == {"k": "v"} and "hostPID" not in obj["spec"]  # false, omitempty
+    deployment_spec = msg(4, msg(2, msg(1, num(1, 1) + msg(3, "25%")) + msg(2, num(2, 1))))
+    decoded = protoschema.decode(envelope("apps/v1", "Deployment", msg(2, deployment_spec)))
+    assert decoded is not None
+    assert decoded["spec"]["strategy"] == {"rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}}
+    secret = envelope("v1", "Secret", msg(2, msg(1, "k") + msg(2, b"\x00\x01")))
+    decoded = protoschema.decode(secret)
+    assert decoded is not None and decoded["data"] == {"k": base64.b64encode(b"\x00\x01").decode()}
+    assert protoschema.go_duration(90 * 10**9) == "1m30s" and protoschema.go_duration(0) == "0s"
+    assert protoschema.go_duration(3600 * 10**9) == "1h0m0s"
+
+
+@pytest.mark.parametrize("count", [None, 3])
+def test_claim_requests_get_kube_defaults(api: ApiServerProcess, count: int | None) -> None:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.example.com"}
+    if count is not None:
+        exactly["count"] = count
+    name = f"defaults-{count or 'unset'}"
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}  # fmt: skip
+    status, created = api.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim)
+    assert status == 201, created
+    request = created["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["allocationMode"] == "ExactCount" and request["count"] == (count or 1)
+    # a PUT of the spec as first sent (no defaults) is not a change of the immutable spec
+    created["spec"] = claim["spec"]
+    path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}"
+    assert api.request("PUT", path, created)[0] == 200
+    sub = {"name": "a", "deviceClassName": "gpu.example.com", "allocationMode": "All"}
+    template = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [sub]}]}}},
+    }  # fmt: skip
+    status, created = api.request(
+        "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", template
+    )
+    assert status == 201, created
+    sub = created["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][0]
+    assert sub["allocationMode"] == "All" and "count" not in sub
