@@ -8,6 +8,11 @@ the backlog. Then it builds the real endpoint on the same socket (`build(sock)`:
 SecureServer) and starts it; the waiting connection is accepted there like any later one (its TLS
 handshake waits for the build, a fraction of a second). From then on, every call goes to the real
 endpoint, until `stop`.
+
+`prepare`, when given, runs first on that thread (the serving certificate: a CSR someone must approve, which
+may take minutes or never come): the agent starts, registers its Node and runs its pods meanwhile, as the
+kubelet does while its certificate manager waits; callers wait in the backlog. It gets an Event set by
+`stop`; False from it leaves the endpoint off (the socket is closed).
 """
 
 from __future__ import annotations
@@ -32,8 +37,16 @@ class Endpoint(Protocol):
 
 
 class LazySecureServer:
-    def __init__(self, host: str, port: int, build: Callable[[socket.socket], Endpoint]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        build: Callable[[socket.socket], Endpoint],
+        prepare: Callable[[threading.Event], bool] | None = None,
+    ) -> None:
         self._build = build
+        self._prepare = prepare
+        self._stop_event = threading.Event()
         family, kind, proto, _, address = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
@@ -62,6 +75,9 @@ class LazySecureServer:
         self._thread.start()
 
     def _wait(self) -> None:
+        if self._prepare is not None and not self._prepare(self._stop_event):
+            self._sock.close()  # callers are refused from now on, not left waiting in the backlog
+            return
         with selectors.DefaultSelector() as selector:
             selector.register(self._sock, selectors.EVENT_READ)
             selector.register(self._wake_read, selectors.EVENT_READ)
@@ -80,6 +96,7 @@ class LazySecureServer:
         log.info("authenticated daemon endpoint on %s serving (first connection)", self.address)
 
     def stop(self) -> None:
+        self._stop_event.set()
         with self._lock:
             self._stopping = True
             endpoint = self._endpoint
@@ -89,6 +106,6 @@ class LazySecureServer:
         if endpoint is not None:
             endpoint.stop()  # closes the socket with its server
         else:
-            self._sock.close()
+            self._sock.close()  # a second close (prepare failed) does nothing
         os.close(self._wake_read)
         os.close(self._wake_write)

@@ -7,8 +7,11 @@
     client, container logs, and exec, attach and port-forward resolved against the agent's pods
     (podtargets.py). Nothing here imports aiohttp: only that first connection does.
 
-Returns None, with one logged line saying why, when no certificate can be had: the agent still runs its
-pods and reports its node, but the API server cannot reach its logs or exec.
+The socket is bound at once (the Node names its port); the certificate is asked for on the endpoint's
+own thread (lazysecure.py `prepare`), so the agent registers its Node and runs its pods while a CSR waits
+for approval, up to SERVING_CERT_WAIT_S. Returns None, with one logged line saying why, when the kubeconfig
+names no CA; a certificate that never comes is one logged line too, and the endpoint stays off: the agent
+still runs its pods and reports its node, but the API server cannot reach its logs or exec.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +34,9 @@ if TYPE_CHECKING:
     from agent.server.server import SecureServer
 
 log = logging.getLogger(__name__)
+
+# How long a kubelet-serving CSR may wait for its approval: the kubelet's certificateWaitTimeout.
+SERVING_CERT_WAIT_S = 15 * 60.0
 
 
 def secure_address(config: AgentConfig) -> tuple[str, int]:
@@ -62,11 +69,31 @@ def build_secure_server(
         client_config = load_incluster() if config.in_cluster else load_kubeconfig(config.kubeconfig or "")
         if not client_config.ca_file:
             raise ServingCertError("the kubeconfig names no certificate-authority to verify callers with")
-        cert = ensure_serving_cert(client, config.node_name, names, config.state_dir)
-        tls = server_tls(cert.cert_path, cert.key_path, Path(client_config.ca_file))
     except (ServingCertError, KubeError, OSError, ValueError) as exc:
         log.warning("the authenticated daemon endpoint (logs, exec) is not served: %s", exc)
         return None
+    client_ca = Path(client_config.ca_file)
+    tls: list[ssl.SSLContext] = []
+
+    def certificate(stopping: threading.Event) -> bool:
+        """The serving certificate, on the endpoint's own thread: a kubelet-serving CSR may wait minutes
+        for someone's approval (kube-controller-manager approves none), and the agent must not."""
+
+        def sleep(seconds: float) -> None:
+            if stopping.wait(seconds):
+                raise ServingCertError("the agent is stopping")
+
+        try:
+            cert = ensure_serving_cert(
+                client, config.node_name, names, config.state_dir, wait_s=SERVING_CERT_WAIT_S, sleep=sleep
+            )
+            tls.append(server_tls(cert.cert_path, cert.key_path, client_ca))
+        except (ServingCertError, KubeError, OSError, ValueError) as exc:
+            if not stopping.is_set():
+                log.warning("the authenticated daemon endpoint (logs, exec) is not served: %s", exc)
+            return False
+        return True
+
     authorizer = Authorizer(subject_access_review(client, config.node_name))
     # CRI pods log in the CRI format under podLogsDir: lines are unwrapped for kubectl logs.
     cri_logs = config.pod_logs_dir if config.container_runtime_endpoint else None
@@ -80,7 +107,7 @@ def build_secure_server(
         return SecureServer(
             host,
             port,
-            tls,
+            tls[0],
             config.node_name,
             authorizer,
             pods=agent.status_json,
@@ -92,4 +119,4 @@ def build_secure_server(
             sock=sock,
         )
 
-    return LazySecureServer(host, port, build)
+    return LazySecureServer(host, port, build, prepare=certificate)
