@@ -426,6 +426,8 @@ class ControlPlane:
 
     def _approve_loop(self) -> None:
         while not self._approver_stop.wait(0.3):
+            if not self.auto_approve_serving:  # a test may turn it off for a while
+                continue
             with contextlib.suppress(Exception):  # the API server may be restarting
                 self.approve_csrs("kubernetes.io/kubelet-serving")
 

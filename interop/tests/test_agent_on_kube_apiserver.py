@@ -87,6 +87,48 @@ def test_node_and_lease_register_with_the_nodes_identity(
     wait_for(issued, 30, "the CSR issued")
 
 
+def test_a_node_whose_serving_csr_waits_registers_and_serves_once_approved(
+    control_plane: ControlPlane, record_property: Callable[[str, object], None]
+) -> None:
+    """Nobody approves kubelet-serving CSRs on kube-apiserver by default: the agent registers and runs pods
+    while its CSR waits, and serves logs and exec as soon as `kubectl certificate approve` lets
+    kube-controller-manager sign it."""
+    cp = control_plane
+    cp.auto_approve_serving = False
+    try:
+        with AgentNode(cp, NAMESPACE) as other:
+            ready = wait_for(lambda: _ready(cp, other.name), 30, "the Node Ready while its CSR is pending")
+            record_property("node_ready_csr_pending_s", time.monotonic() - other.started)
+            assert ready
+            other.create_pod("early", [{"name": "main", "image": "busybox",
+                                        "command": ["sh", "-c", "echo early; exec sleep 600"]}])  # fmt: skip
+            user = f"system:node:{other.name}"
+
+            def pending() -> list[str]:
+                items = other.get("/apis/certificates.k8s.io/v1/certificatesigningrequests")["items"]
+                mine = [c for c in items if c["spec"]["username"] == user]
+                return [c["metadata"]["name"] for c in mine if not c.get("status", {}).get("conditions")]
+
+            [csr] = wait_for(pending, 30, "the node's pending CSR")
+            assert other.kubectl("logs", "early", check=False).returncode != 0  # no endpoint yet
+            cp.kubectl("certificate", "approve", csr)
+            wait_for(lambda: other.kubectl("logs", "early", check=False).stdout == "early\n", 30,
+                     lambda: other.agent.log()[-2000:])  # fmt: skip
+            other.delete_pod("early")
+    finally:
+        cp.auto_approve_serving = True
+
+
+def _ready(cp: ControlPlane, name: str) -> bool:
+    status, body = cp.api("GET", f"/api/v1/nodes/{name}")
+    conditions = (
+        {c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])}
+        if status == 200
+        else {}
+    )
+    return conditions.get("Ready") == "True"
+
+
 def test_a_pod_the_real_scheduler_binds_runs(
     node: AgentNode, record_property: Callable[[str, object], None]
 ) -> None:
