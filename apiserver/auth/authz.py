@@ -180,6 +180,16 @@ CONTROLLER_MANAGER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
     rule("create", groups=("coordination.k8s.io",), resources=("leases",)),
     rule("get update", groups=("coordination.k8s.io",), resources=("leases",)),
+    # kube's own rules of the role besides (v1.37.2 bootstrappolicy): every shared informer lists and watches
+    # everything, the tokens controller writes secrets and service accounts, the clients of the per-controller
+    # credentials ask for tokens, delegated authn/authz
+    rule("list watch", groups=("*",), resources=("*",)),
+    rule("create update", resources=("secrets", "serviceaccounts")),
+    rule("delete", resources=("secrets",)),
+    rule("get", resources=("namespaces", "secrets", "serviceaccounts", "configmaps")),
+    rule("create", resources=("serviceaccounts/token",)),
+    rule("create", groups=("authentication.k8s.io",), resources=("tokenreviews",)),
+    rule("create", groups=("authorization.k8s.io",), resources=("subjectaccessreviews",)),
     rule("get list watch", resources=("nodes", "pods", "namespaces")),
     rule("update patch delete", resources=("nodes",)),
     rule("patch update", resources=("nodes/status", "pods/status")),
