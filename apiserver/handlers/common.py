@@ -146,6 +146,34 @@ def table_requested(request: web.Request) -> bool:
     return False
 
 
+def metadata_requested(request: web.Request) -> bool:
+    """The metadata client (kube-controller-manager's garbage collector and quota informers) asks
+    `application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
+    application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json` (PartialObjectMetadataList
+    for lists): the first acceptable wins, and kube answers objects of metadata only."""
+    for media in request.headers.get("Accept", "").split(","):
+        params = {
+            p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip() for p in media.split(";")[1:] if "=" in p
+        }
+        kind = media.split(";", 1)[0].strip()
+        if kind not in (JSON, "*/*", "application/*"):
+            continue  # protobuf is not written here: the next type offered is taken
+        if (
+            params.get("as") in ("PartialObjectMetadata", "PartialObjectMetadataList")
+            and params.get("g") == "meta.k8s.io"
+            and params.get("v") in ("v1", "v1beta1")
+        ):
+            return True
+        if "as" not in params:
+            return False
+    return False
+
+
+def partial_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata", {})
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+
+
 def to_table(
     request: web.Request,
     resource: ResourceInfo,

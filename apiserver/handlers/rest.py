@@ -24,6 +24,8 @@ from apiserver.handlers.common import (
     json_bytes,
     json_object,
     list_filter,
+    metadata_requested,
+    partial_object,
     query_int,
     query_resource_version,
     read_json,
@@ -121,6 +123,8 @@ def get(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: st
         raise not_found(resource.plural, name, resource.group)
     if table_requested(request):
         return json_object(to_table(request, resource, [load(entry)], str(entry.rev)))
+    if metadata_requested(request):
+        return json_object(partial_object(load(entry)))
     return json_bytes(entry.data)
 
 
@@ -172,6 +176,10 @@ def list_(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: 
     meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if next_token:
         meta["continue"] = next_token
+    if metadata_requested(request):
+        items = [partial_object(load(e)) for e in entries]
+        kind = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1"}
+        return json_object({**kind, "metadata": meta, "items": items})
     head = (
         b'{"kind":"'
         + resource.list_kind.encode()

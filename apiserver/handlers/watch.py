@@ -26,6 +26,8 @@ from apiserver.handlers.common import (
     METRICS,
     ApiContext,
     list_filter,
+    metadata_requested,
+    partial_object,
     query_bool,
     query_int,
     query_resource_version,
@@ -75,7 +77,7 @@ async def serve(
     timeout = query_int(request, "timeoutSeconds")
     duration = float(timeout) if timeout and timeout > 0 else ctx.min_request_timeout * (1 + random.random())
     requested = query_resource_version(request)
-    table = table_requested(request)
+    table = table_requested(request) or metadata_requested(request)  # events transformed one by one
 
     # -- synchronous: register and take the starting events together --
     cache = ctx.store.cache
@@ -243,10 +245,14 @@ async def _send(
 
 
 def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
-    """kubectl get -w asks for Table objects in watch events too."""
+    """kubectl get -w asks for Table objects in watch events too; the metadata client for
+    PartialObjectMetadata."""
     event = orjson.loads(line)
     obj = event.get("object") or {}
     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        event["object"] = to_table(request, strategy.info, [obj], rv)
+        if metadata_requested(request):
+            event["object"] = partial_object(obj)
+        else:
+            rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            event["object"] = to_table(request, strategy.info, [obj], rv)
     return orjson.dumps(event) + b"\n"
