@@ -207,6 +207,7 @@ def _stored(
     status: bool = False,
     scale: bool = False,
     categories: tuple[str, ...] = (),
+    version: str = "v1",
 ) -> ResourceInfo:
     """A kind stored and served as kube serves it, with its own checks only where registry/stored.py has
     them: what the real kube-scheduler and kube-controller-manager inform on (volumes, storage, PDBs, the
@@ -217,7 +218,7 @@ def _stored(
     if scale:
         subresources.append(SubresourceInfo("scale", "Scale", STATUS_VERBS, "autoscaling", "v1"))
     return ResourceInfo(
-        group, "v1", plural, kind.lower(), kind, namespaced=namespaced, verbs=ALL_VERBS,
+        group, version, plural, kind.lower(), kind, namespaced=namespaced, verbs=ALL_VERBS,
         short_names=short_names, categories=categories,
         subresources=tuple(sorted(subresources, key=lambda s: s.name)),
     )  # fmt: skip
@@ -243,10 +244,52 @@ CSIDRIVERS = _stored(STORAGE_GROUP, "csidrivers", "CSIDriver", False)
 CSISTORAGECAPACITIES = _stored(STORAGE_GROUP, "csistoragecapacities", "CSIStorageCapacity", True)
 VOLUMEATTACHMENTS = _stored(STORAGE_GROUP, "volumeattachments", "VolumeAttachment", False, status=True)
 DEVICETAINTRULES = _stored("resource.k8s.io", "devicetaintrules", "DeviceTaintRule", False, status=True)
+# what kube-controller-manager's controllers inform on besides
+VOLUMEATTRIBUTESCLASSES = _stored(
+    STORAGE_GROUP, "volumeattributesclasses", "VolumeAttributesClass", False, ("vac",)
+)
+ENDPOINTS = _stored("", "endpoints", "Endpoints", True, ("ep",))
+RESOURCEQUOTAS = _stored("", "resourcequotas", "ResourceQuota", True, ("quota",), status=True)
+LIMITRANGES = _stored("", "limitranges", "LimitRange", True, ("limits",))
+PODTEMPLATES = _stored("", "podtemplates", "PodTemplate", True)
+CRONJOBS = _stored("batch", "cronjobs", "CronJob", True, ("cj",), status=True, categories=("all",))
+HORIZONTALPODAUTOSCALERS = _stored(
+    "autoscaling", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ("hpa",), status=True,
+    categories=("all",), version="v2",
+)  # fmt: skip
+ENDPOINTSLICES = _stored("discovery.k8s.io", "endpointslices", "EndpointSlice", True)
+IPADDRESSES = _stored("networking.k8s.io", "ipaddresses", "IPAddress", False, ("ip",))
+SERVICECIDRS = _stored("networking.k8s.io", "servicecidrs", "ServiceCIDR", False, status=True)
+CERTIFICATESIGNINGREQUESTS = _stored(
+    "certificates.k8s.io",
+    "certificatesigningrequests",
+    "CertificateSigningRequest",
+    False,
+    ("csr",),
+    status=True,
+)
+PODCERTIFICATEREQUESTS = _stored(
+    "certificates.k8s.io", "podcertificaterequests", "PodCertificateRequest", True, status=True
+)
+STORAGEVERSIONMIGRATIONS = _stored(
+    "storagemigration.k8s.io", "storageversionmigrations", "StorageVersionMigration", False, status=True
+)
+VALIDATINGADMISSIONPOLICIES = _stored(
+    "admissionregistration.k8s.io", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False,
+    status=True,
+)  # fmt: skip
+VALIDATINGADMISSIONPOLICYBINDINGS = _stored(
+    "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
+    False,
+)  # fmt: skip
+PRIORITYCLASSES = _stored("scheduling.k8s.io", "priorityclasses", "PriorityClass", False, ("pc",))
 STORED = (
     PERSISTENTVOLUMES, PERSISTENTVOLUMECLAIMS, REPLICATIONCONTROLLERS, STATEFULSETS, CONTROLLERREVISIONS,
     PODDISRUPTIONBUDGETS, STORAGECLASSES, CSINODES, CSIDRIVERS, CSISTORAGECAPACITIES, VOLUMEATTACHMENTS,
-    DEVICETAINTRULES,
+    DEVICETAINTRULES, VOLUMEATTRIBUTESCLASSES, ENDPOINTS, RESOURCEQUOTAS, LIMITRANGES, PODTEMPLATES, CRONJOBS,
+    HORIZONTALPODAUTOSCALERS, ENDPOINTSLICES, IPADDRESSES, SERVICECIDRS, CERTIFICATESIGNINGREQUESTS,
+    PODCERTIFICATEREQUESTS, STORAGEVERSIONMIGRATIONS, VALIDATINGADMISSIONPOLICIES,
+    VALIDATINGADMISSIONPOLICYBINDINGS, PRIORITYCLASSES,
 )  # fmt: skip
 
 SERVED: tuple[ResourceInfo, ...] = (

@@ -20,7 +20,8 @@ VERSION = "v0.37.2"
 API_PACKAGES = (
     "core/v1", "apps/v1", "batch/v1", "coordination/v1", "events/v1", "resource/v1", "policy/v1",
     "storage/v1", "rbac/v1", "node/v1", "autoscaling/v1", "authentication/v1", "authorization/v1",
-    "discovery/v1", "certificates/v1", "scheduling/v1",
+    "discovery/v1", "certificates/v1", "scheduling/v1", "networking/v1", "autoscaling/v2",
+    "admissionregistration/v1", "storagemigration/v1",
 )  # fmt: skip
 MACHINERY_PACKAGES = ("pkg/apis/meta/v1", "pkg/runtime", "pkg/api/resource", "pkg/util/intstr")
 OUT = Path(__file__).resolve().parents[1] / "apiserver" / "protoschema_data.py"

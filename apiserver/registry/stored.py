@@ -15,13 +15,16 @@ from apiserver.registry.base import Clock, Strategy, utc_now
 from apiserver.resources import STORED, ResourceInfo
 
 # kinds whose strategy sets metadata.generation on create (kube's PrepareForCreate)
-_GENERATION = {"ReplicationController", "StatefulSet", "PodDisruptionBudget", "DeviceTaintRule"}
+_GENERATION = {
+    "ReplicationController", "StatefulSet", "PodDisruptionBudget", "DeviceTaintRule", "CronJob",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+}  # fmt: skip
 
 
 class StoredStrategy(Strategy):
     def __init__(self, info: ResourceInfo, clock: Clock = utc_now) -> None:
         super().__init__(info, clock)
-        self.model = f"V1{info.kind}"
+        self.model = f"{info.version.capitalize()}{info.kind}"
         self.has_status = info.subresource("status") is not None
 
     def prepare_create(self, obj: dict[str, Any]) -> None:

@@ -24,7 +24,9 @@ def test_discovery_documents() -> None:
     groups = api_groups(SERVED)["groups"]
     assert [g["name"] for g in groups] == [
         "coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io", "apps", "batch", "resource.k8s.io",
-        "rbac.authorization.k8s.io", "policy", "storage.k8s.io",
+        "rbac.authorization.k8s.io", "policy", "storage.k8s.io", "autoscaling", "discovery.k8s.io",
+        "networking.k8s.io", "certificates.k8s.io", "storagemigration.k8s.io", "admissionregistration.k8s.io",
+        "scheduling.k8s.io",
     ]  # fmt: skip
     assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
     leases = api_resources("coordination.k8s.io", "v1", SERVED)

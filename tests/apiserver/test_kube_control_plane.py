@@ -8,6 +8,11 @@ test_kube_control_plane_on_kubenode_apiserver.py runs the binary; these need no 
   storage.k8s.io kinds and DeviceTaintRules;
 - protobuf bodies of every built-in kind (it writes Leases, Events and ResourceClaims as protobuf), decoded
   as Go's JSON would have them;
+- for kube-controller-manager: its role's `list watch */*` (every shared informer), the kinds its controllers
+  inform on (Endpoints, EndpointSlices, ResourceQuotas, CronJobs, HPAs, CSRs, ServiceCIDRs, IPAddresses,
+  ValidatingAdmissionPolicies, StorageVersionMigrations, ...), and the metadata client's
+  PartialObjectMetadata (the garbage collector's informers: a full object of a kind client-go does not know
+  failed its watch with `no kind "NodeResourceTopology" is registered`);
 - kube's defaults of a claim's requests (allocationMode ExactCount, count 1): without them the scheduler's
   DRA plugin fails with "unsupported count mode".
 """
@@ -18,6 +23,7 @@ import base64
 import datetime
 from typing import Any
 
+import orjson
 import pytest
 
 from apiserver import protoschema
@@ -249,3 +255,60 @@ def test_claim_requests_get_kube_defaults(api: ApiServerProcess, count: int | No
     assert status == 201, created
     sub = created["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][0]
     assert sub["allocationMode"] == "All" and "count" not in sub
+
+
+# -- kube-controller-manager -------------------------------------------------------------------------------
+
+CONTROLLER_MANAGER_LISTS = (
+    "/api/v1/endpoints", "/api/v1/resourcequotas", "/api/v1/limitranges", "/api/v1/podtemplates",
+    "/api/v1/secrets", "/apis/batch/v1/cronjobs", "/apis/autoscaling/v2/horizontalpodautoscalers",
+    "/apis/discovery.k8s.io/v1/endpointslices", "/apis/networking.k8s.io/v1/ipaddresses",
+    "/apis/networking.k8s.io/v1/servicecidrs", "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+    "/apis/certificates.k8s.io/v1/podcertificaterequests",
+    "/apis/storagemigration.k8s.io/v1/storageversionmigrations",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "/apis/storage.k8s.io/v1/volumeattributesclasses", "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies",
+    *SCHEDULER_LISTS,
+)  # fmt: skip
+
+
+def test_kube_controller_manager_lists_and_watches_everything(api: ApiServerProcess) -> None:
+    token = api.token_for("system:kube-controller-manager")
+    for path in CONTROLLER_MANAGER_LISTS:
+        status, reply = api.request("GET", path + "?limit=500&resourceVersion=0", token=token)
+        assert status == 200, (path, reply)
+    status, reply = api.request("GET", "/api/v1/namespaces/default/secrets/none", token=token)
+    assert status == 404, reply  # get of secrets too (the tokens controller), unlike other kinds' get
+
+
+METADATA_ACCEPT = (
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+METADATA_LIST_ACCEPT = METADATA_ACCEPT.replace("PartialObjectMetadata;", "PartialObjectMetadataList;")
+
+
+def test_metadata_client_gets_partial_objects(api: ApiServerProcess) -> None:
+    topology = {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+                "metadata": {"name": "meta-node", "labels": {"a": "b"}}, "zones": []}  # fmt: skip
+    path = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+    status, created = api.request("POST", path, topology)
+    assert status == 201, created
+    status, one = api.request("GET", path + "/meta-node", headers={"Accept": METADATA_ACCEPT})
+    assert status == 200
+    assert one["kind"] == "PartialObjectMetadata" and one["apiVersion"] == "meta.k8s.io/v1"
+    assert one["metadata"]["labels"] == {"a": "b"} and "zones" not in one
+    status, listed = api.request("GET", path, headers={"Accept": METADATA_LIST_ACCEPT})
+    assert listed["kind"] == "PartialObjectMetadataList" and listed["metadata"]["resourceVersion"]
+    assert {i["kind"] for i in listed["items"]} == {"PartialObjectMetadata"}
+    status, text = api.request(
+        "GET", path + "?watch=1&timeoutSeconds=1&resourceVersion=0", headers={"Accept": METADATA_ACCEPT}
+    )
+    assert status == 200
+    lines = text.splitlines() if isinstance(text, str) else [orjson.dumps(text).decode()]
+    events = [orjson.loads(line) for line in lines if line.strip()]
+    assert events and all(e["object"]["kind"] == "PartialObjectMetadata" for e in events), events
+    status, plain = api.request("GET", path + "/meta-node", headers={"Accept": "application/json"})
+    assert plain["kind"] == "NodeResourceTopology"

@@ -184,6 +184,13 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
             "rbac.authorization.k8s.io",
             "policy",
             "storage.k8s.io",
+            "autoscaling",
+            "discovery.k8s.io",
+            "networking.k8s.io",
+            "certificates.k8s.io",
+            "storagemigration.k8s.io",
+            "admissionregistration.k8s.io",
+            "scheduling.k8s.io",
             "metrics.k8s.io",
         ]
         resources = client.CoreV1Api(c).get_api_resources()
