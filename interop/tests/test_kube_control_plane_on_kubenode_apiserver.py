@@ -1,6 +1,7 @@
-"""The real kube-scheduler v1.37 with `kubenode apiserver` as its only API server (harness/k8s/
-kubecomponents_on_kubenode.py): its defaults (protobuf bodies, leader election through a Lease), its
-bootstrap RBAC as the user system:kube-scheduler.
+"""The real kube-scheduler and kube-controller-manager v1.37 with `kubenode apiserver` as their only API
+server (harness/k8s/kubecomponents_on_kubenode.py): their defaults (protobuf bodies, leader election through
+Leases, every controller of `--controllers=*`), their bootstrap RBAC as the users system:kube-scheduler and
+system:kube-controller-manager.
 
 - it syncs every informer (no list or watch fails: each kind it informs on is served and allowed) and takes
   kube-system/kube-scheduler;
@@ -10,12 +11,20 @@ bootstrap RBAC as the user system:kube-scheduler.
 - it allocates a DRA claim from a hand-written ResourceSlice (CEL selector on a capacity) and binds the pod to
   that slice's node, writing the claim's allocation and reservedFor.
 
+- kube-controller-manager syncs every informer (the garbage collector's metadata informers of every served
+  kind included), takes kube-system/kube-controller-manager, rolls a Deployment out to its available replicas
+  (the test plays the kubelet: it marks the bound pods Running and Ready), and the garbage collector deletes
+  the ReplicaSet and marks the pods for deletion when the Deployment goes (a cascading delete);
+- a new namespace gets its `default` ServiceAccount and `kube-root-ca.crt` ConfigMap from the controllers.
+
 Nodes are plain objects (no agent): what the scheduler reads is their allocatable, labels and taints.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,17 +33,56 @@ import pytest
 
 from harness.k8s.kubecomponents_on_kubenode import KubeControlPlaneOnKubenode
 
-SCENARIO = "real kube-scheduler on kubenode apiserver"
-COMPONENTS = ("kube-scheduler", "kubenode apiserver")
+SCENARIO = "real kube-scheduler and kube-controller-manager on kubenode apiserver"
+COMPONENTS = ("kube-scheduler", "kube-controller-manager", "kubenode apiserver")
 RESOURCE = "/apis/resource.k8s.io/v1"
 PODS = "/api/v1/namespaces/default/pods"
 NOW = "2026-01-01T00:00:00Z"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+HEARTBEAT_S = 5.0  # the kubelet renews its node's Lease every 10 s; the node controller allows 50 s
+
+
+def _micro_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Heartbeats:
+    """The kubelet's part that kube-controller-manager's node lifecycle controller watches: each node's Lease
+    in kube-node-lease, renewed while the module runs (without it the nodes go Unknown and get tainted)."""
+
+    def __init__(self, plane: KubeControlPlaneOnKubenode) -> None:
+        self.plane = plane
+        self.nodes: set[str] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def renew(self, name: str) -> None:
+        status, lease = self.plane.request("GET", f"{LEASES}/{name}")
+        if status == 404:
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": name, "namespace": "kube-node-lease"},
+                     "spec": {"holderIdentity": name, "leaseDurationSeconds": 40}}  # fmt: skip
+            lease["spec"]["renewTime"] = _micro_now()
+            self.plane.request("POST", LEASES, lease)
+            return
+        lease["spec"]["renewTime"] = _micro_now()
+        self.plane.request("PUT", f"{LEASES}/{name}", lease)
+
+    def _run(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S):
+            for name in list(self.nodes):
+                self.renew(name)
 
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[KubeControlPlaneOnKubenode]:
-    with KubeControlPlaneOnKubenode(scheduler=True) as plane:
-        yield plane
+    with KubeControlPlaneOnKubenode(scheduler=True, controller_manager=True) as plane:
+        plane.heartbeats = Heartbeats(plane)  # type: ignore[attr-defined]
+        try:
+            yield plane
+        finally:
+            plane.heartbeats.stop.set()  # type: ignore[attr-defined]
 
 
 def node(name: str, cpus: int, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -46,16 +94,27 @@ def node(name: str, cpus: int, taints: list[dict[str, str]] | None = None) -> di
         "status": {
             "capacity": resources, "allocatable": resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready",
-                            "lastHeartbeatTime": NOW, "lastTransitionTime": NOW}],
+                            "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
         },
     }  # fmt: skip
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def create_node(plane: KubeControlPlaneOnKubenode, body: dict[str, Any]) -> None:
+    name = body["metadata"]["name"]
     status, created = plane.request("POST", "/api/v1/nodes", body)
     assert status == 201, created
-    created["status"] = body["status"]  # a create keeps no status: write it as the kubelet would
-    status, reply = plane.request("PUT", f"/api/v1/nodes/{body['metadata']['name']}/status", created)
+    plane.heartbeats.renew(name)  # type: ignore[attr-defined]
+    plane.heartbeats.nodes.add(name)  # type: ignore[attr-defined]
+    # a create keeps no status: write it as the kubelet would (a merge patch: the node controller may have
+    # written the Node meanwhile)
+    status, reply = plane.api.request(  # type: ignore[union-attr]
+        "PATCH", f"/api/v1/nodes/{name}/status", {"status": body["status"]},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
     assert status == 200, reply
 
 
@@ -186,3 +245,122 @@ def test_kube_scheduler_allocates_a_dra_claim(plane: KubeControlPlaneOnKubenode)
     assert [(r["driver"], r["pool"], r["device"]) for r in results] == [("gpu.kubenode.io", "dra-b", "gpu-0")]
     assert [r["name"] for r in allocated["status"]["reservedFor"]] == ["uses-gpu"]
     assert "resource.kubernetes.io/delete-protection" in allocated["metadata"]["finalizers"]
+
+
+# -- kube-controller-manager -------------------------------------------------------------------------------
+
+
+def wait_for(what: str, check: Any, plane: KubeControlPlaneOnKubenode, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"{what} not within {timeout} s (last: {value})\n{plane.logs()}")
+
+
+def test_kube_controller_manager_syncs_and_takes_its_lease(
+    plane: KubeControlPlaneOnKubenode, record_property: Any
+) -> None:
+    plane.wait_for_lease("kube-controller-manager")
+    manager = plane.controller_manager
+    assert manager is not None
+    wait_for("the garbage collector's sync", lambda: "synced garbage collector" in manager.log(), plane)
+    log = manager.log()
+    failures = [
+        line for line in log.splitlines()
+        if re.search(r"Failed to watch|failed to list|forbidden|watch ended with error|Unable to sync", line)
+    ]  # fmt: skip
+    assert not failures, "\n".join(failures[:20])
+    record_property("controller_manager_start_s", round(plane.start_seconds["kube-controller-manager"], 2))
+
+
+def play_kubelet(plane: KubeControlPlaneOnKubenode, selector: str) -> int:
+    """Mark every bound, not yet running pod of the selector Running and Ready, as a kubelet would."""
+    _, pods = plane.request("GET", f"{PODS}?labelSelector={selector}")
+    marked = 0
+    for item in pods["items"]:
+        if not item["spec"].get("nodeName") or item["status"].get("phase") == "Running":
+            continue
+        kinds = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+        conditions = [{"type": t, "status": "True", "lastTransitionTime": NOW} for t in kinds]
+        container = {"name": "main", "ready": True, "started": True, "restartCount": 0, "image": "busybox",
+                     "imageID": "", "state": {"running": {"startedAt": NOW}}}  # fmt: skip
+        status = {
+            "phase": "Running", "conditions": conditions, "startTime": NOW, "podIP": "10.1.0.1",
+            "containerStatuses": [container],
+        }  # fmt: skip
+        name = item["metadata"]["name"]
+        code, reply = plane.api.request(  # type: ignore[union-attr]
+            "PATCH", f"{PODS}/{name}/status", {"status": status},
+            content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
+        assert code == 200, reply
+        marked += 1
+    return marked
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    limits = {"kubenode.io/cpu": "1"}
+    container = {"name": "main", "image": "busybox", "resources": {"requests": limits, "limits": limits}}
+    template = {"metadata": {"labels": labels}, "spec": pod("template", nodes=("workers",))["spec"]}
+    template["spec"]["containers"] = [container]
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template},
+    }  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_kube_controller_manager_runs_a_deployment_and_collects_its_garbage(
+    plane: KubeControlPlaneOnKubenode, record_property: Any
+) -> None:
+    create_node(plane, node("workers", 8))
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    started = time.monotonic()
+    assert plane.request("POST", path, deployment("web", 3))[0] == 201
+
+    def available() -> bool:
+        play_kubelet(plane, "app=web")
+        _, current = plane.request("GET", f"{path}/web")
+        return bool((current.get("status") or {}).get("availableReplicas") == 3)
+
+    wait_for("3 available replicas", available, plane, timeout=90)
+    record_property("deployment_available_s", round(time.monotonic() - started, 2))
+    _, sets = plane.request("GET", "/apis/apps/v1/namespaces/default/replicasets?labelSelector=app=web")
+    assert len(sets["items"]) == 1
+    owner = sets["items"][0]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Deployment", "web", True)
+    _, pods = plane.request("GET", f"{PODS}?labelSelector=app=web")
+    assert {p["spec"]["nodeName"] for p in pods["items"]} == {"workers"} and len(pods["items"]) == 3
+
+    # the cascading delete: the garbage collector removes the ReplicaSet, which its pods' owner was
+    status, reply = plane.request("DELETE", f"{path}/web", {"propagationPolicy": "Background"})
+    assert status == 200, reply
+
+    def collected() -> bool:
+        _, left = plane.request("GET", "/apis/apps/v1/namespaces/default/replicasets?labelSelector=app=web")
+        _, pods = plane.request("GET", f"{PODS}?labelSelector=app=web")
+        terminating = all(p["metadata"].get("deletionTimestamp") for p in pods["items"])
+        return not left["items"] and terminating
+
+    wait_for("the ReplicaSet collected and its pods terminating", collected, plane)
+
+
+def test_new_namespace_gets_its_service_account_and_root_ca(plane: KubeControlPlaneOnKubenode) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+    assert plane.request("POST", "/api/v1/namespaces", namespace)[0] == 201
+    account = "/api/v1/namespaces/team-a/serviceaccounts/default"
+    wait_for("the default ServiceAccount", lambda: plane.request("GET", account)[0] == 200, plane)
+    _, config = wait_for(
+        "kube-root-ca.crt",
+        lambda: (
+            (r := plane.request("GET", "/api/v1/namespaces/team-a/configmaps/kube-root-ca.crt"))[0] == 200
+            and r
+        ),
+        plane,
+    )
+    assert "BEGIN CERTIFICATE" in config["data"]["ca.crt"]
