@@ -26,12 +26,14 @@ from interop.tests.matrix import KNOWN, ScenarioResult, update_doc
 
 _RESULTS: dict[str, ScenarioResult] = {}
 _PLANES: list[ControlPlane] = []
+_STARTS: list[dict[str, float]] = []  # each control plane's start figures (ControlPlane.start_seconds)
 
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     with ControlPlane() as plane:
         _PLANES.append(plane)
+        _STARTS.append(dict(plane.start_seconds))
         try:
             yield plane
         finally:
@@ -71,8 +73,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
                 result.figures[key] = float(value)
 
 
+def _start_line() -> str:
+    if not _STARTS:
+        return ""
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in _STARTS[0].items() if k != "total")
+    return f"control plane (v1.37.2) up in {_STARTS[0]['total']:.1f} s: {parts}"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _STARTS:
+        terminalreporter.write_line(f"interop: {_start_line()}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if os.environ.get("KUBENODE_INTEROP_MATRIX", "1") == "0" or not _RESULTS:
         return
-    if update_doc(_RESULTS.values()):
+    if update_doc(_RESULTS.values(), note=_start_line()):
         print("\ninterop: matrix written to docs/interop.md", file=sys.stderr)

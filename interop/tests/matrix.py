@@ -148,7 +148,7 @@ def _figures(figures: Mapping[str, float]) -> str:
     return "; ".join(parts)
 
 
-def render(rows: Iterable[Mapping[str, Any]]) -> str:
+def render(rows: Iterable[Mapping[str, Any]], note: str = "") -> str:
     """The matrix: one row per scenario, one column per component (its version in the header)."""
     rows = sorted(rows, key=lambda r: str(r["scenario"]))
     used = [c for c in ALL_COMPONENTS if any(c in r["components"] for r in rows)]
@@ -166,6 +166,8 @@ def render(rows: Iterable[Mapping[str, Any]]) -> str:
     kubenode = {str(r.get("kubenode", "")) for r in rows} - {""}
     lines.append("")
     lines.append(f"kubenode {', '.join(sorted(kubenode))} against the components above, on loopback.")
+    if note:
+        lines.append(f"Last run's {note}.")
     failing = [
         (r["scenario"], t) for r in rows for t, o in sorted((r.get("tests") or {}).items()) if o != "passed"
     ]
@@ -190,7 +192,9 @@ def row_of(result: ScenarioResult, date: str) -> dict[str, Any]:
     }
 
 
-def update_doc(results: Iterable[ScenarioResult], doc: Path = DOC, date: str | None = None) -> bool:
+def update_doc(
+    results: Iterable[ScenarioResult], doc: Path = DOC, date: str | None = None, note: str = ""
+) -> bool:
     """Replace the rows of the scenarios in `results` (keeping the others); False when the document has no
     markers (nothing written)."""
     if not doc.exists():
@@ -212,6 +216,6 @@ def update_doc(results: Iterable[ScenarioResult], doc: Path = DOC, date: str | N
         if result.tests:
             rows[result.scenario] = row_of(result, today)
     data = json.dumps(sorted(rows.values(), key=lambda r: str(r["scenario"])), sort_keys=True)
-    body = f"\n{render(rows.values())}\n\n<!-- interop-matrix-data: {data} -->\n"
+    body = f"\n{render(rows.values(), note)}\n\n<!-- interop-matrix-data: {data} -->\n"
     doc.write_text(text[: start + len(MATRIX_START)] + body + text[end:])
     return True
