@@ -26,7 +26,7 @@ from tests.scheduler_live.support import node as scheduler_node
 from tests.scheduler_live.support import pod as scheduler_pod
 
 REPO = Path(__file__).resolve().parents[2]
-SECRETS = Resource("secrets", "Secret")
+CLUSTER_ROLES = Resource("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io", namespaced=False)
 DISK = "node.kubernetes.io/disk-pressure"
 DISK_TAINT = (DISK, "NoSchedule")
 
@@ -144,14 +144,15 @@ def test_the_controller_manager_taints_by_condition(
     wait_until(lambda: keys(admin, "pressed") == [("example.com/mine", "NoSchedule")], 30, "only mine left")
 
 
-def test_its_user_may_make_pods_but_not_secrets(api: ApiServerProcess) -> None:
-    """kube's controller roles: the ReplicaSet controller makes pods; no controller here writes Secrets."""
+def test_its_user_may_make_pods_but_not_cluster_roles(api: ApiServerProcess) -> None:
+    """kube's controller roles: the ReplicaSet controller makes pods; system:kube-controller-manager's own
+    role lets its tokens controller write Secrets, but no controller writes RBAC objects."""
     client = KubeClient(load_kubeconfig(api.data_dir / "controller-manager.kubeconfig"))
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}, "data": {}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "x"}}
     try:
         client.list(NODES)
         with pytest.raises(Forbidden):
-            client.create(SECRETS, secret, "default")
+            client.create(CLUSTER_ROLES, role)
     finally:
         client.close()
 
