@@ -38,6 +38,16 @@ def test_rows_merge_by_scenario_and_the_rest_of_the_document_stays(tmp_path: Pat
     assert "2026-01-02" in row_b and "Not passing" not in text
 
 
+def test_a_component_outside_the_usual_columns_gets_one(tmp_path: Path) -> None:
+    doc = tmp_path / "interop.md"
+    doc.write_text(f"{MATRIX_START}\n{MATRIX_END}\n")
+    result = ScenarioResult("Kube on ours", ("kube-scheduler", "kubenode apiserver"))
+    result.record("t", "passed")
+    assert update_doc([result], doc, date="2026-01-02")
+    header = next(line for line in doc.read_text().splitlines() if line.startswith("| Scenario"))
+    assert "kube-scheduler" in header and "kubenode apiserver " in header, header
+
+
 def test_a_document_without_markers_is_left_alone(tmp_path: Path) -> None:
     doc = tmp_path / "interop.md"
     doc.write_text("no markers\n")

@@ -80,7 +80,10 @@ _VERSION = re.compile(r"\bv?(\d+\.\d+\.\d+(?:[-+][\w.]+)?)")
 
 @functools.cache
 def component_version(name: str) -> str:
-    """`v1.37.2` for kube-apiserver, `v3.7.4` for etcd, ...: from `--version`, else the pinned go.mod."""
+    """`v1.37.2` for kube-apiserver, `v3.7.4` for etcd, ...: from `--version`, else the pinned go.mod;
+    kubenode's own parts ("kubenode apiserver") have kubenode's version."""
+    if name.startswith("kubenode"):
+        return kubenode_version()
     try:
         path = binary(name)
     except MissingBinary:
@@ -151,7 +154,9 @@ def _figures(figures: Mapping[str, float]) -> str:
 def render(rows: Iterable[Mapping[str, Any]], note: str = "") -> str:
     """The matrix: one row per scenario, one column per component (its version in the header)."""
     rows = sorted(rows, key=lambda r: str(r["scenario"]))
-    used = [c for c in ALL_COMPONENTS if any(c in r["components"] for r in rows)]
+    named = [c for r in rows for c in r["components"]]
+    used = [c for c in ALL_COMPONENTS if c in named]
+    used += sorted({c for c in named if c not in ALL_COMPONENTS})  # a scenario's own, after the usual ones
     versions: dict[str, str] = {}
     for row in rows:
         versions.update(row.get("versions") or {})
