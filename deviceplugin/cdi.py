@@ -11,7 +11,9 @@ runtime applies (containerd >= 1.7 with CDI enabled, containerd 2.x, CRI-O, podm
    that writes the container's cpuset.
 3. `allocated_cpusets` asks the kubelet's PodResources `List` which CPU sets our resource still holds;
    `CpusetSpec.prune` drops the other entries, except those added within `grace` seconds (the kubelet
-   records an allocation only after Allocate answers). Without PodResources nothing is pruned.
+   records an allocation only after Allocate answers). Without PodResources nothing is pruned, nor on an
+   answer that lists no pod from a kubelet other than the one that last listed pods (`CpuBackend.prune_cdi`:
+   a kubelet that has just started answers before it knows its pods).
 
 4. At start (`CpusetSpec.refresh`, from `CpuBackend.start`) an existing file of ours is adopted: its CPU sets
    stay (the kubelet restarts a container without a new Allocate), and every entry is rewritten with this
@@ -239,10 +241,20 @@ def _hook_paths(device: Any) -> str:
         return ""
 
 
+def socket_identity(path: str) -> tuple[int, int] | None:
+    """(inode, ctime) of a socket, which a restarted server makes anew; None when it is missing."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
 def allocated_cpusets(
     socket_path: str, resource_name: str, cpus_of: Mapping[str, frozenset[int]]
-) -> list[frozenset[int]] | None:
-    """The CPU set of every container holding `resource_name`, from PodResources List; None if unreachable.
+) -> tuple[list[frozenset[int]], int] | None:
+    """The CPU set of every container holding `resource_name`, from PodResources List, with the number of
+    pods the answer listed; None if unreachable.
 
     A container's devices of one resource may come in several entries (one per NUMA node); their union is
     the set its Allocate got. Replica IDs (`cpu3::1`) count as their device.
@@ -272,4 +284,4 @@ def allocated_cpusets(
             )
             if cpus:
                 result.append(cpus)
-    return result
+    return result, len(response.pod_resources)

@@ -51,6 +51,7 @@ class CpuBackend(Backend):
         self._told_no_cdi = False
         self._stop_pruning = threading.Event()
         self._pruner: threading.Thread | None = None
+        self._listing_socket: tuple[int, int] | None = None  # the PodResources socket that last listed pods
 
     def _add(self, device_id: str, cpus: frozenset[int], cpu: LogicalCpu, reserved: frozenset[int]) -> None:
         if cpus & reserved:
@@ -112,11 +113,23 @@ class CpuBackend(Backend):
             self._pruner.join()
 
     def prune_cdi(self) -> list[str] | None:
-        """Drop CDI entries the kubelet no longer lists; None when PodResources cannot be asked."""
+        """Drop CDI entries the kubelet no longer lists; None when PodResources cannot be asked, or its
+        answer cannot be trusted to list the pods (see below)."""
         if self.cdi_spec is None:
             return []
-        in_use = cdi.allocated_cpusets(self.options.pod_resources_socket, self.resource_name, self._cpus_of)
-        if in_use is None:
+        socket = self.options.pod_resources_socket
+        identity = cdi.socket_identity(socket)
+        answer = cdi.allocated_cpusets(socket, self.resource_name, self._cpus_of)
+        if answer is None or cdi.socket_identity(socket) != identity:
+            return None  # unreachable, or a kubelet restarted during the call
+        in_use, pods = answer
+        if pods:
+            self._listing_socket = identity
+        elif identity != self._listing_socket:
+            # No pod listed, by a kubelet that never listed one to us: one that has just (re)started answers
+            # List before it knows its pods (kubelet 1.37: for about a second, and for as long as its API
+            # server is unreachable), while running containers hold their sets and a restart of one needs
+            # its entry. Pruning then removed the entries of running pods (found under the real kubelet).
             return None
         dropped = self.cdi_spec.prune(in_use)
         if dropped:
@@ -133,7 +146,8 @@ class CpuBackend(Backend):
                 continue
             if not reachable and not unreachable_told:
                 log.info(
-                    "%s: PodResources %s unreachable: CDI entries of freed CPU sets stay until it answers",
+                    "%s: PodResources %s unreachable, or a kubelet that has listed no pod yet: CDI entries "
+                    "of freed CPU sets stay until it lists pods",
                     self.resource_name,
                     self.options.pod_resources_socket,
                 )

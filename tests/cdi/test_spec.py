@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from deviceplugin.backend import BackendError
@@ -24,6 +26,8 @@ from deviceplugin.cdi import (
 from deviceplugin.config import ConfigError, CpuOptions, parse_config
 from deviceplugin.discover import discover, render_table
 from deviceplugin.hookcommand import HookCommand, HookCommandError, check_present, hook_command, isolated_argv
+from kubenode.api.podresources.v1 import api_pb2 as api
+from kubenode.api.podresources.v1 import api_pb2_grpc as api_grpc
 from tests.devicemanager.conftest import FakeClock
 
 # Stands for a kubenode executable (`<path> cdi-hook cpuset --cpus LIST`): nothing here runs the hook, but the
@@ -274,3 +278,64 @@ def test_remove_spec_removes_only_our_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"kubenode-cpuset_kubenode.io_cpu.json: kind 'example.com/x' is not"):
         remove_spec(tmp_path, "kubenode.io/cpu")
     assert spec.path.exists()
+
+
+class _PodResources(api_grpc.PodResourcesListerServicer):
+    """A kubelet's PodResources List: the pods in `pods` (name -> device IDs of kubenode.io/cpu)."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, list[str]] = {}
+
+    def List(self, request: Any, context: Any) -> Any:
+        def pod(name: str, ids: list[str]) -> Any:
+            devices = [api.ContainerDevices(resource_name="kubenode.io/cpu", device_ids=ids)]
+            containers = [api.ContainerResources(name="main", devices=devices)]
+            return api.PodResources(name=name, namespace="default", containers=containers)
+
+        return api.ListPodResourcesResponse(pod_resources=[pod(n, ids) for n, ids in self.pods.items()])
+
+
+def _serve_pod_resources(path: Path, servicer: _PodResources) -> grpc.Server:
+    path.unlink(missing_ok=True)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    api_grpc.add_PodResourcesListerServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix://{path}")
+    server.start()
+    return server
+
+
+def test_a_restarted_kubelet_listing_no_pod_yet_prunes_nothing(tmp_path: Path) -> None:
+    """kubelet 1.37, just restarted, answers PodResources List with no pod for about a second (until its pod
+    manager has the pods from the API server; for as long as that is unreachable): the entry of a running
+    pod must stay, or a restart of its container finds no CDI device (found under the real kubelet,
+    interop/tests). An empty answer from the kubelet that listed pods before does prune: its pods are gone."""
+    socket = tmp_path / "kubelet.sock"
+    kubelet = _PodResources()
+    server = _serve_pod_resources(socket, kubelet)
+    options = CpuOptions(
+        cdi=True,
+        cdi_spec_dir=str(tmp_path / "cdi"),
+        cdi_hook_path=HOOK,
+        pod_resources_socket=str(socket),
+        cdi_prune_seconds=0.001,
+    )
+    backend = CpuBackend(options)
+    spec = tmp_path / "cdi" / spec_file_name("kubenode.io/cpu")
+    try:
+        backend.allocate(["cpu0"])
+        backend.allocate(["cpu1"])
+        kubelet.pods = {"running": ["cpu0"]}
+        assert backend.prune_cdi() == ["1"]  # freed: pruned
+        server.stop(None)
+        restarted = _PodResources()  # the new kubelet: no pod listed yet
+        server = _serve_pod_resources(socket, restarted)
+        assert backend.prune_cdi() is None
+        assert [d["name"] for d in read(spec)["devices"]] == ["0"]
+        restarted.pods = {"running": ["cpu0"]}  # synced
+        assert backend.prune_cdi() == []
+        restarted.pods = {}  # the pod deleted: the same kubelet lists none now
+        assert backend.prune_cdi() == ["0"]
+        assert not spec.exists()
+    finally:
+        server.stop(None)
+        backend.stop()
