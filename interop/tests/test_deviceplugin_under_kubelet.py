@@ -60,7 +60,7 @@ def plugin_config(cdi_dir: Path, pod_resources: Path, health_file: Path) -> str:
                         "cdi": True,
                         "cdiSpecDir": str(cdi_dir),
                         "podResourcesSocket": str(pod_resources),
-                        "cdiPruneSeconds": 5,
+                        "cdiPruneSeconds": 0.5,  # pruning runs through the kubelet restart below
                     },
                 },
                 {
@@ -309,6 +309,11 @@ def test_kubelet_restart_plugin_registers_again_and_pod_keeps_its_core(
     )
     assert cpus_allowed_list(pid) == before[0].removeprefix("cpu")
     assert "register failed" not in node.plugin.log(), node.plugin.log_tail(20)  # one Register per kubelet
+    # The plugin prunes every 0.5 s, and the restarted kubelet answered PodResources List with no pod for
+    # about a second: the running pod's CDI entry is still there (a restart of its container needs it).
+    time.sleep(1.5)
+    spec = json.loads((node.containerd.cdi_dir / "kubenode-cpuset_kubenode.io_cpu.json").read_text())
+    assert before[0].removeprefix("cpu") in [d["name"] for d in spec["devices"]], spec
 
 
 def test_plugin_restart_kubelet_sees_it_again(
