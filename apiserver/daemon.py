@@ -194,7 +194,36 @@ def _service_accounts(ctx: ApiContext, data_dir: Path, issuer_url: str, static: 
     ctx.extras[tokenrequest.ISSUER_KEY] = issuer
     lookup = store_lookup(ctx.store)
     ctx.mutators.append(ServiceAccountAdmission(lambda ns, name: lookup("serviceaccounts", ns, name)))
+    ctx.mutators.append(_priority_admission(ctx.store))
     return ServiceAccountAuthenticator(issuer, lookup, static, ctx.clock)
+
+
+def _priority_admission(store: Store) -> Any:
+    """kube's Priority admission, reading PriorityClasses from the watch cache."""
+    from apiserver.admission.priority import PriorityAdmission
+
+    def lookup(name: str) -> Any:
+        entry = store.latest("priorityclasses", "", name)
+        return orjson.loads(entry.data) if entry is not None else None
+
+    def classes() -> list[Any]:
+        return [orjson.loads(e.data) for e in store.cache.entries("priorityclasses", Filter())]
+
+    return PriorityAdmission(lookup, classes)
+
+
+async def _ensure_priority_classes(ctx: ApiContext) -> None:
+    """system-node-critical and system-cluster-critical, as kube-apiserver's scheduling PostStartHook makes
+    them."""
+    from apiserver.admission.priority import system_priority_classes
+
+    strategy = ctx.strategies["priorityclasses"]
+    for obj in system_priority_classes():
+        name = obj["metadata"]["name"]
+        if ctx.store.latest("priorityclasses", "", name) is None:
+            strategy.new_metadata(obj, "")
+            strategy.prepare_create(obj)
+            await ctx.store.write("priorityclasses", "", name, obj, "ADDED")
 
 
 async def serve(options: Options) -> None:
@@ -265,6 +294,7 @@ async def serve(options: Options) -> None:
     runner: web.AppRunner | None = None
     try:
         await _ensure_namespaces(ctx)
+        await _ensure_priority_classes(ctx)
         if isinstance(authorizer, NodeRBACAuthorizer):
             from apiserver.auth.bootstrap import bootstrap_objects, ensure_bootstrap_policy
 

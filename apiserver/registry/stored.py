@@ -9,6 +9,7 @@ kinds is not repeated here: kubenode's own components never write them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from apiserver.registry.base import Clock, Strategy, utc_now
@@ -34,6 +35,15 @@ class StoredStrategy(Strategy):
             obj.pop("status", None)
         if self.info.kind in _GENERATION:
             obj.setdefault("metadata", {})["generation"] = 1
+        self._default(obj)
+
+    def prepare_update(self, new: dict[str, Any], old: Mapping[str, Any]) -> None:
+        super().prepare_update(new, old)
+        self._default(new)
+
+    def _default(self, obj: dict[str, Any]) -> None:
+        if self.info.kind == "PriorityClass":  # kube's SetDefaults_PriorityClass
+            obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
 def stored_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:

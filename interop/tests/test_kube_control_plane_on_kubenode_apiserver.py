@@ -8,6 +8,8 @@ system:kube-controller-manager.
 - it binds a pod asking `kubenode.io/cpu` to the Node whose allocatable has it, and leaves a pod asking more
   than any node has Unschedulable ("Insufficient kubenode.io/cpu");
 - it respects a NoSchedule taint (a pod without the toleration goes to the other node);
+- it preempts a lower-priority pod for one of a PriorityClass (Priority admission gives the pod its value),
+  marking the victim DisruptionTarget and nominating the node, and binds it once the victim is gone;
 - it allocates a DRA claim from a hand-written ResourceSlice (CEL selector on a capacity) and binds the pod to
   that slice's node, writing the claim's allocation and reservedFor.
 
@@ -211,6 +213,28 @@ def test_kube_scheduler_respects_taints(plane: KubeControlPlaneOnKubenode) -> No
                                           "effect": "NoSchedule"}]  # fmt: skip
     assert plane.request("POST", PODS, tolerating)[0] == 201
     assert wait_pod(plane, "tolerates", bound)["spec"]["nodeName"] == "tainted"
+
+
+def test_kube_scheduler_preempts_a_lower_priority_pod(plane: KubeControlPlaneOnKubenode) -> None:
+    meta = {"name": "interop-high"}
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": meta, "value": 1000}
+    assert plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", high)[0] == 201
+    create_node(plane, node("preempt", 1))
+    assert plane.request("POST", PODS, pod("low", cpus=1, nodes=("preempt",)))[0] == 201
+    wait_pod(plane, "low", bound)
+    urgent = pod("urgent", cpus=1, nodes=("preempt",))
+    urgent["spec"]["priorityClassName"] = "interop-high"
+    status, created = plane.request("POST", PODS, urgent)
+    assert status == 201 and created["spec"]["priority"] == 1000, created
+    victim = wait_pod(plane, "low", lambda p: bool(p["metadata"].get("deletionTimestamp")))
+    disruption = [c for c in victim["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"]
+    assert disruption and disruption[0]["reason"] == "PreemptionByScheduler", victim["status"]
+    nominated = wait_pod(plane, "urgent", lambda p: p["status"].get("nominatedNodeName") == "preempt")
+    assert not nominated["spec"].get("nodeName")
+    # the kubelet's part: the victim's containers stopped, its pod object goes
+    status, reply = plane.request("DELETE", f"{PODS}/low", {"gracePeriodSeconds": 0})
+    assert status == 200, reply
+    assert wait_pod(plane, "urgent", bound)["spec"]["nodeName"] == "preempt"
 
 
 def test_kube_scheduler_allocates_a_dra_claim(plane: KubeControlPlaneOnKubenode) -> None:

@@ -312,3 +312,53 @@ def test_metadata_client_gets_partial_objects(api: ApiServerProcess) -> None:
     assert events and all(e["object"]["kind"] == "PartialObjectMetadata" for e in events), events
     status, plain = api.request("GET", path + "/meta-node", headers={"Accept": "application/json"})
     assert plain["kind"] == "NodeResourceTopology"
+
+
+# -- Priority admission -------------------------------------------------------------------------------------
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def _pod_named(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}  # fmt: skip
+
+
+def test_system_priority_classes_exist(api: ApiServerProcess) -> None:
+    status, critical = api.request("GET", PRIORITY_CLASSES + "/system-node-critical")
+    assert status == 200 and critical["value"] == 2000001000
+    assert critical["preemptionPolicy"] == "PreemptLowerPriority"
+    status, cluster = api.request("GET", PRIORITY_CLASSES + "/system-cluster-critical")
+    assert status == 200 and cluster["value"] == 2000000000
+
+
+def test_priority_admission_resolves_the_class(api: ApiServerProcess) -> None:
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "prio-high"},
+            "value": 1000, "preemptionPolicy": "Never"}  # fmt: skip
+    status, created = api.request("POST", PRIORITY_CLASSES, high)
+    assert status == 201, created
+    pods = "/api/v1/namespaces/default/pods"
+    status, pod = api.request("POST", pods, _pod_named("prio-a", priorityClassName="prio-high"))
+    assert status == 201, pod
+    assert (pod["spec"]["priority"], pod["spec"]["preemptionPolicy"]) == (1000, "Never")
+    status, reply = api.request("POST", pods, _pod_named("prio-b", priorityClassName="nope"))
+    assert (
+        status == 403
+        and reply["message"] == 'pods "prio-b" is forbidden: no PriorityClass with name nope was found'
+    )
+    status, reply = api.request("POST", pods, _pod_named("prio-c", priorityClassName="prio-high", priority=5))
+    assert status == 403 and "the integer value of priority (5) must not be provided" in reply["message"]
+    status, plain = api.request("POST", pods, _pod_named("prio-d"))
+    assert status == 201 and plain["spec"]["priority"] == 0 and "priorityClassName" not in plain["spec"]
+    low = {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "prio-default"},
+        "value": 7, "globalDefault": True,
+    }  # fmt: skip
+    status, created = api.request("POST", PRIORITY_CLASSES, low)
+    assert status == 201 and created["preemptionPolicy"] == "PreemptLowerPriority"
+    try:
+        status, defaulted = api.request("POST", pods, _pod_named("prio-e"))
+        assert status == 201 and defaulted["spec"]["priority"] == 7
+        assert defaulted["spec"]["priorityClassName"] == "prio-default"
+    finally:
+        api.request("DELETE", PRIORITY_CLASSES + "/prio-default")
