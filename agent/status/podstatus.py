@@ -12,7 +12,9 @@ the kubelet's ReadinessGatesNotReady reason and messages. A pod rejected by admi
 with the kubelet's reason and message.
 
 Condition lastTransitionTime is kept from the previous status while the condition's value
-is unchanged, so a status that did not change compares equal and is not written again.
+is unchanged, so a status that did not change compares equal and is not written again. A pod whose
+object has a `metadata.generation` (kube-apiserver 1.33+ sets one) gets it as `status.observedGeneration`
+and as each of these conditions' `observedGeneration`, as a 1.35+ kubelet writes them.
 """
 
 from __future__ import annotations
@@ -192,9 +194,13 @@ def api_pod_status(
         container_status(pod, c, record.containers.get(c.name), probes=probes) for c in pod.containers
     ]
     ready = {s["name"]: bool(s["ready"]) for s in statuses}
+    conditions = with_transition_times(pod_conditions(pod, record, ready), before, now)
+    generation = (pod.raw.get("metadata") or {}).get("generation")
+    if generation:  # the spec this status answers (PodObservedGenerationTracking, GA in 1.35)
+        conditions = [{**c, "observedGeneration": generation} for c in conditions]
     status: dict[str, Any] = {
         "phase": record.phase,
-        "conditions": with_transition_times(pod_conditions(pod, record, ready), before, now),
+        "conditions": conditions,
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "podIP": host_ip,
@@ -207,6 +213,8 @@ def api_pod_status(
         ],
         "containerStatuses": statuses,
     }
+    if generation:
+        status["observedGeneration"] = generation
     # Named even when empty (null deletes a reason the patch's merge would otherwise keep).
     status["reason"] = record.reason or None
     status["message"] = record.message or None

@@ -142,6 +142,8 @@ def test_a_pod_the_real_scheduler_binds_runs(
     assert conditions.get("PodScheduled") == conditions.get("Ready") == "True", conditions
     [container] = pod["status"]["containerStatuses"]
     assert container["ready"] and "running" in container["state"], container
+    generation = pod["metadata"]["generation"]
+    assert pod["status"].get("observedGeneration") == generation, pod["status"]
     events = node.get(f"/api/v1/namespaces/{NAMESPACE}/events")["items"]
     scheduled = [e for e in events if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "hello"]
     assert scheduled and f"to {node.name}" in scheduled[0]["message"], scheduled

@@ -54,3 +54,18 @@ def test_readiness_gates() -> None:
     assert message == 'the status of pod readiness gate "example.com/lb" is not "True", but False'
     opened = pod(["example.com/lb"], [{"type": "example.com/lb", "status": "True"}])
     assert conditions(api_pod_status(opened, running_record(), "10.0.0.1"))["Ready"]["status"] == "True"
+
+
+def test_the_status_names_the_generation_it_answers() -> None:
+    """kube-apiserver 1.37 gives pods a metadata.generation and a 1.37 kubelet reports it back as
+    status.observedGeneration and on its conditions (PodObservedGenerationTracking, GA in 1.35); the agent
+    wrote neither (docs/interop.md). A pod with no generation (a static pod, an older server) gets none."""
+    generated = pod([], [])
+    generated = Pod("web", uid="u", containers=generated.containers,
+                    raw={**generated.raw, "metadata": {"name": "web", "generation": 3}})  # fmt: skip
+    status = api_pod_status(generated, running_record(), "10.0.0.1")
+    assert status["observedGeneration"] == 3
+    assert {c["observedGeneration"] for c in status["conditions"]} == {3}
+    plain = api_pod_status(pod([], []), running_record(), "10.0.0.1")
+    assert "observedGeneration" not in plain
+    assert not any("observedGeneration" in c for c in plain["conditions"])
