@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -401,6 +402,33 @@ def test_logs_exec_and_port_forward_reach_the_agent_through_kube_apiserver(node:
         out = forward.communicate(timeout=10)[0]
     assert "Forwarding from 127.0.0.1" in out, out
     node.delete_pod("streams")
+
+
+def test_kubectl_attach_reaches_the_containers_stdin_through_kube_apiserver(node: AgentNode) -> None:
+    script = 'echo ready; while read line; do echo "got $line"; done; echo bye; exec sleep 600'
+    node.create_pod(
+        "attached", [{"name": "main", "image": "busybox", "stdin": True, "command": ["sh", "-c", script]}]
+    )
+    wait_for(lambda: "ready" in node.kubectl("logs", "attached").stdout, 30, "the container started")
+    attach = subprocess.Popen(
+        [str(REPO / ".venv/bin/kubectl"), "--kubeconfig", str(node.cp.admin_kubeconfig), "-n", NAMESPACE,
+         "attach", "-i", "attached"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(attach.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        assert attach.stdin is not None
+        attach.stdin.write("hello\n")
+        attach.stdin.flush()
+        # the container read it (its log), and its answer came back through the attach stream
+        wait_for(lambda: "got hello" in node.kubectl("logs", "attached").stdout, 30, "the container read it")
+        wait_for(lambda: "got hello\n" in seen, 30, lambda: "".join(seen))
+    finally:
+        attach.terminate()
+        attach.wait(10)
+    node.delete_pod("attached")
 
 
 def test_node_restriction_lets_the_node_write_only_its_own_objects(node: AgentNode) -> None:
