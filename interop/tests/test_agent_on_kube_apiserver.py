@@ -416,7 +416,9 @@ def test_kubectl_attach_reaches_the_containers_stdin_through_kube_apiserver(node
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(attach.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    output = attach.stdout
+    assert output is not None
+    reader = threading.Thread(target=lambda: seen.extend(iter(output.readline, "")), daemon=True)
     reader.start()
     try:
         assert attach.stdin is not None
