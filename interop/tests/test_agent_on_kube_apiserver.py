@@ -329,6 +329,39 @@ def test_kubenodes_scheduler_binds_beside_kube_scheduler(
     assert not [line for line in scheduler.log().splitlines() if " ERROR " in line], scheduler.log_tail()
 
 
+def test_a_pods_configmap_and_secret_reach_it_under_the_node_authorizer(node: AgentNode) -> None:
+    """The Node authorizer lets a node read only the ConfigMaps and Secrets its own pods reference: the agent
+    fetches exactly those (as volumes and as env), and a pod on another node's name would get nothing."""
+    cp = node.cp
+    cp.apply(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings",
+              "namespace": NAMESPACE}, "data": {"greeting": "hello from a configmap"}}))  # fmt: skip
+    cp.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token",
+              "namespace": NAMESPACE}, "stringData": {"value": "s3cret"}}))  # fmt: skip
+    script = 'cat /config/greeting; echo; echo "secret=$TOKEN"; cat /secret/value; echo; exec sleep 600'
+    node.create_pod(
+        "configured",
+        [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
+          "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "token", "key": "value"}}}],
+          "volumeMounts": [{"name": "config", "mountPath": "/config"},
+                           {"name": "secret", "mountPath": "/secret"}]}],
+        volumes=[{"name": "config", "configMap": {"name": "settings"}},
+                 {"name": "secret", "secret": {"secretName": "token"}}],
+    )  # fmt: skip
+
+    def log() -> str | None:
+        text = node.kubectl("logs", "configured").stdout
+        return text if text.count("\n") >= 3 else None
+
+    out = wait_for(log, 30, lambda: node.describe("configured"))
+    assert out.splitlines()[:3] == ["hello from a configmap", "secret=s3cret", "s3cret"], out
+    # The node's own identity reads them only through its pod: another Secret is refused.
+    cp.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "unrelated",
+              "namespace": NAMESPACE}, "stringData": {"value": "no"}}))  # fmt: skip
+    status, _ = cp.api("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/unrelated", kubeconfig=node.kubeconfig)
+    assert status == 403
+    node.delete_pod("configured")
+
+
 WHOAMI = """
 import json, os, ssl, urllib.request
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
