@@ -130,8 +130,11 @@ READ_UPDATE = "get list watch update patch"
 SCHEDULER_RULES = (
     rule("create patch update", groups=("", "events.k8s.io"), resources=("events",)),
     rule("create", groups=("coordination.k8s.io",), resources=("leases",)),
+    # kube's role names only kube-scheduler's Lease; a second scheduler running as system:kube-scheduler gets
+    # its own Lease name added there (kube's "Configure Multiple Schedulers"): kubenode's, as `kubenode up`
+    # runs it.
     rule("get update list watch", groups=("coordination.k8s.io",), resources=("leases",),
-         names=("kube-scheduler",)),
+         names=("kube-scheduler", "kubenode-scheduler")),
     rule("get list watch create update patch delete deletecollection", groups=("coordination.k8s.io",),
          resources=("leasecandidates",)),
     rule(READ, resources=("nodes",)),

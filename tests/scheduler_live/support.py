@@ -85,7 +85,9 @@ def pod(
         ],
     }
     if priority is not None:
-        spec["priority"] = priority
+        # kube's Priority admission sets spec.priority from the class and refuses a pod that gives it
+        # itself: a PriorityClass per value, made by create_all.
+        spec["priorityClassName"] = priority_class_name(priority)
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
     return {
@@ -96,7 +98,31 @@ def pod(
     }
 
 
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def priority_class_name(value: int) -> str:
+    return f"test-priority-{value}"
+
+
+def ensure_priority_classes(client: KubeClient, objects: Iterable[dict[str, Any]]) -> None:
+    """The PriorityClass of each test-priority-<N> that a pod names (value N), made once."""
+    names = {
+        name
+        for obj in objects
+        if (name := (obj.get("spec") or {}).get("priorityClassName", "")).startswith("test-priority-")
+    }
+    for name in sorted(names):
+        value = int(name.removeprefix("test-priority-"))
+        with contextlib.suppress(AlreadyExists):
+            body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+            client.request("POST", PRIORITY_CLASSES, body={**body, "value": value})
+
+
 def create_all(client: KubeClient, objects: Iterable[dict[str, Any]], workers: int = 8) -> None:
+    objects = list(objects)
+    ensure_priority_classes(client, objects)
+
     def create(obj: dict[str, Any]) -> None:
         for attempt in range(50):  # a restarting server: retry (a create that landed is AlreadyExists)
             try:
