@@ -1,0 +1,122 @@
+"""The holes of issue 51, against the real `kubenode apiserver` process and the real kubectl: a hostile node
+and a hostile tenant, each answered as kube-apiserver answers them (docs/security.md)."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import time
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from harness.apiserver import ApiServerProcess
+from tests.apiserver.kubectl_support import Kubectl
+
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+
+def _csr_pem(node: str, dns: list[str], ips: list[str]) -> str:
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = [*map(x509.DNSName, dns)]
+    names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+         x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node}")]
+    )  # fmt: skip
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(subject)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def _post_csr(
+    api: ApiServerProcess, token: str, node: str, dns: list[str], ips: list[str]
+) -> tuple[int, Any]:
+    body = {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": f"csr-{node}-"},
+        "spec": {
+            "request": _csr_pem(node, dns, ips),
+            "signerName": "kubernetes.io/kubelet-serving",
+            "usages": ["digital signature", "key encipherment", "server auth"],
+        },
+    }
+    return api.request("POST", CSRS, body, token=token)
+
+
+def _node(api: ApiServerProcess, name: str, ip: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    code, _ = api.request("POST", "/api/v1/nodes", body)
+    assert code == 201, code
+    status = {"status": {"addresses": [{"type": "InternalIP", "address": ip},
+                                       {"type": "Hostname", "address": f"{name}.example"}]}}  # fmt: skip
+    code, _ = api.request(
+        "PATCH", f"/api/v1/nodes/{name}/status", status, content_type="application/merge-patch+json"
+    )
+    assert code == 200, code
+
+
+def _sans(certificate_b64: str) -> set[str]:
+    cert = x509.load_pem_x509_certificate(base64.b64decode(certificate_b64))
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {*san.get_values_for_type(x509.DNSName), *map(str, san.get_values_for_type(x509.IPAddress))}
+
+
+def test_a_node_gets_no_certificate_for_the_api_servers_names(api: ApiServerProcess, tmp_path: Path) -> None:
+    """Hole 1: a kubelet-serving CSR naming kubernetes.default.svc / localhost / an address not the node's
+    stays pending (kube approves no kubelet-serving CSR by itself); `kubectl certificate approve` by an admin
+    then has it signed; a node may not approve; its own names are approved and signed at once."""
+    _node(api, "sec-n1", "10.77.0.1")
+    node_token = api.token_for("system:node:sec-n1", ["system:nodes"])
+    code, csr = _post_csr(api, node_token, "sec-n1", ["kubernetes.default.svc", "localhost"], ["127.0.0.1"])
+    assert code == 201, csr
+    name = csr["metadata"]["name"]
+    assert csr["status"].get("conditions") is None and not csr["status"].get("certificate"), csr
+    assert csr["spec"]["username"] == "system:node:sec-n1"
+    time.sleep(2.5)  # the approver's passes leave it alone
+    code, csr = api.request("GET", f"{CSRS}/{name}")
+    assert code == 200 and not csr["status"].get("conditions") and not csr["status"].get("certificate"), csr
+    kubectl = Kubectl(api.kubeconfig, tmp_path / "cache")
+    assert kubectl.out("get", "csr", name, "-o", "jsonpath={.status.conditions}") == ""
+    # The node may not approve its own request: kube's CertificateApproval admission.
+    node_kubectl = Kubectl(api.kubeconfig_for("system:node:sec-n1", ["system:nodes"]), tmp_path / "n1")
+    refused = node_kubectl.run("certificate", "approve", name, check=False)
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr, refused.stderr
+    # An admin's approval: signed, for exactly what was asked.
+    kubectl.out("certificate", "approve", name)
+    code, csr = api.request("GET", f"{CSRS}/{name}")
+    assert code == 200 and csr["status"]["conditions"][0]["type"] == "Approved", csr
+    assert _sans(csr["status"]["certificate"]) == {"kubernetes.default.svc", "localhost", "127.0.0.1"}
+    # The node's own names and addresses: approved and signed in the create.
+    code, own = _post_csr(api, node_token, "sec-n1", ["sec-n1", "sec-n1.example"], ["10.77.0.1"])
+    assert code == 201 and own["status"]["conditions"][0]["reason"] == "AutoApproved", own
+    assert _sans(own["status"]["certificate"]) == {"sec-n1", "sec-n1.example", "10.77.0.1"}
+    # Another node's address, or an address n1 does not have: pending.
+    _node(api, "sec-n2", "10.77.0.2")
+    code, other = _post_csr(api, node_token, "sec-n1", ["sec-n1"], ["10.77.0.2"])
+    assert code == 201 and not other["status"].get("certificate"), other
+
+
+def test_a_pending_csr_is_approved_once_its_node_reports_the_address(api: ApiServerProcess) -> None:
+    """The agent posts its CSR before its Node reports addresses: the approver approves it once they are."""
+    node_token = api.token_for("system:node:sec-late", ["system:nodes"])
+    code, csr = _post_csr(api, node_token, "sec-late", ["sec-late"], ["10.77.0.9"])
+    assert code == 201 and not csr["status"].get("certificate"), csr
+    _node(api, "sec-late", "10.77.0.9")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        code, csr = api.request("GET", f"{CSRS}/{csr['metadata']['name']}")
+        if csr["status"].get("certificate"):
+            break
+        time.sleep(0.2)
+    assert csr["status"]["conditions"][0]["reason"] == "AutoApproved", csr
