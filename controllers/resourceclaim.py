@@ -18,10 +18,11 @@ Flow:
    (asked for when the informer lacks them), replaced (another uid) or done (kube's isPodDone),
    writing the status with the resourceVersion it read (a conflict requeues). The write that drops
    the last consumer also deallocates the claim (kube does so for claims its scheduler protected
-   with `resource.kubernetes.io/delete-protection`; the scheduler here sets no finalizer, so every
-   allocated claim is treated alike), and that finalizer, where present, is removed once the
-   allocation is gone. Then a claim made for a pod (its controller reference) whose pod is done or
-   replaced and that nobody reserves is deleted (uid precondition).
+   with `resource.kubernetes.io/delete-protection`, which scheduler/dra/live.py adds as kube's does when
+   it allocates; an allocated claim without it is treated alike), and that finalizer is removed once the
+   allocation is gone: a claim deleted while pods use it stays (its devices taken) until the last of
+   them is gone, then is deallocated and goes. Then a claim made for a pod (its controller reference)
+   whose pod is done or replaced and that nobody reserves is deleted (uid precondition).
 The garbage collector follows the claims' ownerReferences as well (`resources.register`), so a claim
 whose pod was deleted while this controller was down still goes.
 """

@@ -40,6 +40,8 @@ from kubenode.kubeclient.informer import Informer
 from kubenode.model.errors import ValidationError
 from scheduler.dra.plugin import DynamicResources, WriteDone, written_claim
 
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # kube's resourceapi.Finalizer
+
 log = logging.getLogger(__name__)
 
 
@@ -194,7 +196,10 @@ def serves_dra(client: KubeClient) -> bool:
 
 class ApiClaimWriter:
     """PreBind's writes: the claim's status, with the resourceVersion read (a stale one is a Conflict).
-    The claim written is remembered in `claims`, so the watch event of that version is not parsed."""
+    The claim written is remembered in `claims`, so the watch event of that version is not parsed.
+    A claim getting its allocation first gets kube's `resource.kubernetes.io/delete-protection` finalizer
+    in a plain update (kube's bindClaim), so deleting it while pods use it leaves it (and its devices
+    taken) until the resourceclaim controller deallocates it; a claim being deleted is not written."""
 
     def __init__(
         self,
@@ -206,15 +211,29 @@ class ApiClaimWriter:
         self.may_act = may_act
         self.claims = claims or ParsedClaims()
 
-    def _body(self, claim: ResourceClaim, status: dict[str, Any]) -> dict[str, Any]:
+    def _body(self, raw: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         if not self.may_act():
             raise RuntimeError("not leading: claim status not written")
         return {
-            **claim.raw,
+            **raw,
             "apiVersion": RESOURCE_CLAIMS.api_version,
             "kind": "ResourceClaim",
             "status": status,
         }
+
+    @staticmethod
+    def _protected(claim: ResourceClaim, status: dict[str, Any]) -> dict[str, Any] | None:
+        """The claim with the finalizer added, when this write allocates it and it lacks the finalizer."""
+        meta = claim.raw.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            raise RuntimeError(f"claim {claim.key} got deleted in the meantime")
+        finalizers = list(meta.get("finalizers") or [])
+        if not status.get("allocation") or (claim.raw.get("status") or {}).get("allocation"):
+            return None
+        if DELETE_PROTECTION in finalizers:
+            return None
+        body = {**claim.raw, "metadata": {**meta, "finalizers": [*finalizers, DELETE_PROTECTION]}}
+        return {**body, "apiVersion": RESOURCE_CLAIMS.api_version, "kind": "ResourceClaim"}
 
     def _written(self, claim: ResourceClaim, status: dict[str, Any], answer: dict[str, Any]) -> ResourceClaim:
         seen = self.claims.get(claim.key, _version(answer))  # the watch event came first
@@ -225,12 +244,20 @@ class ApiClaimWriter:
         return written
 
     def write_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim:
-        answer = self.client.update(RESOURCE_CLAIMS, self._body(claim, status), subresource="status")
+        raw: Mapping[str, Any] = claim.raw
+        protected = self._protected(claim, status)
+        if protected is not None:
+            if not self.may_act():
+                raise RuntimeError("not leading: claim status not written")
+            raw = self.client.update(RESOURCE_CLAIMS, protected)
+        answer = self.client.update(RESOURCE_CLAIMS, self._body(raw, status), subresource="status")
         return self._written(claim, status, answer)
 
     def write_status_async(self, claim: ResourceClaim, status: dict[str, Any], done: WriteDone) -> None:
         """`write_status` without waiting: `done` is called on the client's reactor thread."""
-        body = self._body(claim, status)
+        protected = self._protected(claim, status)
+        body = self._body(claim.raw, status)
+        path = RESOURCE_CLAIMS.path(claim.namespace, claim.name, "status")
 
         def answered(answer: dict[str, Any] | None, error: KubeError | None) -> None:
             if error is not None or answer is None:
@@ -243,5 +270,17 @@ class ApiClaimWriter:
                 return
             done(written, None)
 
-        path = RESOURCE_CLAIMS.path(claim.namespace, claim.name, "status")
+        def finalized(answer: dict[str, Any] | None, error: KubeError | None) -> None:
+            if error is not None or answer is None:
+                done(None, error or KubeError(f"no answer adding the finalizer to claim {claim.key}"))
+                return
+            try:
+                self.client.request_async("PUT", path, answered, body=self._body(answer, status))
+            except Exception as exc:  # refused before sending (e.g. no longer leading)
+                done(None, exc)
+
+        if protected is not None:
+            main = RESOURCE_CLAIMS.path(claim.namespace, claim.name)
+            self.client.request_async("PUT", main, finalized, body=protected)
+            return
         self.client.request_async("PUT", path, answered, body=body)

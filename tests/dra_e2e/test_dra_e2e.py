@@ -246,6 +246,42 @@ def test_a_shared_claim_is_released_when_its_pods_go(cluster: Cluster) -> None:
     admin.delete(RESOURCE_CLAIMS, "shared", "default")
 
 
+def test_a_claim_deleted_while_in_use_keeps_its_device(cluster: Cluster) -> None:
+    """Issue 51 hole 4: the scheduler puts kube's `resource.kubernetes.io/delete-protection` finalizer on
+    the claim it allocates, so a claim deleted while a pod uses it stays (deletionTimestamp set, still
+    allocated) and its device is given to nobody else; once the pod goes, the resourceclaim controller
+    deallocates it and removes the finalizer, the claim goes and the device is free."""
+    admin = cluster.client
+    for name in ("held", "wanted"):
+        admin.create(RESOURCE_CLAIMS, {
+            "apiVersion": GROUP_VERSION, "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
+        }, "default")  # fmt: skip
+    holder = gpu_pod("holder")
+    holder["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "held"}]
+    admin.create(PODS, holder, "default")
+    wait_for(lambda: admin.get(PODS, "holder", "default")["spec"].get("nodeName"), 60, "the holder bound")
+    held = admin.get(RESOURCE_CLAIMS, "held", "default")
+    assert held["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"], held["metadata"]
+    device = held["status"]["allocation"]["devices"]["results"][0]
+    cluster.out("delete", "resourceclaim", "held", "--wait=false")
+    held = admin.get(RESOURCE_CLAIMS, "held", "default")  # still there: its pod uses it
+    assert held["metadata"].get("deletionTimestamp") and held["status"]["allocation"], held
+    third = gpu_pod("third")
+    third["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "wanted"}]
+    admin.create(PODS, third, "default")
+    wait_for(
+        lambda: pod_condition(cluster, "third").get("reason") == "Unschedulable", 60, "third unschedulable"
+    )
+    assert not (admin.get(RESOURCE_CLAIMS, "wanted", "default").get("status") or {}).get("allocation")
+    cluster.out("delete", "pod", "holder", "--grace-period=0", "--force")
+    wait_for(lambda: claim_gone(admin, "held"), 60, "the deleted claim gone once unused")
+    wait_for(lambda: admin.get(PODS, "third", "default")["spec"].get("nodeName"), 60, "the third pod bound")
+    wanted = admin.get(RESOURCE_CLAIMS, "wanted", "default")
+    assert wanted["status"]["allocation"]["devices"]["results"][0]["device"] == device["device"]
+    cluster.out("delete", "pod", "third", "--grace-period=0", "--force")
+
+
 def test_a_node_deletes_its_own_slices_as_a_collection(cluster: Cluster) -> None:
     """The kubelet's DRA manager clears its slices with one DELETE of the collection, selected by
     `spec.nodeName`: allowed for the node's own; another node's slice is refused."""
