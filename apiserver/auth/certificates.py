@@ -9,7 +9,7 @@ IP names, usages digital signature, key encipherment, server auth) and polls it 
     them (ValidateKubeletServingCSR) -> the requester must be that node (user system:node:<name> in
     system:nodes) -> stored (spec.username/uid/groups the requester's) -> 201.
     The approver (`node_own_names`): every DNS name and IP address asked for is the node's own (its name, or
-    an address in its Node's status.addresses) and none is one of the API server's in-cluster names
+    an address in its Node's status.addresses, or a loopback IP) and none is one of the API server's names
     (kubernetes, kubernetes.default[.svc[.<domain>]], localhost) -> condition Approved (AutoApproved) and
     signed by the cluster CA in the same write; otherwise the CSR stays pending, and `approve_pending`
     looks again each second (the agent posts before its Node reports addresses) until an admin answers.
@@ -112,7 +112,10 @@ def foreign_names(
     node: str, node_obj: Mapping[str, Any] | None, dns: Iterable[str], ips: Iterable[str]
 ) -> list[str]:
     """What a node's CSR asks for that is not the node's own: every name when its Node is not there;
-    otherwise the names neither the Node's name nor one of its status.addresses, and any API server name."""
+    otherwise the names neither the Node's name nor one of its status.addresses, and any API server name.
+    A loopback IP (127.0.0.0/8, ::1) is every host's own, the node's too: the agent asks for 127.0.0.1
+    beside its InternalIP (agent/server/secure.py); a client on another host never reaches the node by it
+    (docs/security.md: what that leaves on a one-host cluster)."""
     addresses = (node_obj or {}).get("status", {}).get("addresses") or []
     own = {_normal(str(a.get("address", ""))) for a in addresses if isinstance(a, Mapping)}
     own.add(node.lower())
@@ -121,7 +124,7 @@ def foreign_names(
         wanted = _normal(name)
         if wanted in API_SERVER_NAMES or wanted.startswith(API_SERVER_SUFFIX) or wanted not in own:
             foreign.append(name)
-    foreign += [ip for ip in ips if _normal(ip) not in own]
+    foreign += [ip for ip in ips if _normal(ip) not in own and not ipaddress.ip_address(ip).is_loopback]
     return foreign if node_obj is not None else [*dns, *ips]
 
 

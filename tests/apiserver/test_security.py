@@ -98,9 +98,12 @@ def test_a_node_gets_no_certificate_for_the_api_servers_names(api: ApiServerProc
     assert code == 200 and csr["status"]["conditions"][0]["type"] == "Approved", csr
     assert _sans(csr["status"]["certificate"]) == {"kubernetes.default.svc", "localhost", "127.0.0.1"}
     # The node's own names and addresses: approved and signed in the create.
-    code, own = _post_csr(api, node_token, "sec-n1", ["sec-n1", "sec-n1.example"], ["10.77.0.1"])
+    # (a loopback address is every host's own: the agent asks for 127.0.0.1 beside its InternalIP)
+    code, own = _post_csr(api, node_token, "sec-n1", ["sec-n1", "sec-n1.example"], ["10.77.0.1", "127.0.0.1"])
     assert code == 201 and own["status"]["conditions"][0]["reason"] == "AutoApproved", own
-    assert _sans(own["status"]["certificate"]) == {"sec-n1", "sec-n1.example", "10.77.0.1"}
+    assert _sans(own["status"]["certificate"]) == {"sec-n1", "sec-n1.example", "10.77.0.1", "127.0.0.1"}
+    code, alone = _post_csr(api, node_token, "sec-n1", ["localhost"], ["10.77.0.1"])
+    assert code == 201 and not alone["status"].get("certificate"), alone
     # Another node's address, or an address n1 does not have: pending.
     _node(api, "sec-n2", "10.77.0.2")
     code, other = _post_csr(api, node_token, "sec-n1", ["sec-n1"], ["10.77.0.2"])
