@@ -208,6 +208,8 @@ CONTROLLER_MANAGER_RULES = (
         groups=("apps", "batch"),
         resources=("deployments", "replicasets", "daemonsets", "jobs"),
     ),
+    # system:controller:daemon-set-controller: the DaemonSet's revision history
+    rule("get list watch create update patch delete", groups=("apps",), resources=("controllerrevisions",)),
     rule(
         "update patch",
         groups=("apps", "batch"),

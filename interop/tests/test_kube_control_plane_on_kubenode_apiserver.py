@@ -388,3 +388,127 @@ def test_new_namespace_gets_its_service_account_and_root_ca(plane: KubeControlPl
         plane,
     )
     assert "BEGIN CERTIFICATE" in config["data"]["ca.crt"]
+
+
+def test_kube_scheduler_spreads_by_topology(plane: KubeControlPlaneOnKubenode) -> None:
+    for name in ("spread-a", "spread-b"):
+        create_node(plane, node(name, 8))
+    for i in range(4):
+        spread = pod(f"spread-{i}", cpus=1, nodes=("spread-a", "spread-b"))
+        spread["metadata"]["labels"] = {"app": "spread"}
+        spread["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "spread"}},
+        }]  # fmt: skip
+        assert plane.request("POST", PODS, spread)[0] == 201
+        wait_pod(plane, f"spread-{i}", bound)
+    _, pods = plane.request("GET", f"{PODS}?labelSelector=app=spread")
+    placed = [p["spec"]["nodeName"] for p in pods["items"]]
+    assert sorted(placed) == ["spread-a", "spread-a", "spread-b", "spread-b"], placed
+
+
+def test_kube_controller_manager_runs_a_job_to_completion(plane: KubeControlPlaneOnKubenode) -> None:
+    create_node(plane, node("jobs", 4))
+    template = {"metadata": {"labels": {"app": "once"}}, "spec": pod("t", nodes=("jobs",))["spec"]}
+    template["spec"]["restartPolicy"] = "Never"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once", "namespace": "default"},
+           "spec": {"completions": 1, "backoffLimit": 0, "template": template}}  # fmt: skip
+    status, created = plane.request("POST", "/apis/batch/v1/namespaces/default/jobs", job)
+    assert status == 201, created
+
+    def finished() -> bool:
+        _, pods = plane.request("GET", f"{PODS}?labelSelector=job-name=once")
+        for item in pods["items"]:
+            if item["spec"].get("nodeName") and item["status"].get("phase") == "Pending":
+                done = {"phase": "Succeeded", "startTime": NOW, "containerStatuses": [
+                    {"name": "main", "ready": False, "restartCount": 0, "image": "busybox", "imageID": "",
+                     "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": NOW,
+                                              "finishedAt": NOW}}}]}  # fmt: skip
+                plane.api.request(  # type: ignore[union-attr]
+                    "PATCH", f"{PODS}/{item['metadata']['name']}/status", {"status": done},
+                    content_type="application/strategic-merge-patch+json",
+                )  # fmt: skip
+        _, current = plane.request("GET", "/apis/batch/v1/namespaces/default/jobs/once")
+        conditions = (current.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+    wait_for("the Job Complete", finished, plane)
+
+
+def test_kube_controller_manager_runs_a_daemonset(plane: KubeControlPlaneOnKubenode) -> None:
+    for name in ("ds-a", "ds-b"):
+        body = node(name, 2)
+        body["metadata"]["labels"]["interop"] = "daemons"
+        create_node(plane, body)
+    labels = {"app": "everywhere"}
+    spec = pod("t")["spec"]
+    spec["nodeSelector"] = {"interop": "daemons"}
+    template = {"metadata": {"labels": labels}, "spec": spec}
+    meta = {"name": "everywhere", "namespace": "default"}
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta,
+        "spec": {"selector": {"matchLabels": labels}, "template": template},
+    }  # fmt: skip
+    status, created = plane.request("POST", "/apis/apps/v1/namespaces/default/daemonsets", daemonset)
+    assert status == 201, created
+
+    def on_both() -> Any:
+        _, pods = plane.request("GET", f"{PODS}?labelSelector=app=everywhere")
+        placed = {p["spec"].get("nodeName") for p in pods["items"]}
+        return {"ds-a", "ds-b"} <= placed and placed
+
+    wait_for("a daemon pod on each node", on_both, plane)
+
+
+def test_kube_controller_manager_makes_claims_from_templates(plane: KubeControlPlaneOnKubenode) -> None:
+    create_node(plane, node("tmpl", 1))
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "cpu.kubenode.io"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'cpu.kubenode.io'"}}]},
+    }  # fmt: skip
+    assert plane.request("POST", f"{RESOURCE}/deviceclasses", device_class)[0] == 201
+    cpus = [{"name": f"cpu-{i}", "attributes": {"numaNode": {"int": 0}}} for i in range(2)]
+    slice_ = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "tmpl-cpus"},
+        "spec": {"driver": "cpu.kubenode.io", "nodeName": "tmpl", "devices": cpus,
+                 "pool": {"name": "tmpl", "generation": 1, "resourceSliceCount": 1}},
+    }  # fmt: skip
+    assert plane.request("POST", f"{RESOURCE}/resourceslices", slice_)[0] == 201
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "two-cpus", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "cpus", "exactly": {
+                    "deviceClassName": "cpu.kubenode.io", "count": 2}}]}}}}  # fmt: skip
+    assert plane.request("POST", f"{RESOURCE}/namespaces/default/resourceclaimtemplates", template)[0] == 201
+    user = pod("templated", nodes=("tmpl",))
+    user["spec"]["resourceClaims"] = [{"name": "cpus", "resourceClaimTemplateName": "two-cpus"}]
+    user["spec"]["containers"][0]["resources"] = {"claims": [{"name": "cpus"}]}
+    assert plane.request("POST", PODS, user)[0] == 201
+    placed = wait_pod(plane, "templated", bound)
+    statuses = placed["status"].get("resourceClaimStatuses") or []
+    assert statuses and statuses[0]["name"] == "cpus", placed["status"]
+    claim_name = statuses[0]["resourceClaimName"]
+    _, claim = plane.request("GET", f"{RESOURCE}/namespaces/default/resourceclaims/{claim_name}")
+    owner = claim["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("Pod", "templated")
+    devices = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+    assert devices == ["cpu-0", "cpu-1"]
+
+
+@pytest.mark.timeout(240)
+def test_kube_controller_manager_marks_a_silent_node_unreachable(plane: KubeControlPlaneOnKubenode) -> None:
+    create_node(plane, node("silent", 1))
+    time.sleep(HEARTBEAT_S)
+    plane.heartbeats.nodes.discard("silent")  # type: ignore[attr-defined]
+
+    def tainted() -> Any:
+        _, current = plane.request("GET", "/api/v1/nodes/silent")
+        ready = next(c for c in current["status"]["conditions"] if c["type"] == "Ready")
+        taints = {(t["key"], t["effect"]) for t in current["spec"].get("taints") or []}
+        return (
+            ready["status"] == "Unknown"
+            and ("node.kubernetes.io/unreachable", "NoSchedule") in taints
+            and taints
+        )
+
+    taints = wait_for("the silent node Unknown and tainted", tainted, plane, timeout=120)
+    assert ("node.kubernetes.io/unreachable", "NoExecute") in taints
