@@ -26,6 +26,7 @@ class UserInfo:
     name: str
     uid: str
     groups: tuple[str, ...]
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # impersonated extras (auth/impersonation.py)
 
 
 def node_name_of(user: UserInfo) -> str | None:

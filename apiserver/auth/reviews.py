@@ -108,7 +108,9 @@ def add_routes(app: web.Application, resources: Sequence[ResourceInfo]) -> None:
         _check_dry_run(request)
         if user is None:
             return reply(api_error(401, "Unauthorized", "Unauthorized"), 401)
-        info = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
+        info: dict[str, Any] = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
+        if user.extra:
+            info["extra"] = {key: list(values) for key, values in user.extra}
         return reply({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                        "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}})  # fmt: skip
 

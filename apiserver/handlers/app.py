@@ -56,6 +56,10 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             if user is None:
                 raise APIError(401, "Unauthorized", "Unauthorized")
             authorizer = request.app.get(AUTHORIZER)
+            if any(key[:12].lower() == "impersonate-" for key in request.headers):
+                from apiserver.auth.impersonation import impersonate  # kube's WithImpersonation
+
+                user = impersonate(request.headers, user, authorizer)
             if authorizer is not None:
                 decision = authorizer.authorize(user, info)
                 if not decision.allowed:

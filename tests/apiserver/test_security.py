@@ -123,3 +123,81 @@ def test_a_pending_csr_is_approved_once_its_node_reports_the_address(api: ApiSer
             break
         time.sleep(0.2)
     assert csr["status"]["conditions"][0]["reason"] == "AutoApproved", csr
+
+
+def test_impersonation_is_authorized_and_acted_on(api: ApiServerProcess, tmp_path: Path) -> None:
+    """Hole 6: `kubectl --as` is kube's impersonation: the `impersonate` verb on users, groups,
+    serviceaccounts, userextras and uids is checked for the requester (403 with kube's text otherwise),
+    and the request is then authorized, reviewed and answered as the impersonated user."""
+    admin = Kubectl(api.kubeconfig, tmp_path / "admin")
+    admin.out("create", "secret", "generic", "imp-secret", "--from-literal=k=v")
+    refused = admin.run("--as=nobody", "delete", "secret", "imp-secret", "--dry-run=server", check=False)
+    assert refused.returncode != 0
+    assert (
+        'Error from server (Forbidden): secrets "imp-secret" is forbidden: User "nobody" cannot delete '
+        'resource "secrets" in API group "" in the namespace "default"'
+    ) in refused.stderr, refused.stderr
+    who = admin.out("auth", "whoami", "--as=nobody", "--as-group=team-a", "-o", "json")
+    assert '"username": "nobody"' in who and '"team-a"' in who and '"system:authenticated"' in who, who
+    assert "system:masters" not in who
+    sa = admin.run(
+        "auth", "can-i", "get", "secrets", "--as=system:serviceaccount:default:default", check=False
+    )
+    assert sa.stdout.strip() == "no", sa
+    who = admin.out("auth", "whoami", "--as=system:serviceaccount:default:default", "-o", "json")
+    assert '"system:serviceaccounts:default"' in who, who
+    # Groups without a user: kube's 400.
+    code, body = api.request("GET", "/api/v1/namespaces", headers={"Impersonate-Group": "g"})
+    assert code == 400 and "without impersonating a user" in body["message"], body
+    # A tenant may not impersonate without the verb.
+    tenant = api.token_for("imp-tenant", ["imp-tenants"])
+    code, body = api.request("GET", "/api/v1/namespaces", token=tenant, headers={"Impersonate-User": "admin"})
+    assert code == 403, body
+    assert body["message"] == (
+        'users "admin" is forbidden: User "imp-tenant" cannot impersonate resource "users" in API group "" '
+        "at the cluster scope"
+    )
+    headers = {"Impersonate-User": "system:serviceaccount:default:default"}
+    code, body = api.request("GET", "/api/v1/namespaces", token=tenant, headers=headers)
+    assert code == 403 and body["message"] == (
+        'serviceaccounts "default" is forbidden: User "imp-tenant" cannot impersonate resource '
+        '"serviceaccounts" in API group "" in the namespace "default"'
+    ), body
+    # Given `impersonate` on users/imp-viewer only: that user, and only that one, and no extras.
+    admin.out("create", "clusterrole", "imp-one", "--verb=impersonate", "--resource=users",
+              "--resource-name=imp-viewer")  # fmt: skip
+    admin.out("create", "clusterrolebinding", "imp-one", "--clusterrole=imp-one", "--user=imp-tenant")
+    deadline = time.monotonic() + 10
+    headers = {"Impersonate-User": "imp-viewer"}
+    while time.monotonic() < deadline:
+        code, body = api.request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=tenant,
+            headers=headers,
+        )  # fmt: skip
+        if code == 201:
+            break
+        time.sleep(0.2)
+    assert code == 201 and body["status"]["userInfo"]["username"] == "imp-viewer", body
+    code, body = api.request("GET", "/api/v1/namespaces", token=tenant, headers={"Impersonate-User": "other"})
+    assert code == 403, body
+    headers = {"Impersonate-User": "imp-viewer", "Impersonate-Extra-Scopes": "view"}
+    code, body = api.request("GET", "/api/v1/namespaces", token=tenant, headers=headers)
+    assert code == 403 and body["message"] == (
+        'userextras.authentication.k8s.io "view" is forbidden: User "imp-tenant" cannot impersonate resource '
+        '"userextras/scopes" in API group "authentication.k8s.io" at the cluster scope'
+    ), body
+    # The impersonated user is the one authorized: imp-viewer may not list namespaces.
+    code, body = api.request(
+        "GET", "/api/v1/namespaces", token=tenant, headers={"Impersonate-User": "imp-viewer"}
+    )
+    assert code == 403 and 'User "imp-viewer" cannot list resource "namespaces"' in body["message"], body
+    # An admin's extras and uid come through to whoami.
+    headers = {"Impersonate-User": "x", "Impersonate-Uid": "u-1", "Impersonate-Extra-Scopes": "a"}
+    code, body = api.request(
+        "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, headers=headers,
+    )  # fmt: skip
+    assert body["status"]["userInfo"] == {
+        "username": "x", "uid": "u-1", "groups": ["system:authenticated"], "extra": {"scopes": ["a"]},
+    }, body  # fmt: skip
