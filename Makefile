@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test k8s interop lint typecheck pytest protos bench bench-cgroup2 clean podman-deps containerd-deps example-image install uninstall test-cgroup2 image
+.PHONY: up test k8s interop bench-peers lint typecheck pytest protos bench bench-cgroup2 clean podman-deps containerd-deps example-image install uninstall test-cgroup2 image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ k8s: $(STAMP)
 # compatibility matrix goes to docs/interop.md.
 interop: $(STAMP) k8s containerd-deps
 	$(PY) -m pytest -p no:cacheprovider interop/tests
+
+# kubenode beside the real peers in one run, in turns, on this machine (benchmarks/peers/; issue 56): each
+# script prints its figures and one `peer-ratio <pair and figure>: <value>x (goal ...)` line per goal.
+bench-peers: $(STAMP) k8s
+	$(PY) benchmarks/peers/scheduler_peer_bench.py
 
 # lint-imports: the import boundaries between the parts ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
