@@ -87,7 +87,8 @@ class NodeGraph:
     def __init__(self, cache: WatchCache) -> None:
         self.cache = cache
         self.revision = -1  # nothing seen yet: the first question builds from scratch
-        self.pods: dict[tuple[str, str], tuple[str, set[Ref]]] = {}  # pod -> (node, references)
+        # pod -> (node, references, whether its status names claims)
+        self.pods: dict[tuple[str, str], tuple[str, set[Ref], bool]] = {}
         self.edges: dict[str, Counter[Ref]] = {}  # node -> reference -> how many of its pods
 
     def has_path(self, node: str, resource: str, namespace: str, name: str) -> bool:
@@ -113,23 +114,30 @@ class NodeGraph:
         key = (entry.namespace, entry.name)
         node = entry.fields.get("spec.nodeName", "")
         previous = self.pods.get(key)
+        refs: set[Ref] | None = None
         if not deleted and previous is not None and previous[0] == node:
             # A status or metadata change: the references are in the spec, which a pod never changes, and in
-            # status.resourceClaimStatuses, which the claim controller writes before the pod can be bound
-            # (the scheduler waits for them).
-            return
+            # status.resourceClaimStatuses, which may change after the binding (an admin, a controller; not
+            # the node: NodeRestriction). kube's graph populator re-adds the pod when they do; so does this,
+            # so the graph is the one a rebuild from the stored pods makes (after a restart).
+            if b'"resourceClaimStatuses"' not in entry.data and not previous[2]:
+                return
+            refs = pod_references(orjson.loads(entry.data))
+            if refs == previous[1]:
+                return
         self.pods.pop(key, None)
         if previous is not None:
-            node, refs = previous
-            counts = self.edges[node]
-            counts.subtract(refs)
-            for ref in refs:
+            old_node, old_refs, _ = previous
+            counts = self.edges[old_node]
+            counts.subtract(old_refs)
+            for ref in old_refs:
                 if counts[ref] <= 0:
                     del counts[ref]
         if deleted:
             return
         if not node:
             return  # not bound yet: no edge to any node
-        refs = pod_references(orjson.loads(entry.data))
-        self.pods[key] = (node, refs)
+        if refs is None:
+            refs = pod_references(orjson.loads(entry.data))
+        self.pods[key] = (node, refs, b'"resourceClaimStatuses"' in entry.data)
         self.edges.setdefault(node, Counter()).update(refs)

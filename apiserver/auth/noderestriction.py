@@ -83,6 +83,19 @@ def admit(
     return None if why is None else _forbidden(info, name, why)
 
 
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _claim_statuses(status: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    return [
+        (s.get("name"), s.get("resourceClaimName"))
+        for s in status.get("resourceClaimStatuses") or []
+        if isinstance(s, Mapping)
+    ]
+
+
 def _bound_to(obj: Mapping[str, Any] | None, node: str) -> bool:
     return _spec(obj).get("nodeName") == node
 
@@ -108,6 +121,20 @@ def _pod(
     if info.subresource == "status":
         if not _bound_to(old, node):
             return f'node "{node}" can only update pod status for pods with spec.nodeName set to itself'
+        if new is None or old is None:
+            return None
+        if (_meta(old).get("labels") or {}) != (_meta(new).get("labels") or {}):
+            return f'node "{node}" cannot update labels through pod status'
+        # kube's admitPodStatus: the claims a pod's status names widen the node's access (the Node
+        # authorizer's graph follows them), so a node may not change them (kube's text, its typo too).
+        before, after = _status(old), _status(new)
+        if _claim_statuses(before) != _claim_statuses(after):
+            return f'node "{node}" cannot update resource claim statues'
+        if before.get("extendedResourceClaimStatus") != after.get("extendedResourceClaimStatus"):
+            return f'node "{node}" cannot update extended resource claim status'
+        key = "nodeAllocatableResourceClaimStatuses"
+        if (before.get(key) or []) != (after.get(key) or []):
+            return f'node "{node}" cannot update node allocatable resource claim statuses'
         return None
     if info.subresource == "eviction":
         if not _bound_to(old, node):

@@ -201,3 +201,62 @@ def test_impersonation_is_authorized_and_acted_on(api: ApiServerProcess, tmp_pat
     assert body["status"]["userInfo"] == {
         "username": "x", "uid": "u-1", "groups": ["system:authenticated"], "extra": {"scopes": ["a"]},
     }, body  # fmt: skip
+
+
+def _claim_pod(name: str, node: str, claim: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "resourceClaims": [{"name": "gpu", **claim}], "containers": [
+            {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]},
+    }  # fmt: skip
+
+
+def test_a_node_cannot_name_claims_in_its_pods_status_and_the_graph_survives_a_restart() -> None:
+    """Hole 5: kube's NodeRestriction refuses a node's pod status write that changes
+    status.resourceClaimStatuses (403 `cannot update resource claim statues`, kube's spelling), so n1 cannot
+    widen its access to a claim used on n2; and the Node authorizer's graph follows a claim status written
+    after the binding (by the controller) at once, as a rebuild after a restart does."""
+    pods = "/api/v1/namespaces/default/pods"
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    with ApiServerProcess() as api:
+        for claim in ("n2-claim", "n1-claim"):
+            request = {"name": "gpu", "exactly": {"deviceClassName": "g"}}
+            body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": claim},
+                    "spec": {"devices": {"requests": [request]}}}  # fmt: skip
+            assert api.request("POST", claims, body)[0] == 201
+        assert (
+            api.request("POST", pods, _claim_pod("on-n2", "n2", {"resourceClaimName": "n2-claim"}))[0] == 201
+        )
+        code, _ = api.request("POST", pods, _claim_pod("on-n1", "n1", {"resourceClaimTemplateName": "t"}))
+        assert code == 201
+        n1 = api.token_for("system:node:n1", ["system:nodes"])
+        forged = {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "n2-claim"}]}}
+        code, body = api.request(
+            "PATCH", f"{pods}/on-n1/status", forged, token=n1, content_type="application/merge-patch+json"
+        )
+        assert code == 403, body
+        assert body["message"] == 'pods "on-n1" is forbidden: node "n1" cannot update resource claim statues'
+        # Other status fields are still the node's to write.
+        code, body = api.request(
+            "PATCH", f"{pods}/on-n1/status", {"status": {"phase": "Running"}}, token=n1,
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        assert code == 200, body
+
+        def reads() -> tuple[int, int]:
+            return (
+                api.request("GET", f"{claims}/n1-claim", token=n1)[0],
+                api.request("GET", f"{claims}/n2-claim", token=n1)[0],
+            )
+
+        assert reads() == (403, 403)  # the graph is built: no claim is n1's yet
+        # The claim controller names the pod's claim after the binding: n1 may read it at once.
+        own = {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "n1-claim"}]}}
+        code, body = api.request(
+            "PATCH", f"{pods}/on-n1/status", own, content_type="application/merge-patch+json"
+        )
+        assert code == 200, body
+        assert reads() == (200, 403)
+        api.restart()
+        n1 = api.token_for("system:node:n1", ["system:nodes"])
+        assert reads() == (200, 403)
