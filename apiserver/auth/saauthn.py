@@ -3,16 +3,18 @@
 Flow of `authenticate`: a bearer token that is a JWT with our issuer is verified (signature, API audience,
 expiry: satokens.py); the ServiceAccount it names must still exist with the uid in the token, and a pod it
 is bound to must still exist with that uid (a pod deleted, or deleted and made again under its name,
-refuses its tokens). The user is `system:serviceaccount:<ns>:<name>` in kube's groups
-`system:serviceaccounts`, `system:serviceaccounts:<ns>` and `system:authenticated`. Any other token goes
-to the static-token authenticator (authn.py), as kube's union authenticator tries each in turn.
+refuses its tokens); either one whose deletionTimestamp is more than 60 s past refuses them too (kube's
+leeway: a pod in its grace period, an object kept by a finalizer). The user is
+`system:serviceaccount:<ns>:<name>` in kube's groups `system:serviceaccounts`,
+`system:serviceaccounts:<ns>` and `system:authenticated`. Any other token goes to the static-token
+authenticator (authn.py), as kube's union authenticator tries each in turn.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import orjson
@@ -23,6 +25,7 @@ from apiserver.auth.satokens import KUBE_CLAIM, SA_USER_PREFIX, InvalidToken, To
 log = logging.getLogger(__name__)
 
 SERVICEACCOUNTS_GROUP = "system:serviceaccounts"
+DELETED_LEEWAY = timedelta(seconds=60)  # kube's jwt.DefaultLeeway
 
 # (plural, namespace, name) -> the stored object, or None
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
@@ -86,18 +89,38 @@ class ServiceAccountAuthenticator:
         name, uid = str(account.get("name") or ""), str(account.get("uid") or "")
         if claims.get("sub") != f"{SA_USER_PREFIX}{namespace}:{name}":
             raise InvalidToken("the subject does not match the kubernetes.io claim")
-        stored_uid = _uid(self._lookup("serviceaccounts", namespace, name))
+        now = self._clock()
+        stored = self._lookup("serviceaccounts", namespace, name)
+        stored_uid = _uid(stored)
         if stored_uid is None:
             raise InvalidToken(f"serviceaccounts {namespace}/{name} not found")
         if stored_uid != uid:
             raise InvalidToken(f"serviceaccounts {namespace}/{name} has uid {stored_uid}, not {uid}")
+        if _deleted_before(stored, now):
+            raise InvalidToken(f"service account {namespace}/{name} has been deleted")
         pod = private.get("pod")
         if isinstance(pod, dict):
-            pod_uid = _uid(self._lookup("pods", namespace, str(pod.get("name") or "")))
+            bound = self._lookup("pods", namespace, str(pod.get("name") or ""))
+            pod_uid = _uid(bound)
             if pod_uid is None:
                 raise InvalidToken(f"pods {namespace}/{pod.get('name')} not found")
             if pod_uid != pod.get("uid"):
                 raise InvalidToken(
                     f"pods {namespace}/{pod.get('name')} has uid {pod_uid}, not {pod.get('uid')}"
                 )
+            if _deleted_before(bound, now):
+                raise InvalidToken("service account token has been invalidated")  # kube: the pod is going
         return service_account_user(namespace, name, uid)
+
+
+def _deleted_before(obj: Mapping[str, Any] | None, now: datetime) -> bool:
+    """kube's claims.go: an object whose deletionTimestamp is more than the JWT leeway (60 s) past
+    invalidates the tokens bound to it, though it is still stored (finalizers, a pod's grace period)."""
+    stamp = str(((obj or {}).get("metadata") or {}).get("deletionTimestamp") or "")
+    if not stamp:
+        return False
+    try:
+        deleted = datetime.fromisoformat(stamp)
+    except ValueError:
+        return False
+    return deleted < now - DELETED_LEEWAY

@@ -260,3 +260,43 @@ def test_a_node_cannot_name_claims_in_its_pods_status_and_the_graph_survives_a_r
         api.restart()
         n1 = api.token_for("system:node:n1", ["system:nodes"])
         assert reads() == (200, 403)
+
+
+def test_a_bound_token_is_refused_once_its_pod_was_deleted_over_60_s_ago() -> None:
+    """Divergence: kube's token validator (pkg/serviceaccount/claims.go) refuses a token bound to a pod, or
+    of a ServiceAccount, whose deletionTimestamp is more than the JWT leeway (60 s) past, though the object
+    is still stored. The authenticator with the real issuer and a clock of the test's own (a real server
+    would make the test wait a minute)."""
+    import datetime as dt
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from apiserver.auth.saauthn import ServiceAccountAuthenticator
+    from apiserver.auth.satokens import BoundObject, TokenIssuer
+
+    issuer = TokenIssuer(rsa.generate_private_key(65537, 2048))
+    now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    account = {"metadata": {"name": "app", "namespace": "default", "uid": "sa-1"}}
+    pod: dict[str, Any] = {"metadata": {"name": "web", "namespace": "default", "uid": "pod-1"}}
+    objects = {("serviceaccounts", "app"): account, ("pods", "web"): pod}
+    token, _ = issuer.issue(
+        "default", account, list(issuer.api_audiences), now, 3600, BoundObject("web", "pod-1", "", "")
+    )
+    clock = [now]
+    authn = ServiceAccountAuthenticator(
+        issuer, lambda plural, ns, name: objects.get((plural, name)), _NoFallback(), lambda: clock[0]
+    )
+    assert authn.authenticate(f"Bearer {token}") is not None
+    pod["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:00Z"
+    clock[0] = now + dt.timedelta(seconds=59)
+    assert authn.authenticate(f"Bearer {token}") is not None  # within kube's leeway
+    clock[0] = now + dt.timedelta(seconds=61)
+    assert authn.authenticate(f"Bearer {token}") is None
+    del pod["metadata"]["deletionTimestamp"]
+    account["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:00Z"
+    assert authn.authenticate(f"Bearer {token}") is None
+
+
+class _NoFallback:
+    def authenticate(self, authorization_header: str | None) -> None:
+        return None
