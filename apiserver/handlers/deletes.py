@@ -152,7 +152,12 @@ async def delete_collection(
     dry_run = dry_run_requested(request, info.verb, body_dry_run)
     filter_ = list_filter(request, strategy, namespace)
     items = []
-    for entry in list(ctx.store.cache.entries(resource.plural, filter_)):
+    matched = list(ctx.store.cache.entries(resource.plural, filter_))
+    for entry in matched:  # every one admitted before any is deleted: a 403 leaves them all
+        current = ctx.store.latest(resource.plural, entry.namespace, entry.name)
+        if current is not None:
+            admit(ctx, user, info, load(current), None)
+    for entry in matched:
         current = ctx.store.latest(resource.plural, entry.namespace, entry.name)
         if current is None:
             continue

@@ -288,6 +288,14 @@ def test_a_node_deletes_its_own_slices_as_a_collection(cluster: Cluster) -> None
     with closing(node_client(cluster.api, "node-a")) as a:
         with pytest.raises(Forbidden):
             a.request("DELETE", RESOURCE_SLICES.path(), query={"fieldSelector": "spec.nodeName=node-b"})
+        # Issue 51: a collection that takes in another node's slice is refused before anything is deleted.
+        with pytest.raises(Forbidden) as denied:
+            a.request("DELETE", RESOURCE_SLICES.path())
+        assert "can only delete ResourceSlice with the same NodeName as the requesting node" in str(
+            denied.value
+        )
+        names = {s["metadata"]["name"] for s in cluster.client.list(RESOURCE_SLICES)["items"]}
+        assert names == {"node-a-gpus", "node-b-gpus"}
         gone = a.request("DELETE", RESOURCE_SLICES.path(), query={"fieldSelector": "spec.nodeName=node-a"})
         assert [s["metadata"]["name"] for s in gone["items"]] == ["node-a-gpus"]
     names = {s["metadata"]["name"] for s in cluster.client.list(RESOURCE_SLICES)["items"]}
