@@ -226,6 +226,26 @@ async def _ensure_priority_classes(ctx: ApiContext) -> None:
             await ctx.store.write("priorityclasses", "", name, obj, "ADDED")
 
 
+LEGACY_TOKEN_TRACKING = "kube-apiserver-legacy-service-account-token-tracking"
+
+
+async def _ensure_legacy_token_tracking(ctx: ApiContext) -> None:
+    """kube-system's ConfigMap of the day legacy ServiceAccount token use began to be tracked
+    (kube-apiserver's legacytokentracking controller; kube-controller-manager's
+    legacy-serviceaccount-token-cleaner reads it)."""
+    if ctx.store.latest("configmaps", "kube-system", LEGACY_TOKEN_TRACKING) is not None:
+        return
+    strategy = ctx.strategies["configmaps"]
+    since = ctx.clock().astimezone(datetime.UTC).strftime("%Y-%m-%d")
+    obj: dict[str, Any] = {
+        "kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": LEGACY_TOKEN_TRACKING, "namespace": "kube-system"}, "data": {"since": since},
+    }  # fmt: skip
+    strategy.new_metadata(obj, "kube-system")
+    strategy.prepare_create(obj)
+    await ctx.store.write("configmaps", "kube-system", LEGACY_TOKEN_TRACKING, obj, "ADDED")
+
+
 async def serve(options: Options) -> None:
     from apiserver.auth import ADMIN_USER
     from apiserver.auth.authn import TokenAuthenticator
@@ -295,6 +315,7 @@ async def serve(options: Options) -> None:
     try:
         await _ensure_namespaces(ctx)
         await _ensure_priority_classes(ctx)
+        await _ensure_legacy_token_tracking(ctx)
         if isinstance(authorizer, NodeRBACAuthorizer):
             from apiserver.auth.bootstrap import bootstrap_objects, ensure_bootstrap_policy
 

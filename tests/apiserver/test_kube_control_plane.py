@@ -105,9 +105,12 @@ def test_kube_scheduler_lease_rule_names_its_own_lease(api: ApiServerProcess) ->
     status, current = api.request("GET", path + "/kube-scheduler", token=token)
     assert status == 200
     assert api.request("PUT", path + "/kube-scheduler", current, token=token)[0] == 200
-    other = {**lease, "metadata": {"name": "someone-else", "namespace": "kube-system"}}
-    assert api.request("POST", path, other, token=token)[0] == 201  # create is not limited by name
-    status, reply = api.request("GET", path + "/someone-else", token=token)
+    # outside kube-system (where kube's Role system::leader-locking-kube-scheduler grants all leases) the
+    # ClusterRole's rule is held to its name: create is not limited by name, a get is
+    other = {**lease, "metadata": {"name": "someone-else", "namespace": "default"}}
+    default = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    assert api.request("POST", default, other, token=token)[0] == 201
+    status, reply = api.request("GET", default + "/someone-else", token=token)
     assert status == 403, reply
 
 
@@ -362,3 +365,11 @@ def test_priority_admission_resolves_the_class(api: ApiServerProcess) -> None:
         assert defaulted["spec"]["priorityClassName"] == "prio-default"
     finally:
         api.request("DELETE", PRIORITY_CLASSES + "/prio-default")
+
+
+def test_legacy_token_tracking_configmap_is_made(api: ApiServerProcess) -> None:
+    """kube-controller-manager's legacy-serviceaccount-token-cleaner logs an error without it."""
+    path = "/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"
+    status, config = api.request("GET", path)
+    assert status == 200
+    datetime.date.fromisoformat(config["data"]["since"])
