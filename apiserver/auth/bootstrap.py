@@ -9,6 +9,12 @@ labelled `kubernetes.io/bootstrapping: rbac-defaults` and annotated
 annotated "true" gets the bootstrap rules, roleRef and subjects back (kube adds what is missing; here the
 object is reset, as this server knows no other content for them); one set to "false" is left alone.
 The compiled rules stay the authorizer's fast path, so the answers for these users never wait on the index.
+
+Besides, every other object kube-apiserver v1.37 bootstraps (kube_bootstrap_rbac.py, read from a real one by
+tools/gen_kube_bootstrap_rbac.py): the controllers' roles `system:controller:*` bound to their
+ServiceAccounts in kube-system (what kube-controller-manager runs its controllers as under
+--use-service-account-credentials), admin/edit/view, the node proxier's, the Roles and RoleBindings of
+kube-system and kube-public. Those are enforced from the store (rbacstore.py), as any stored RBAC object.
 """
 
 from __future__ import annotations
@@ -78,8 +84,17 @@ def _meta(name: str) -> dict[str, Any]:
     }
 
 
+def kube_objects() -> list[tuple[str, dict[str, Any]]]:
+    """kube's own bootstrap objects, as kube_bootstrap_rbac.py has them."""
+    from apiserver.auth.kube_bootstrap_rbac import OBJECTS_JSON
+
+    loaded: list[tuple[str, dict[str, Any]]] = [(r, o) for r, o in orjson.loads(OBJECTS_JSON)]
+    return loaded
+
+
 def bootstrap_objects() -> list[tuple[str, dict[str, Any]]]:
-    """(resource, object) for each bootstrap ClusterRole and ClusterRoleBinding."""
+    """(resource, object) for each bootstrap ClusterRole and ClusterRoleBinding: the compiled ones, then
+    kube's others (Roles and RoleBindings of kube-system and kube-public among them)."""
     objects: list[tuple[str, dict[str, Any]]] = []
     for name, rules, subjects in BOOTSTRAP:
         role = {
@@ -96,12 +111,16 @@ def bootstrap_objects() -> list[tuple[str, dict[str, Any]]]:
             "subjects": [{"kind": kind, "apiGroup": RBAC_GROUP, "name": who} for kind, who in subjects],
         }
         objects += [("clusterroles", role), ("clusterrolebindings", binding)]
+    compiled = {(resource, obj["metadata"]["name"]) for resource, obj in objects}
+    objects += [(r, o) for r, o in kube_objects() if (r, o["metadata"]["name"]) not in compiled]
     return objects
 
 
 CONTENT_FIELDS: dict[str, Sequence[str]] = {
     "clusterroles": ("rules",),
     "clusterrolebindings": ("roleRef", "subjects"),
+    "roles": ("rules",),
+    "rolebindings": ("roleRef", "subjects"),
 }
 
 
@@ -113,19 +132,20 @@ async def ensure_bootstrap_policy(
     written = 0
     for resource, wanted in objects:
         name = wanted["metadata"]["name"]
-        current = store.latest(resource, "", name)
+        namespace = str(wanted["metadata"].get("namespace") or "")
+        current = store.latest(resource, namespace, name)
         if current is None:
-            strategies[resource].new_metadata(wanted, "")
-            await store.write(resource, "", name, wanted, "ADDED")
+            strategies[resource].new_metadata(wanted, namespace)
+            await store.write(resource, namespace, name, wanted, "ADDED")
             written += 1
             continue
         obj = orjson.loads(current.data)
         if (obj["metadata"].get("annotations") or {}).get(AUTOUPDATE) != "true":
             continue
         fields = CONTENT_FIELDS[resource]
-        if all(obj.get(f) == wanted.get(f) for f in fields):
+        if all(obj.get(f) == wanted.get(f) for f in fields if f in wanted):
             continue
-        obj.update({f: wanted[f] for f in fields})
-        await store.write(resource, "", name, obj, "MODIFIED")
+        obj.update({f: wanted[f] for f in fields if f in wanted})
+        await store.write(resource, namespace, name, obj, "MODIFIED")
         written += 1
     return written

@@ -34,7 +34,7 @@ async def _scenario(path: Path) -> None:
     store.load()
     store.start(asyncio.get_running_loop())
     policy = StoredPolicy(store.cache)
-    assert await ensure_bootstrap_policy(store, strategies, bootstrap_objects()) == 18
+    assert await ensure_bootstrap_policy(store, strategies, bootstrap_objects()) == len(bootstrap_objects())
     assert await ensure_bootstrap_policy(store, strategies, bootstrap_objects()) == 0
     assert policy.decide(SCHEDULER, BIND) is not None
 
