@@ -373,3 +373,27 @@ def test_legacy_token_tracking_configmap_is_made(api: ApiServerProcess) -> None:
     status, config = api.request("GET", path)
     assert status == 200
     datetime.date.fromisoformat(config["data"]["since"])
+
+
+def test_controller_service_accounts_get_kube_controller_roles(api: ApiServerProcess) -> None:
+    """kube-controller-manager --use-service-account-credentials=true: each controller as its ServiceAccount,
+    held to kube's system:controller:<name> role."""
+    status, role = api.request(
+        "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:controller:deployment-controller"
+    )
+    assert status == 200 and role["metadata"]["labels"]["kubernetes.io/bootstrapping"] == "rbac-defaults"
+    token = api.token_for(
+        "system:serviceaccount:kube-system:deployment-controller", ["system:serviceaccounts"]
+    )
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    spec = {"replicas": 0, "selector": {"matchLabels": {"a": "b"}}, "template": template}
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "by-sa"}, "spec": spec}
+    status, reply = api.request("POST", "/apis/apps/v1/namespaces/default/replicasets", rs, token=token)
+    assert status == 201, reply
+    status, reply = api.request("POST", "/api/v1/namespaces/default/pods", _pod_named("by-sa"), token=token)
+    assert status == 403, reply  # the deployment controller makes ReplicaSets, not pods
+    status, binding = api.request(
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings/system::leader-locking-kube-scheduler",
+    )
+    assert status == 200 and binding["subjects"][0]["name"] == "system:kube-scheduler"
