@@ -8,8 +8,9 @@ system:masters may do both. Holding a permission means the server's authorizer a
 rules, the stored bindings, the policy file and the Node authorizer all count.
 Flow: `validate` (a Validator, run on each write after NodeRestriction) expands each rule into the single
 requests it allows (verb x group x resource x name, or verb x URL) and asks the authorizer about each; the
-ones refused are listed in kube's 403 text. Binding a role that does not exist, without `bind`, is kube's
-404 on that role.
+ones refused are listed in kube's 403 text; a ClusterRole with an aggregationRule (new or old) also needs
+* on *.* (kube: "must have cluster-admin privileges to use the aggregationRule"). Binding a role that does
+not exist, without `bind`, is kube's 404 on that role.
 """
 
 from __future__ import annotations
@@ -99,6 +100,13 @@ class EscalationCheck:
             return None
         lacking = missing(self.authorizer, user, rules, namespace)
         if not lacking:
+            # kube's clusterrole storage: an aggregationRule can gather anything, so setting or changing
+            # one needs * on *.* (cluster-admin), unless the user may escalate.
+            aggregating = info.resource == "clusterroles" and (_aggregates(new) or _aggregates(old))
+            if aggregating and missing(self.authorizer, user, _full_authority(), ""):
+                why = "must have cluster-admin privileges to use the aggregationRule"
+                text = f'{qualified(info.resource, RBAC_GROUP)} "{name}" is forbidden: {why}'
+                return Verdict(denied=forbidden(text))
             return None
         groups = " ".join(f'"{g}"' for g in user.groups)
         text = (
@@ -111,3 +119,17 @@ class EscalationCheck:
     def _allowed(self, user: UserInfo, verb: str, resource: str, namespace: str, name: str) -> bool:
         info = RequestInfo(True, "", verb, RBAC_GROUP, "v1", namespace, resource, "", name)
         return self.authorizer.authorize(user, info).allowed
+
+
+def _aggregates(role: Mapping[str, Any] | None) -> bool:
+    rule = (role or {}).get("aggregationRule")
+    return isinstance(rule, Mapping) and bool(rule.get("clusterRoleSelectors"))
+
+
+def _full_authority() -> tuple[PolicyRule, ...]:
+    """kube's fullAuthority: * on *.* and * on every URL."""
+    every = [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+    ]
+    return parse_rules("full-authority", {"rules": every})

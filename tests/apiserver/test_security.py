@@ -300,3 +300,32 @@ def test_a_bound_token_is_refused_once_its_pod_was_deleted_over_60_s_ago() -> No
 class _NoFallback:
     def authenticate(self, authorization_header: str | None) -> None:
         return None
+
+
+def test_an_aggregation_rule_needs_cluster_admin(api: ApiServerProcess, tmp_path: Path) -> None:
+    """Divergence: kube's ClusterRole storage lets a user without `escalate` set an aggregationRule only
+    with * on *.* (it can gather any permission): 403 `must have cluster-admin privileges to use the
+    aggregationRule`; the same role without the rule is created."""
+    admin = Kubectl(api.kubeconfig, tmp_path / "admin")
+    admin.out("create", "clusterrole", "agg-writer", "--verb=create,get", "--resource=clusterroles")
+    admin.out("create", "clusterrolebinding", "agg-writer", "--clusterrole=agg-writer", "--user=agg-tenant")
+    tenant = api.token_for("agg-tenant")
+    roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    aggregating = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "agg-all"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"rbac.example/aggregate": "true"}}]},
+        "rules": [],
+    }  # fmt: skip
+    deadline = time.monotonic() + 10
+    code, body = api.request("POST", roles, aggregating, token=tenant)
+    while code == 403 and "cannot create resource" in body["message"] and time.monotonic() < deadline:
+        time.sleep(0.2)  # the binding reaches the authorizer
+        code, body = api.request("POST", roles, aggregating, token=tenant)
+    assert code == 403, body
+    assert body["message"] == (
+        'clusterroles.rbac.authorization.k8s.io "agg-all" is forbidden: '
+        "must have cluster-admin privileges to use the aggregationRule"
+    )
+    plain = {**aggregating, "metadata": {"name": "agg-plain"}}
+    del plain["aggregationRule"]
+    assert api.request("POST", roles, plain, token=tenant)[0] == 201
