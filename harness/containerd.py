@@ -26,10 +26,19 @@ from pathlib import Path
 
 import psutil
 
+from agent.volumemanager.mountutil import unmount_all_under
 from harness.ociimage import BUSYBOX_IMAGE, PAUSE_IMAGE, import_image
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 NAMESPACE_CGROUP = "k8s.io"  # containerd's CRI namespace, which it also uses as a cgroup name
+
+
+def namespace_cgroups() -> set[Path]:
+    """The `k8s.io` cgroups containerd makes (any version): one per v1 hierarchy; on a v2 host the one cgroup
+    at the mount's top."""
+    found = [*CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}"), CGROUP_MOUNT / NAMESPACE_CGROUP]
+    return {d for d in found if d.is_dir()}
+
 
 CONFIG = """version = 2
 root = "{root}"
@@ -77,7 +86,7 @@ class ContainerdProcess:
         self.images = images
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.dir / "containerd.log"
-        self._namespace_cgroups_before = self._namespace_cgroups()
+        self._namespace_cgroups_before = namespace_cgroups()
 
     def start(self, *, import_images: bool = True) -> ContainerdProcess:
         if shutil.which("containerd") is None or shutil.which("ctr") is None:
@@ -151,25 +160,12 @@ class ContainerdProcess:
                         child.kill()
                 shim.kill()
         psutil.wait_procs(self._shims(), timeout=5)
-        self._unmount_all()
+        unmount_all_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
-        for made in self._namespace_cgroups() - self._namespace_cgroups_before:
+        for made in namespace_cgroups() - self._namespace_cgroups_before:
             # Only when empty: rmdir refuses a cgroup with children, which another containerd may still use.
             with contextlib.suppress(OSError):
                 made.rmdir()
-
-    @staticmethod
-    def _namespace_cgroups() -> set[Path]:
-        # One per v1 hierarchy; on a v2 host the one cgroup at the mount's top.
-        found = [*CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}"), CGROUP_MOUNT / NAMESPACE_CGROUP]
-        return {d for d in found if d.is_dir()}
-
-    def _unmount_all(self) -> None:
-        prefix = str(self.dir)
-        with open("/proc/self/mounts") as mounts:
-            points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
-        for point in sorted(points, key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
     def __enter__(self) -> ContainerdProcess:
         try:

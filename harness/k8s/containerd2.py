@@ -41,11 +41,11 @@ from typing import Any
 
 import psutil
 
+from agent.volumemanager.mountutil import unmount_all_under
+from harness.containerd import CGROUP_MOUNT, NAMESPACE_CGROUP, namespace_cgroups
 from harness.k8s.binaries import bin_dir, binary
 from harness.k8s.images import BUSYBOX_IMAGE, PAUSE_IMAGE, import_image
 
-CGROUP_MOUNT = Path("/sys/fs/cgroup")
-NAMESPACE_CGROUP = "k8s.io"  # containerd's CRI namespace, also the cgroup name of pods without a parent
 SHIM_SOCKET_DIR = Path(
     "/run/containerd/s"
 )  # containerd 2's shims put their sockets here, whatever the config
@@ -116,7 +116,7 @@ class Containerd2:
         self.shim_path = binary("containerd-shim-runc-v2")
         self.runc_path = binary("runc")
         self.runc_root = self.dir / "runc"  # runc's state (default /run/containerd/runc/<ns>, shared)
-        self._cgroups_before = self._namespace_cgroups() | self._container_cgroups()
+        self._cgroups_before = namespace_cgroups() | self._container_cgroups()
         self._run_dirs_before = {d for d in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent) if d.exists()}
 
     def start(self) -> Containerd2:
@@ -257,14 +257,14 @@ class Containerd2:
                 shim.kill()
         psutil.wait_procs(shims, timeout=5)
         self._remove_shim_sockets()
-        self._unmount_all()
+        unmount_all_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
         # Containers crictl ran without a cgroup parent live in k8s.io/<id> (the kubelet's are under its
         # own cgroup root, which harness/k8s/kubelet.py sweeps); only the ones made meanwhile go, when empty.
         for made in sorted(self._container_cgroups() - self._cgroups_before, key=lambda p: -len(str(p))):
             with contextlib.suppress(OSError):
                 made.rmdir()
-        for made in self._namespace_cgroups() - self._cgroups_before:
+        for made in namespace_cgroups() - self._cgroups_before:
             with contextlib.suppress(OSError):
                 made.rmdir()
 
@@ -294,18 +294,6 @@ class Containerd2:
     @staticmethod
     def _container_cgroups() -> set[Path]:
         return {d for d in CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}/*") if d.is_dir()}
-
-    @staticmethod
-    def _namespace_cgroups() -> set[Path]:
-        found = [*CGROUP_MOUNT.glob(f"*/{NAMESPACE_CGROUP}"), CGROUP_MOUNT / NAMESPACE_CGROUP]
-        return {d for d in found if d.is_dir()}
-
-    def _unmount_all(self) -> None:
-        prefix = str(self.dir)
-        with open("/proc/self/mounts") as mounts:
-            points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
-        for point in sorted(points, key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
     def __enter__(self) -> Containerd2:
         try:
