@@ -57,7 +57,30 @@ class NodeStrategy(Strategy):
             parse_node(obj)
         except ValidationError as exc:
             return [model_cause(obj, exc)]
-        return []
+        return _node_update_causes(obj, old) if old is not None else []
+
+
+def _pod_cidrs(node: Mapping[str, Any]) -> list[str]:
+    spec = node.get("spec") or {}
+    cidrs = [str(c) for c in spec.get("podCIDRs") or []]
+    single = str(spec.get("podCIDR") or "")
+    if single and (not cidrs or cidrs[0] != single):
+        cidrs = [single, *cidrs]  # kube's conversion: podCIDR is podCIDRs[0]
+    return cidrs
+
+
+def _node_update_causes(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
+    """kube's ValidateNodeUpdate: podCIDRs and providerID go from "" to a value once, never change."""
+    causes: list[Cause] = []
+    before = _pod_cidrs(old)
+    if before and before != _pod_cidrs(new):
+        why = 'Forbidden: node updates may not change podCIDR except from "" to valid'
+        causes.append(("spec.podCIDRs", "FieldValueForbidden", why))
+    provider = str((old.get("spec") or {}).get("providerID") or "")
+    if provider and provider != str((new.get("spec") or {}).get("providerID") or ""):
+        why = 'Forbidden: node updates may not change providerID except from "" to valid'
+        causes.append(("spec.providerID", "FieldValueForbidden", why))
+    return causes
 
 
 class NamespaceStrategy(Strategy):

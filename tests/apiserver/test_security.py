@@ -329,3 +329,27 @@ def test_an_aggregation_rule_needs_cluster_admin(api: ApiServerProcess, tmp_path
     plain = {**aggregating, "metadata": {"name": "agg-plain"}}
     del plain["aggregationRule"]
     assert api.request("POST", roles, plain, token=tenant)[0] == 201
+
+
+def test_a_nodes_pod_cidr_and_provider_id_are_set_once(api: ApiServerProcess) -> None:
+    """Divergence: kube's ValidateNodeUpdate lets spec.podCIDR(s) and spec.providerID go from "" to a value,
+    never change after (422), for a node's own credentials as for anyone's."""
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cidr-n1"}, "spec": {}}
+    assert api.request("POST", "/api/v1/nodes", body)[0] == 201
+    node = api.token_for("system:node:cidr-n1", ["system:nodes"])
+    merge = "application/merge-patch+json"
+    first = {
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"], "providerID": "kn://cidr-n1"}
+    }
+    code, body = api.request("PATCH", "/api/v1/nodes/cidr-n1", first, content_type=merge)
+    assert code == 200, body
+    again = {"spec": {"podCIDR": "10.244.9.0/24", "podCIDRs": ["10.244.9.0/24"], "providerID": "kn://other"}}
+    code, body = api.request("PATCH", "/api/v1/nodes/cidr-n1", again, token=node, content_type=merge)
+    assert code == 422, body
+    assert body["message"] == (
+        'Node "cidr-n1" is invalid: [spec.podCIDRs: Forbidden: node updates may not change podCIDR except '
+        'from "" to valid, spec.providerID: Forbidden: node updates may not change providerID except from "" '
+        "to valid]"
+    )
+    code, body = api.request("GET", "/api/v1/nodes/cidr-n1")
+    assert body["spec"]["podCIDRs"] == ["10.244.1.0/24"] and body["spec"]["providerID"] == "kn://cidr-n1"
