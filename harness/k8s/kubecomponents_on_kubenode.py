@@ -6,19 +6,24 @@ only API server, for interop/tests/test_kube_control_plane_on_kubenode_apiserver
         cp.scheduler.log()                      # a ManagedProcess each (cp.controller_manager when asked for)
         cp.wait_for_lease("kube-scheduler")     # the holder identity, once it holds kube-system/<name>
 
+With KUBENODE_KUBE_ON_KUBENODE_LOGS=DIR the components' logs (and the apiserver's) are copied to DIR on close.
+
 Each component runs with its defaults (protobuf content type, leader election through a Lease in
 kube-system) and only these flags:
 - `--kubeconfig`: a token kubeconfig for `system:kube-scheduler` / `system:kube-controller-manager`, so the
   bootstrap RBAC roles of those users are what it runs with;
 - `--bind-address 127.0.0.1 --secure-port <free>`: its own HTTPS port on loopback (the defaults, 0.0.0.0:10259
   and :10257, would clash with the interop session's control plane and listen beyond loopback);
-- kube-controller-manager also `--use-service-account-credentials=false` spelled out (the default) and
-  `--controllers` as given (default `*`).
+- kube-controller-manager also `--controllers` as given (default `*`) and
+  `--use-service-account-credentials` spelled out: false (its default: every controller as
+  system:kube-controller-manager), or true with `service_account_credentials=True` (kubeadm's choice: each
+  controller as its ServiceAccount in kube-system, with kube's `system:controller:*` roles).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import ssl
 import tempfile
 import time
@@ -32,6 +37,7 @@ from harness.apiserver import ApiServerProcess
 from harness.k8s.binaries import binary
 from harness.k8s.process import ManagedProcess, free_port
 
+KEEP_LOGS_ENV = "KUBENODE_KUBE_ON_KUBENODE_LOGS"  # a directory: the logs are copied there on close
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 
@@ -43,6 +49,7 @@ class KubeControlPlaneOnKubenode:
         scheduler: bool = True,
         controller_manager: bool = False,
         controllers: str = "*",
+        service_account_credentials: bool = False,
         extra_controller_manager_args: Sequence[str] = (),
         apiserver_args: Sequence[str] = (),
     ) -> None:
@@ -56,6 +63,7 @@ class KubeControlPlaneOnKubenode:
         self.want_scheduler = scheduler
         self.want_controller_manager = controller_manager
         self.controllers = controllers
+        self.service_account_credentials = service_account_credentials
         self.extra_controller_manager_args = list(extra_controller_manager_args)
         self.apiserver_args = list(apiserver_args)
         self.ports: dict[str, int] = {}
@@ -85,7 +93,7 @@ class KubeControlPlaneOnKubenode:
         if self.want_controller_manager:
             args = [
                 "--controllers", self.controllers,
-                "--use-service-account-credentials=false",
+                f"--use-service-account-credentials={str(self.service_account_credentials).lower()}",
                 *self.extra_controller_manager_args,
             ]  # fmt: skip
             self.controller_manager = self._component(
@@ -125,7 +133,11 @@ class KubeControlPlaneOnKubenode:
             if process is not None:
                 process.stop()
         if self.api is not None:
+            (self.log_dir / "kubenode-apiserver.log").write_text(self.api.log())
             self.api.close()
+        keep = os.environ.get(KEEP_LOGS_ENV)
+        if keep:  # the components' logs outlive the run, for reading by hand
+            shutil.copytree(self.log_dir, keep, dirs_exist_ok=True)
         self._tmp.cleanup()
 
     # -- helpers --------------------------------------------------------------------------------------------

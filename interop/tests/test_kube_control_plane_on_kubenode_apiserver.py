@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from harness.k8s.binaries import ROOT
 from harness.k8s.kubecomponents_on_kubenode import KubeControlPlaneOnKubenode
 
 SCENARIO = "real kube-scheduler and kube-controller-manager on kubenode apiserver"
@@ -40,6 +42,7 @@ COMPONENTS = ("kube-scheduler", "kube-controller-manager", "kubenode apiserver")
 RESOURCE = "/apis/resource.k8s.io/v1"
 PODS = "/api/v1/namespaces/default/pods"
 NOW = "2026-01-01T00:00:00Z"
+KUBECTL = ROOT / ".venv" / "bin" / "kubectl"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 HEARTBEAT_S = 5.0  # the kubelet renews its node's Lease every 10 s; the node controller allows 50 s
 
@@ -512,3 +515,78 @@ def test_kube_controller_manager_marks_a_silent_node_unreachable(plane: KubeCont
 
     taints = wait_for("the silent node Unknown and tainted", tainted, plane, timeout=120)
     assert ("node.kubernetes.io/unreachable", "NoExecute") in taints
+
+
+@pytest.mark.timeout(180)
+def test_kube_controller_manager_rolls_out_and_kubectl_undoes(plane: KubeControlPlaneOnKubenode) -> None:
+    create_node(plane, node("rollout", 8))
+    body = deployment("roll", 2)
+    body["spec"]["template"]["spec"]["affinity"] = pod("x", nodes=("rollout",))["spec"]["affinity"]
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    assert plane.request("POST", path, body)[0] == 201
+
+    def settled(image: str) -> Any:
+        play_kubelet(plane, "app=roll")
+        _, current = plane.request("GET", f"{path}/roll")
+        status = current.get("status") or {}
+        done = status.get("updatedReplicas") == 2 and status.get("availableReplicas") == 2
+        observed = status.get("observedGeneration") == current["metadata"]["generation"]
+        done = done and status.get("replicas") == 2 and observed
+        return done and current["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+    wait_for("revision 1 available", lambda: settled("busybox"), plane, timeout=90)
+    kubeconfig = str(plane.api.kubeconfig)  # type: ignore[union-attr]
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(KUBECTL), "--kubeconfig", kubeconfig, *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=90)
+
+    run = kubectl("set", "image", "deployment/roll", "main=busybox:1.36")
+    assert run.returncode == 0, run.stderr
+    wait_for("revision 2 available", lambda: settled("busybox:1.36"), plane, timeout=90)
+    _, sets = plane.request("GET", "/apis/apps/v1/namespaces/default/replicasets?labelSelector=app=roll")
+    revisions = sorted(
+        s["metadata"]["annotations"]["deployment.kubernetes.io/revision"] for s in sets["items"]
+    )
+    assert revisions == ["1", "2"], revisions
+    run = kubectl("rollout", "undo", "deployment/roll")
+    assert run.returncode == 0 and "rolled back" in run.stdout, (run.stdout, run.stderr)
+    wait_for("revision 3 (the first template again) available", lambda: settled("busybox"), plane, timeout=90)
+    run = kubectl("rollout", "status", "deployment/roll", "--timeout=60s")
+    assert run.returncode == 0 and "successfully rolled out" in run.stdout, (run.stdout, run.stderr)
+
+
+@pytest.fixture(scope="module")
+def sa_plane() -> Iterator[KubeControlPlaneOnKubenode]:
+    """kube-controller-manager as kubeadm runs it: each controller as its own ServiceAccount."""
+    with KubeControlPlaneOnKubenode(
+        scheduler=True, controller_manager=True, service_account_credentials=True
+    ) as p:
+        p.heartbeats = Heartbeats(p)  # type: ignore[attr-defined]
+        try:
+            yield p
+        finally:
+            p.heartbeats.stop.set()  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(180)
+def test_controllers_as_their_service_accounts_run_a_deployment(sa_plane: KubeControlPlaneOnKubenode) -> None:
+    plane = sa_plane
+    plane.wait_for_lease("kube-controller-manager")
+    create_node(plane, node("workers", 8))
+    assert (
+        plane.request("POST", "/apis/apps/v1/namespaces/default/deployments", deployment("web", 2))[0] == 201
+    )
+
+    def available() -> bool:
+        play_kubelet(plane, "app=web")
+        _, current = plane.request("GET", "/apis/apps/v1/namespaces/default/deployments/web")
+        return bool((current.get("status") or {}).get("availableReplicas") == 2)
+
+    wait_for("2 available replicas", available, plane, timeout=90)
+    _, accounts = plane.request("GET", "/api/v1/namespaces/kube-system/serviceaccounts")
+    names = {a["metadata"]["name"] for a in accounts["items"]}
+    assert {"deployment-controller", "replicaset-controller", "generic-garbage-collector"} <= names, names
+    assert plane.controller_manager is not None
+    denied = [line for line in plane.controller_manager.log().splitlines() if "forbidden" in line]
+    assert not denied, "\n".join(denied[:10])
