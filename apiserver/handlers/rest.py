@@ -8,7 +8,9 @@ a list joins the matching objects' JSON, so neither decodes an object unless Tab
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,6 +93,8 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
         if sub.name in CONNECT_SUBRESOURCES:
             return await podconnect.connect(request, ctx, info)
     verb = info.verb
+    if verb in ("get", "list") and "resourceVersion" in request.query:
+        await _wait_for_revision(ctx, query_resource_version(request))
     if verb == "get":
         return get(request, ctx, strategy, namespace, info.name)
     if verb == "list":
@@ -113,6 +117,23 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
 
 
 # -- reads --------------------------------------------------------------------------------------------------
+
+TOO_LARGE_WAIT_S = 3.0  # kube's watch cache waits this long for a resourceVersion it has not seen
+
+
+async def _wait_for_revision(ctx: ApiContext, wanted: int) -> None:
+    """A get or list at a resourceVersion newer than the store's: wait for it as kube's watch cache does
+    (3 s), then kube's 504 `Too large resource version` (NotOlderThan and Exact alike)."""
+    if wanted <= ctx.store.revision:
+        return
+    deadline = time.monotonic() + TOO_LARGE_WAIT_S
+    while ctx.store.revision < wanted and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if ctx.store.revision < wanted:
+        details = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                   "retryAfterSeconds": 1}  # fmt: skip
+        message = f"Timeout: Too large resource version: {wanted}, current: {ctx.store.revision}"
+        raise APIError(504, "Timeout", message, details)
 
 
 def get(request: web.Request, ctx: ApiContext, strategy: Strategy, namespace: str, name: str) -> web.Response:

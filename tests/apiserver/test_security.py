@@ -353,3 +353,29 @@ def test_a_nodes_pod_cidr_and_provider_id_are_set_once(api: ApiServerProcess) ->
     )
     code, body = api.request("GET", "/api/v1/nodes/cidr-n1")
     assert body["spec"]["podCIDRs"] == ["10.244.1.0/24"] and body["spec"]["providerID"] == "kn://cidr-n1"
+
+
+def test_a_read_at_a_future_resource_version_is_kubes_504(api: ApiServerProcess) -> None:
+    """Divergence: a get or list at a resourceVersion the server has not reached waits (3 s, kube's watch
+    cache) and answers kube's 504 `Too large resource version`, for NotOlderThan and Exact alike; before,
+    it answered with today's data as if that version had been reached."""
+    code, body = api.request("GET", "/api/v1/namespaces/default/configmaps")
+    current = int(body["metadata"]["resourceVersion"])
+    code, body = api.request("GET", f"/api/v1/namespaces/default/configmaps?resourceVersion={current}")
+    assert code == 200, body
+    for query in ("resourceVersion=999999999", "resourceVersion=999999999&resourceVersionMatch=Exact",
+                  "resourceVersion=999999999&resourceVersionMatch=NotOlderThan"):  # fmt: skip
+        started = time.monotonic()
+        code, body = api.request("GET", f"/api/v1/namespaces/default/configmaps?{query}")
+        assert code == 504 and time.monotonic() - started >= 2.9, (query, body)
+        assert body["reason"] == "Timeout" and body["message"].startswith(
+            "Timeout: Too large resource version: 999999999, current: "
+        ), body
+        assert body["details"] == {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }
+    code, body = api.request(
+        "GET", "/api/v1/namespaces/default/serviceaccounts/default?resourceVersion=999999999"
+    )
+    assert code == 504 and "Too large resource version" in body["message"], body
