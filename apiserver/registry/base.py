@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -186,18 +187,35 @@ class Strategy:
                 causes.append(
                     ("metadata.labels", "FieldValueInvalid", f"Invalid value: {value_repr(key)}: {problem}")
                 )
-            elif not isinstance(value, str) or len(value) > 63 or (value and not _label_value_ok(value)):
+            # kube's content.IsLabelValue: the length and the character set, each its own cause
+            text = value if isinstance(value, str) else ""
+            if len(text.encode()) > 63:
                 causes.append(
                     (
                         "metadata.labels",
                         "FieldValueInvalid",
-                        f"Invalid value: {value_repr(value)}: a valid label must be an empty string or "
-                        "consist "
-                        "of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                        "alphanumeric character",
+                        f"Invalid value: {value_repr(value)}: {LABEL_VALUE_LONG}",
                     )
                 )
-        for key in meta.get("annotations") or {}:
+            if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+                causes.append(
+                    (
+                        "metadata.labels",
+                        "FieldValueInvalid",
+                        f"Invalid value: {value_repr(value)}: {LABEL_VALUE_MESSAGE}",
+                    )
+                )
+        annotations = meta.get("annotations") or {}
+        size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+        if size > ANNOTATIONS_MAX_BYTES:  # kube's ValidateAnnotations: keys and values together
+            causes.append(
+                (
+                    "metadata.annotations",
+                    "FieldValueTooLong",
+                    f"Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes",
+                )
+            )
+        for key in annotations:
             problem = qualified_name_problem(str(key))
             if problem:
                 causes.append(
@@ -253,5 +271,11 @@ class Strategy:
                 meta["generation"] = int(old_meta["generation"]) + 1
 
 
-def _label_value_ok(value: str) -> bool:
-    return qualified_name_problem(value) is None and "/" not in value
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # kube's TotalAnnotationSizeLimitB
+LABEL_VALUE_LONG = "must be no more than 63 bytes"
+LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+    "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")

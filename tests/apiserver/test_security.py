@@ -379,3 +379,43 @@ def test_a_read_at_a_future_resource_version_is_kubes_504(api: ApiServerProcess)
         "GET", "/api/v1/namespaces/default/serviceaccounts/default?resourceVersion=999999999"
     )
     assert code == 504 and "Too large resource version" in body["message"], body
+
+
+def test_label_values_and_annotations_are_limited_as_kube_limits_them(api: ApiServerProcess) -> None:
+    """Divergences: a 64-character label value is kube's `must be no more than 63 bytes` (the character set
+    is a cause of its own, with kube's examples and regex); annotations over 256 KiB in all are kube's 422
+    `Too long: may not be more than 262144 bytes`."""
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lv", "labels": {"k": "a" * 64}},
+    }  # fmt: skip
+    code, answer = api.request("POST", configmaps, body)
+    assert code == 422 and answer["message"] == (
+        f'ConfigMap "lv" is invalid: metadata.labels: Invalid value: "{"a" * 64}": '
+        "must be no more than 63 bytes"
+    ), answer
+    body["metadata"]["labels"] = {"k": "-" + "a" * 64}
+    code, answer = api.request("POST", configmaps, body)
+    value = "-" + "a" * 64
+    assert code == 422 and answer["message"] == (
+        f'ConfigMap "lv" is invalid: [metadata.labels: Invalid value: "{value}": must be no more than '
+        f'63 bytes, metadata.labels: Invalid value: "{value}": a valid label must be an empty string or '
+        "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')]"
+    ), answer
+    body["metadata"]["labels"] = {"k": "a" * 63}
+    assert api.request("POST", configmaps, body)[0] == 201
+    big: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ann", "annotations": {"k": "a" * 262144}},
+    }
+    code, answer = api.request("POST", configmaps, big)
+    assert code == 422, answer
+    assert answer["message"] == (
+        'ConfigMap "ann" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes'
+    )
+    assert answer["details"]["causes"][0]["reason"] == "FieldValueTooLong"
+    big["metadata"]["annotations"] = {"k": "a" * 262143}  # 1 + 262143 bytes: at the limit
+    assert api.request("POST", configmaps, big)[0] == 201

@@ -166,9 +166,10 @@ def test_stuck_watcher_blocks_neither_writes_nor_other_watchers(api: ApiServerPr
         big = pod("big")
         started = time.monotonic()
         # 20 MB of events: more than the kernel's socket buffers (4 MiB) plus the 8 MiB a watcher may
-        # leave unread.
+        # leave unread. (In an env value: kube allows annotations of 256 KiB in all.)
+        big["spec"]["containers"][0]["env"] = [{"name": "PAD", "value": "x" * 1_000_000}]
         for i in range(20):
-            big["metadata"] = {"name": f"stuck-{i}", "annotations": {"pad": "x" * 1_000_000}}
+            big["metadata"] = {"name": f"stuck-{i}"}
             created(api, PODS, big)
         assert time.monotonic() - started < 20
         assert len(healthy.wait_for(20)) >= 20
