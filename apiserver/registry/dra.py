@@ -208,7 +208,39 @@ class ResourceSliceStrategy(_DraStrategy):
         causes = _subdomain("spec.driver", spec.get("driver"))
         causes += _too_many("spec.devices", spec.get("devices"), MAX_DEVICES)
         causes += _names("spec.devices", spec.get("devices"))
+        causes += _device_attribute_causes(spec.get("devices"))
         if old is not None:  # kube: a slice stays with its node and its driver
             causes += _immutable("spec.nodeName", spec.get("nodeName"), old.get("nodeName"))
             causes += _immutable("spec.driver", spec.get("driver"), old.get("driver"))
         return causes
+
+
+MAX_ATTRIBUTES_AND_CAPACITIES = 32  # kube's ResourceSliceMaxAttributesAndCapacitiesPerDevice
+MAX_ATTRIBUTE_STRING = 64  # kube's DeviceAttributeMaxValueLength
+
+
+def _device_attribute_causes(devices: object) -> list[Cause]:
+    """kube's validateDevice: at most 32 attributes and capacities together per device; a string or
+    version attribute of at most 64 bytes."""
+    causes: list[Cause] = []
+    for i, device in enumerate(devices if isinstance(devices, list) else ()):
+        if not isinstance(device, Mapping):
+            continue
+        found, held = device.get("attributes"), device.get("capacity")
+        attributes: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        capacity: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
+        for name, value in sorted(attributes.items()):
+            for kind in ("string", "version"):
+                text = value.get(kind) if isinstance(value, Mapping) else None
+                if isinstance(text, str) and len(text.encode()) > MAX_ATTRIBUTE_STRING:
+                    field = f"spec.devices[{i}].attributes[{name}].{kind}"
+                    why = f"Too long: may not be more than {MAX_ATTRIBUTE_STRING} bytes"
+                    causes.append((field, "FieldValueTooLong", why))
+        total = len(attributes) + len(capacity)
+        if total > MAX_ATTRIBUTES_AND_CAPACITIES:
+            why = (
+                f"Invalid value: {total}: the total number of attributes and capacities must not exceed "
+                f"{MAX_ATTRIBUTES_AND_CAPACITIES}"
+            )
+            causes.append((f"spec.devices[{i}]", "FieldValueInvalid", why))
+    return causes

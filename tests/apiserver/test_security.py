@@ -419,3 +419,33 @@ def test_label_values_and_annotations_are_limited_as_kube_limits_them(api: ApiSe
     assert answer["details"]["causes"][0]["reason"] == "FieldValueTooLong"
     big["metadata"]["annotations"] = {"k": "a" * 262143}  # 1 + 262143 bytes: at the limit
     assert api.request("POST", configmaps, big)[0] == 201
+
+
+def test_a_devices_attributes_are_limited_as_kube_limits_them(api: ApiServerProcess) -> None:
+    """Divergences: kube's ResourceSlice validation allows at most 32 attributes and capacities together
+    per device and string attributes of at most 64 bytes (422 with its text); both were accepted."""
+    slices = "/apis/resource.k8s.io/v1/resourceslices"
+
+    def slice_with(device: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "limits"},
+            "spec": {"driver": "d.example.com", "nodeName": "n1",
+                     "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "d0", **device}]},
+        }  # fmt: skip
+
+    attributes = {f"a{i}": {"string": "x"} for i in range(20)}
+    capacity = {f"c{i}": {"value": "1"} for i in range(13)}
+    code, body = api.request("POST", slices, slice_with({"attributes": attributes, "capacity": capacity}))
+    assert code == 422 and body["message"] == (
+        'ResourceSlice.resource.k8s.io "limits" is invalid: spec.devices[0]: Invalid value: 33: the total '
+        "number of attributes and capacities must not exceed 32"
+    ), body
+    code, body = api.request("POST", slices, slice_with({"attributes": {"a": {"string": "x" * 65}}}))
+    assert code == 422 and body["message"] == (
+        'ResourceSlice.resource.k8s.io "limits" is invalid: spec.devices[0].attributes[a].string: Too long: '
+        "may not be more than 64 bytes"
+    ), body
+    del capacity["c12"]
+    code, body = api.request("POST", slices, slice_with({"attributes": attributes, "capacity": capacity}))
+    assert code == 201, body
