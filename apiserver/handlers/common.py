@@ -126,6 +126,8 @@ def _yaml(data: bytes) -> Any:
         return yamlload.load(data)
     except yaml.YAMLError as exc:
         raise bad_request(f"error converting YAML to JSON: {exc}") from None
+    except RecursionError:  # kube's go-yaml refuses past 10000 levels; the parser here stops sooner
+        raise bad_request("error converting YAML to JSON: yaml: exceeded max depth") from None
 
 
 def table_requested(request: web.Request) -> bool:

@@ -20,6 +20,7 @@ from apiserver.registry.schema import format_time
 from apiserver.request import RequestInfo
 from apiserver.status import STALE_OBJECT, conflict, forbidden, not_found
 from apiserver.storage.cache import Entry
+from apiserver.storage.store import dumps
 
 audit_log = logging.getLogger("apiserver.audit")  # audit annotations; never an object's contents
 
@@ -135,7 +136,7 @@ async def store_update(
     if without_rv(new) == without_rv(old_obj):
         return old  # kube skips a write that changes nothing: no new resourceVersion, no event
     if dry_run:  # every check ran; nothing is written
-        return Entry(old.resource, old.namespace, old.name, old.rev, orjson.dumps(new), {}, {})
+        return Entry(old.resource, old.namespace, old.name, old.rev, dumps(new), {}, {})
     meta = new["metadata"]
     if (
         meta.get("deletionTimestamp")
@@ -176,7 +177,7 @@ async def store_delete(
         if "generation" in meta:
             meta["generation"] = int(meta["generation"]) + 1
         if dry_run:
-            return Entry(old.resource, old.namespace, old.name, old.rev, orjson.dumps(obj), {}, {}), False
+            return Entry(old.resource, old.namespace, old.name, old.rev, dumps(obj), {}, {}), False
         entry = await ctx.store.write(resource.plural, old.namespace, old.name, obj, "MODIFIED")
         return entry, False
     if dry_run:

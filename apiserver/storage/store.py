@@ -13,6 +13,7 @@ after the last compaction, so a watcher can resume from its resourceVersion afte
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,15 @@ COMPACT_EVERY = 5000  # committed records between compactions
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return {str(k): str(v) for k, v in labels.items()}
+
+
+def dumps(obj: Any) -> bytes:
+    """The object's JSON. orjson refuses nesting past 255 levels, which kube stores (opaque DRA parameters
+    300 deep, say): those go through the standard library's encoder instead."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Store:
@@ -117,7 +127,7 @@ class Store:
         rev = self._next_rev
         self._next_rev += 1
         obj.setdefault("metadata", {})["resourceVersion"] = str(rev)
-        data = orjson.dumps(obj)
+        data = dumps(obj)
         entry = self._entry(resource, namespace, name, rev, data, obj)
         key = (resource, namespace, name)
         prev = self.latest(resource, namespace, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,41 @@ def test_a_devices_attributes_are_limited_as_kube_limits_them(api: ApiServerProc
     del capacity["c12"]
     code, body = api.request("POST", slices, slice_with({"attributes": attributes, "capacity": capacity}))
     assert code == 201, body
+
+
+def test_deep_bodies_are_answered_never_with_a_500(api: ApiServerProcess) -> None:
+    """Divergences: YAML nested past what the parser takes, in a create body or an apply patch, is a 400
+    (kube's go-yaml refuses past 10000 levels with a 400; it was a 500 here); opaque claim parameters 300
+    and 900 deep are stored and read back, as kube stores them (201; orjson's 255-level limit made a 500);
+    JSON past 1024 levels is the 400 it was."""
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    deep_yaml = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\nextra: " + "[" * 3000 + "]" * 3000
+    ).encode()
+    code, body = api.request("POST", configmaps, raw=deep_yaml, content_type="application/yaml")
+    assert code == 400 and body["message"] == "error converting YAML to JSON: yaml: exceeded max depth", body
+    code, body = api.request(
+        "PATCH",
+        f"{configmaps}/deep?fieldManager=t",
+        raw=deep_yaml,
+        content_type="application/apply-patch+yaml",
+    )
+    assert code == 400 and "exceeded max depth" in body["message"], body
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    for depth in (300, 900):
+        parameters = '{"a":' * depth + "{}" + "}" * depth
+        opaque = {"driver": "d.example.com", "parameters": "PARAMS"}
+        request = {"name": "r", "exactly": {"deviceClassName": "c"}}
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": f"deep-{depth}"},
+                 "spec": {"devices": {"requests": [request], "config": [{"opaque": opaque}]}}}  # fmt: skip
+        raw = json.dumps(claim).replace('"PARAMS"', parameters)
+        code, body = api.request("POST", claims, raw=raw.encode())
+        assert code == 201, (depth, body)
+        code, body = api.request("GET", f"{claims}/deep-{depth}")
+        assert code == 200 and "parameters" in body["spec"]["devices"]["config"][0]["opaque"]
+    parameters = '{"a":' * 1100 + "{}" + "}" * 1100
+    raw = json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "x"},
+                      "spec": "PARAMS"}).replace('"PARAMS"', parameters)  # fmt: skip
+    code, body = api.request("POST", claims, raw=raw.encode())
+    assert code == 400 and "json parse error" in body["message"], body
