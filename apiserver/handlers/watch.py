@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from apiserver import protoencode, protoschema
 from apiserver.handlers.common import (
     METRICS,
     ApiContext,
@@ -77,7 +78,15 @@ async def serve(
     timeout = query_int(request, "timeoutSeconds")
     duration = float(timeout) if timeout and timeout > 0 else ctx.min_request_timeout * (1 + random.random())
     requested = query_resource_version(request)
-    table = table_requested(request) or metadata_requested(request)  # events transformed one by one
+    if table_requested(request):
+        request["watch_mode"] = "table"
+    elif metadata_requested(request):
+        request["watch_mode"] = "partial"
+    elif protoencode.wants_protobuf(request.headers.get("Accept", "")) and protoschema.message_for(
+        resource.group_version, resource.kind
+    ):
+        request["watch_mode"] = "protobuf"  # length-delimited WatchEvent frames, as Go clients ask
+    table = "watch_mode" in request  # events transformed one by one
 
     # -- synchronous: register and take the starting events together --
     cache = ctx.store.cache
@@ -103,7 +112,8 @@ async def serve(
                 watcher.offer(event, now)
             watcher.limit -= len(events)
 
-    response = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
+    media = protoencode.WATCH_MEDIA_TYPE if request.get("watch_mode") == "protobuf" else "application/json"
+    response = web.StreamResponse(headers={"Content-Type": media, "Cache-Control": "no-cache"})
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)
@@ -200,7 +210,7 @@ async def _forward(
                 # before the bookmark): none is skipped.
                 watcher.flush()
                 line = bookmark_line(strategy, ctx.store.cache.revision)
-                await _send(response, [line], False, request, strategy)
+                await _send(response, [line], table, request, strategy)  # a protobuf stream frames it too
                 final_sent = final_sent or deadline - loop.time() <= FINAL_BOOKMARK_LEAD
                 next_bookmark = next_bookmark_at(loop.time(), ctx.bookmark_interval, deadline, final_sent)
                 if timer is not None:
@@ -249,8 +259,11 @@ def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
     PartialObjectMetadata."""
     event = orjson.loads(line)
     obj = event.get("object") or {}
+    if request.get("watch_mode") == "protobuf":
+        frame = protoencode.watch_frame(str(event.get("type") or ""), obj)
+        return frame if frame is not None else b""
     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-        if metadata_requested(request):
+        if request.get("watch_mode") == "partial":
             event["object"] = partial_object(obj)
         else:
             rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import base64
 import datetime
+import struct
+import urllib.request
 from typing import Any
 
 import orjson
 import pytest
 
 from apiserver import protoschema
+from apiserver import protowire as pw
 from harness.apiserver import ApiServerProcess
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -397,3 +400,74 @@ def test_controller_service_accounts_get_kube_controller_roles(api: ApiServerPro
         "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings/system::leader-locking-kube-scheduler",
     )
     assert status == 200 and binding["subjects"][0]["name"] == "system:kube-scheduler"
+
+
+# -- protobuf responses ------------------------------------------------------------------------------------
+
+GO_ACCEPT = "application/vnd.kubernetes.protobuf, */*"
+
+
+def _raw_get(api: ApiServerProcess, path: str, accept: str) -> tuple[str, bytes]:
+    request = urllib.request.Request(
+        api.url + path, headers={"Authorization": f"Bearer {api.token}", "Accept": accept}
+    )
+    with urllib.request.urlopen(request, timeout=30, context=api.ssl_context()) as reply:
+        return reply.headers["Content-Type"], reply.read()
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def test_go_clients_get_protobuf_objects_and_lists(api: ApiServerProcess) -> None:
+    body = _pod_named("proto-reply", volumes=[{"name": "v", "emptyDir": {}}])
+    cpu = {"kubenode.io/cpu": "1"}
+    body["spec"]["containers"][0]["resources"] = {"requests": cpu, "limits": cpu}
+    status, created = api.request("POST", "/api/v1/namespaces/default/pods", body)
+    assert status == 201, created
+    media, raw = _raw_get(api, "/api/v1/namespaces/default/pods/proto-reply", GO_ACCEPT)
+    assert media == "application/vnd.kubernetes.protobuf" and raw.startswith(b"k8s\x00")
+    assert protoschema.decode(raw) == _without_nulls(created)
+    media, raw = _raw_get(api, "/api/v1/namespaces/default/pods", GO_ACCEPT)
+    listed = protoschema.decode(raw)
+    assert (
+        media == "application/vnd.kubernetes.protobuf" and listed is not None and listed["kind"] == "PodList"
+    )
+    assert "proto-reply" in [item["metadata"]["name"] for item in listed["items"]]
+    assert listed["metadata"]["resourceVersion"]
+    # JSON where it is asked first, and for the metadata client and kubectl's Tables
+    assert _raw_get(api, "/api/v1/namespaces/default/pods", "application/json, */*")[0] == "application/json"
+    assert _raw_get(api, "/api/v1/namespaces/default/pods", METADATA_LIST_ACCEPT)[0] == "application/json"
+    table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    assert _raw_get(api, "/api/v1/namespaces/default/pods", table)[0] == "application/json"
+    # a kind with no protobuf form (served as kube serves a CRD): JSON
+    path = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+    assert _raw_get(api, path, GO_ACCEPT)[0] == "application/json"
+
+
+def test_go_clients_watch_in_protobuf_frames(api: ApiServerProcess) -> None:
+    """Every frame of the stream is length-delimited protobuf, the bookmarks (initial-events-end and the
+    last one before timeoutSeconds) included: one JSON line in it broke the Go reflector's framing."""
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "framed"},
+             "spec": {"holderIdentity": "h", "renewTime": "2026-12-08T00:00:00.000001Z"}}  # fmt: skip
+    assert api.request("POST", path, lease)[0] == 201
+    query = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    query += "&fieldSelector=metadata.name%3Dframed"
+    media, raw = _raw_get(api, path + query + "&timeoutSeconds=3", GO_ACCEPT)
+    assert media == "application/vnd.kubernetes.protobuf;stream=watch"
+    events = []
+    while raw:
+        (length,) = struct.unpack(">I", raw[:4])
+        frame, raw = raw[4 : 4 + length], raw[4 + length :]
+        obj = protoschema.decode(pw.message(pw.message(frame, 2), 1))
+        assert obj is not None
+        events.append((pw.string(frame, 1), obj))
+    kinds = [kind for kind, _ in events]
+    assert kinds[:2] == ["ADDED", "BOOKMARK"] and kinds[-1] == "BOOKMARK", kinds
+    assert events[0][1]["spec"]["renewTime"] == "2026-12-08T00:00:00.000001Z"
+    assert events[1][1]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
