@@ -5,8 +5,8 @@ system:kube-controller-manager.
 
 - it syncs every informer (no list or watch fails: each kind it informs on is served and allowed) and takes
   kube-system/kube-scheduler;
-- it binds a pod asking `kubenode.io/cpu` to the Node whose allocatable has it, and leaves a pod asking more
-  than any node has Unschedulable ("Insufficient kubenode.io/cpu");
+- it binds a pod asking `kubenode.io/cpu` (or `kubenode.io/gpu`) to the Node whose allocatable has it, and
+  leaves a pod asking more than any node has Unschedulable ("Insufficient kubenode.io/cpu");
 - it respects a NoSchedule taint (a pod without the toleration goes to the other node);
 - it preempts a lower-priority pod for one of a PriorityClass (Priority admission gives the pod its value),
   marking the victim DisruptionTarget and nominating the node, and binds it once the victim is gone;
@@ -203,6 +203,28 @@ def test_kube_scheduler_binds_by_kubenode_cpu(plane: KubeControlPlaneOnKubenode)
     _, events = plane.request("GET", "/api/v1/namespaces/default/events")
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events["items"]}
     assert ("wants-three", "Scheduled") in reasons and ("wants-eight", "FailedScheduling") in reasons, reasons
+
+
+def test_kube_scheduler_binds_by_kubenode_gpu(plane: KubeControlPlaneOnKubenode) -> None:
+    for name, gpus in (("gpu-none", 0), ("gpu-two", 2)):
+        body = node(name, 4)
+        for key in ("capacity", "allocatable"):
+            body["status"][key]["kubenode.io/gpu"] = str(gpus)
+        create_node(plane, body)
+    gpus = {"kubenode.io/gpu": "2"}
+    wanting = pod("wants-gpus", nodes=("gpu-none", "gpu-two"))
+    wanting["spec"]["containers"][0]["resources"] = {"requests": gpus, "limits": gpus}
+    assert plane.request("POST", PODS, wanting)[0] == 201
+    assert wait_pod(plane, "wants-gpus", bound)["spec"]["nodeName"] == "gpu-two"
+    more = pod("wants-more-gpus", nodes=("gpu-none", "gpu-two"))
+    more["spec"]["containers"][0]["resources"] = {
+        "requests": {"kubenode.io/gpu": "1"},
+        "limits": {"kubenode.io/gpu": "1"},
+    }
+    assert plane.request("POST", PODS, more)[0] == 201
+    waiting = wait_pod(plane, "wants-more-gpus", unschedulable)
+    message = next(c["message"] for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert "Insufficient kubenode.io/gpu" in message, message
 
 
 def test_kube_scheduler_respects_taints(plane: KubeControlPlaneOnKubenode) -> None:
