@@ -206,10 +206,10 @@ def test_kube_scheduler_binds_by_kubenode_cpu(plane: KubeControlPlaneOnKubenode)
 
 
 def test_kube_scheduler_binds_by_kubenode_gpu(plane: KubeControlPlaneOnKubenode) -> None:
-    for name, gpus in (("gpu-none", 0), ("gpu-two", 2)):
+    for name, count in (("gpu-none", 0), ("gpu-two", 2)):
         body = node(name, 4)
         for key in ("capacity", "allocatable"):
-            body["status"][key]["kubenode.io/gpu"] = str(gpus)
+            body["status"][key]["kubenode.io/gpu"] = str(count)
         create_node(plane, body)
     gpus = {"kubenode.io/gpu": "2"}
     wanting = pod("wants-gpus", nodes=("gpu-none", "gpu-two"))
