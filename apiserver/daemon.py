@@ -206,8 +206,9 @@ def _priority_admission(store: Store) -> Any:
         entry = store.latest("priorityclasses", "", name)
         return orjson.loads(entry.data) if entry is not None else None
 
-    def classes() -> list[Any]:
-        return [orjson.loads(e.data) for e in store.cache.entries("priorityclasses", Filter())]
+    def classes() -> list[Any]:  # only the global defaults matter to it: the others are not parsed
+        entries = store.cache.entries("priorityclasses", Filter())
+        return [orjson.loads(e.data) for e in entries if b'"globalDefault":true' in e.data]
 
     return PriorityAdmission(lookup, classes)
 

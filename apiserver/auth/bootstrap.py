@@ -19,6 +19,7 @@ kube-system and kube-public. Those are enforced from the store (rbacstore.py), a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -130,13 +131,14 @@ async def ensure_bootstrap_policy(
     """Create the missing bootstrap objects and reset those still annotated autoupdate "true"; returns how
     many were written."""
     written = 0
+    pending: list[Any] = []  # queued together: the store commits them as one batch (~140 objects)
     for resource, wanted in objects:
         name = wanted["metadata"]["name"]
         namespace = str(wanted["metadata"].get("namespace") or "")
         current = store.latest(resource, namespace, name)
         if current is None:
             strategies[resource].new_metadata(wanted, namespace)
-            await store.write(resource, namespace, name, wanted, "ADDED")
+            pending.append(store.write(resource, namespace, name, wanted, "ADDED"))
             written += 1
             continue
         obj = orjson.loads(current.data)
@@ -146,6 +148,7 @@ async def ensure_bootstrap_policy(
         if all(obj.get(f) == wanted.get(f) for f in fields if f in wanted):
             continue
         obj.update({f: wanted[f] for f in fields if f in wanted})
-        await store.write(resource, namespace, name, obj, "MODIFIED")
+        pending.append(store.write(resource, namespace, name, obj, "MODIFIED"))
         written += 1
+    await asyncio.gather(*pending)
     return written
