@@ -50,6 +50,9 @@ METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 STREAM_SUBRESOURCES = frozenset({"log", "proxy", *CONNECT_SUBRESOURCES})
 MAX_HEAD = MAX_FIELD  # a longer head (or a partial one this long) goes to aiohttp, which applies its limits
 KEEPALIVE_TIMEOUT = 3630.0  # aiohttp's default for an idle kept-alive connection
+# kube-apiserver's ReadHeaderTimeout: a request head must be whole this long after the connection is made
+# (the first request) or after its first bytes came (a later one); otherwise the connection is closed.
+HEADER_TIMEOUT = 32.0
 PAUSE_BUFFER = 4 * MAX_BODY  # pipelined bytes buffered before the connection stops reading
 READ_BUFFER = 16 * 1024  # a connection's read buffer to start with (kept small: a fleet holds hundreds)
 MIN_FREE = 8 * 1024  # room offered to each read; a bigger request grows the buffer
@@ -313,6 +316,8 @@ class Connection(asyncio.BufferedProtocol):
         self.answering: asyncio.Task[None] | None = None  # the request in flight (a reference keeps it)
         self.loop = asyncio.get_running_loop()  # made by the loop's accept
         self.last_active = 0.0
+        self.head_timer: asyncio.TimerHandle | None = None  # running while a request head is awaited
+        self.answered = False  # a request was answered: from then on, idle waits have no head timeout
 
     # -- asyncio.BufferedProtocol ---------------------------------------------------------------------------
 
@@ -323,6 +328,7 @@ class Connection(asyncio.BufferedProtocol):
         tcp_keepalive(transport)
         self.server.connections.add(self)
         self.last_active = time.monotonic()
+        self._await_head()  # the first request's head is due within HEADER_TIMEOUT
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if len(self.buffer) - self.end < MIN_FREE:
@@ -354,6 +360,7 @@ class Connection(asyncio.BufferedProtocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._head_arrived()
         self.server.connections.discard(self)
         if self.handed is not None:
             self.handed.connection_lost(exc)
@@ -390,6 +397,20 @@ class Connection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.close()
 
+    def _await_head(self) -> None:
+        if self.head_timer is None:
+            self.head_timer = self.loop.call_later(HEADER_TIMEOUT, self._head_timed_out)
+
+    def _head_arrived(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self.head_timer = None
+        if self.handed is None and not self.busy:
+            self._close()
+
     def _next(self) -> None:
         """Start answering the next whole request in the buffer, if there is one and nothing is in flight."""
         if self.closing or self.write_paused or self.transport is None:
@@ -399,12 +420,17 @@ class Connection(asyncio.BufferedProtocol):
             self.start = self.end = 0
             if self.eof:
                 self._close()
+            elif self.answered:  # idle between requests: kept alive, no head is due yet
+                self._head_arrived()
             return
         head_end = buffer.find(b"\r\n\r\n", start, end)
         if head_end < 0:
             if end - start > MAX_HEAD or self.eof:
                 self._hand_over()
+            else:
+                self._await_head()
             return
+        self._head_arrived()
         head = parse_head(bytes(buffer[start:head_end]), self.server.slow_groups)
         if head is None:
             self._hand_over()
@@ -442,6 +468,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         transport.write(data)
         self.last_active = time.monotonic()
+        self.answered = True
         if close or self.closing:
             self._close()
             return
@@ -456,6 +483,7 @@ class Connection(asyncio.BufferedProtocol):
         assert transport is not None and not self.busy
         handler = self.server.aiohttp_server()
         self.handed = handler
+        self._head_arrived()
         self.server.connections.discard(self)
         if self.read_paused:
             self.read_paused = False
