@@ -168,6 +168,8 @@ KINDS: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("scheduling.k8s.io", "v1", "PriorityClass", "V1PriorityClass"),
     ("scheduling.k8s.io", "v1", "PriorityClassList", "V1PriorityClassList"),
+    ("events.k8s.io", "v1", "Event", "EventsV1Event"),
+    ("events.k8s.io", "v1", "EventList", "EventsV1EventList"),
     ("resource.k8s.io", "v1", "DeviceClass", "V1DeviceClass"),
     ("resource.k8s.io", "v1", "DeviceClassList", "V1DeviceClassList"),
     ("resource.k8s.io", "v1", "ResourceClaim", "ResourceV1ResourceClaim"),

@@ -96,6 +96,10 @@ PODS = ResourceInfo(
 EVENTS = ResourceInfo(
     "", "v1", "events", "event", "Event", namespaced=True, verbs=ALL_VERBS, short_names=("ev",)
 )
+# events.k8s.io/v1: the same objects as core/v1 Events, converted (handlers/eventsv1.py).
+EVENTS_V1 = ResourceInfo(
+    "events.k8s.io", "v1", "events", "event", "Event", namespaced=True, verbs=ALL_VERBS, short_names=("ev",)
+)
 LEASES = ResourceInfo(
     "coordination.k8s.io", "v1", "leases", "lease", "Lease", namespaced=True, verbs=ALL_VERBS
 )
@@ -293,7 +297,7 @@ STORED = (
 )  # fmt: skip
 
 SERVED: tuple[ResourceInfo, ...] = (
-    NAMESPACES, NODES, PODS, EVENTS, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
+    NAMESPACES, NODES, PODS, EVENTS, EVENTS_V1, LEASES, CONFIGMAPS, SECRETS, RUNTIMECLASSES, SERVICES,
     NODE_RESOURCE_TOPOLOGIES, SERVICEACCOUNTS, *WORKLOADS, *DRA, *RBAC, *STORED,
 )  # fmt: skip
 # metrics.k8s.io, which metrics-server serves on a real cluster: in discovery only (no storage, no OpenAPI);

@@ -74,6 +74,10 @@ async def dispatch(request: web.Request, info: RequestInfo, user: Any) -> web.St
     namespace = info.namespace if resource.namespaced else ""
     if info.verb in OPTIONS_KIND:
         dry_run_requested(request, info.verb)  # an unsupported dryRun value is refused before anything else
+    if resource.group == "events.k8s.io":  # the core Events, converted (eventsv1.py)
+        from apiserver.handlers import eventsv1
+
+        return await eventsv1.serve(request, ctx, strategy, info, user, namespace)
     if info.subresource:
         sub = resource.subresource(info.subresource)
         if sub is None:
@@ -285,7 +289,7 @@ async def update(
             "the namespace of the provided object does not match the namespace sent on the request"
         )
     old = latest_or_404(ctx, strategy, namespace, info.name)
-    return await _store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
+    return await store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
 
 
 async def patch(
@@ -316,10 +320,10 @@ async def patch(
         raise bad_request(
             f"the name of the object ({meta.get('name')}) does not match the name on the URL ({info.name})"
         )
-    return await _store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
+    return await store_update_reply(request, ctx, strategy, info, user, old, new, warnings)
 
 
-async def _store_update_reply(
+async def store_update_reply(
     request: web.Request,
     ctx: ApiContext,
     strategy: Strategy,

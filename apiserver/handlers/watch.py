@@ -86,7 +86,7 @@ async def serve(
         resource.group_version, resource.kind
     ):
         request["watch_mode"] = "protobuf"  # length-delimited WatchEvent frames, as Go clients ask
-    table = "watch_mode" in request  # events transformed one by one
+    table = "watch_mode" in request or "convert" in request  # events transformed one by one
 
     # -- synchronous: register and take the starting events together --
     cache = ctx.store.cache
@@ -258,6 +258,12 @@ def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
     """kubectl get -w asks for Table objects in watch events too; the metadata client for
     PartialObjectMetadata."""
     event = orjson.loads(line)
+    convert = request.get("convert")  # events.k8s.io/v1 Events: the core ones converted (eventsv1.py)
+    if convert is not None and isinstance(event.get("object"), dict):
+        if event.get("type") == "BOOKMARK":
+            event["object"]["apiVersion"] = "events.k8s.io/v1"
+        else:
+            event["object"] = convert(event["object"])
     obj = event.get("object") or {}
     if request.get("watch_mode") == "protobuf":
         frame = protoencode.watch_frame(str(event.get("type") or ""), obj)
@@ -265,7 +271,7 @@ def _as_table(line: bytes, request: web.Request, strategy: Strategy) -> bytes:
     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
         if request.get("watch_mode") == "partial":
             event["object"] = partial_object(obj)
-        else:
+        elif request.get("watch_mode") == "table":
             rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             event["object"] = to_table(request, strategy.info, [obj], rv)
     return orjson.dumps(event) + b"\n"

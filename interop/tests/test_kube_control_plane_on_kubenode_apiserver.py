@@ -203,6 +203,17 @@ def test_kube_scheduler_binds_by_kubenode_cpu(plane: KubeControlPlaneOnKubenode)
     _, events = plane.request("GET", "/api/v1/namespaces/default/events")
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events["items"]}
     assert ("wants-three", "Scheduled") in reasons and ("wants-eight", "FailedScheduling") in reasons, reasons
+    # written through events.k8s.io/v1 (client-go's tools/events, as discovery lists the group): the
+    # action and the reporting instance are its fields
+    scheduled = next(
+        e
+        for e in events["items"]
+        if (e["involvedObject"]["name"], e["reason"]) == ("wants-three", "Scheduled")
+    )
+    assert scheduled["action"] == "Binding" and scheduled["reportingComponent"] == "default-scheduler", (
+        scheduled
+    )
+    assert scheduled["reportingInstance"].startswith("default-scheduler-"), scheduled
 
 
 def test_kube_scheduler_binds_by_kubenode_gpu(plane: KubeControlPlaneOnKubenode) -> None:

@@ -23,12 +23,13 @@ def test_discovery_documents() -> None:
     assert not by_name["nodes"]["namespaced"]
     groups = api_groups(SERVED)["groups"]
     assert [g["name"] for g in groups] == [
-        "coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io", "apps", "batch", "resource.k8s.io",
+        "events.k8s.io", "coordination.k8s.io", "node.k8s.io", "topology.node.k8s.io", "apps", "batch",
+        "resource.k8s.io",
         "rbac.authorization.k8s.io", "policy", "storage.k8s.io", "autoscaling", "discovery.k8s.io",
         "networking.k8s.io", "certificates.k8s.io", "storagemigration.k8s.io", "admissionregistration.k8s.io",
         "scheduling.k8s.io",
     ]  # fmt: skip
-    assert groups[0]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
+    assert groups[1]["preferredVersion"] == {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
     leases = api_resources("coordination.k8s.io", "v1", SERVED)
     assert leases["groupVersion"] == "coordination.k8s.io/v1" and leases["resources"][0]["kind"] == "Lease"
     topology = api_resources("topology.node.k8s.io", "v1alpha2", SERVED)["resources"]

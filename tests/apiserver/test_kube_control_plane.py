@@ -471,3 +471,45 @@ def test_go_clients_watch_in_protobuf_frames(api: ApiServerProcess) -> None:
     assert kinds[:2] == ["ADDED", "BOOKMARK"] and kinds[-1] == "BOOKMARK", kinds
     assert events[0][1]["spec"]["renewTime"] == "2026-12-08T00:00:00.000001Z"
     assert events[1][1]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+# -- events.k8s.io/v1 ---------------------------------------------------------------------------------------
+
+EVENTS_V1 = "/apis/events.k8s.io/v1/namespaces/default/events"
+
+
+def test_events_v1_are_the_core_events_converted(api: ApiServerProcess) -> None:
+    """client-go's tools/events (kube-scheduler's and kube-controller-manager's recorders) write through
+    events.k8s.io/v1 when discovery lists it: the same objects as core/v1 Events, field names converted."""
+    event = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "ev1.v1"},
+        "eventTime": "2026-12-08T00:00:00.000001Z", "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-me", "action": "Scheduling", "reason": "Scheduled",
+        "note": "Successfully assigned default/p to n", "type": "Normal",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "p", "apiVersion": "v1"},
+    }  # fmt: skip
+    status, created = api.request("POST", EVENTS_V1, event)
+    assert status == 201, created
+    assert created["apiVersion"] == "events.k8s.io/v1" and created["note"] == event["note"]
+    status, core = api.request("GET", "/api/v1/namespaces/default/events/ev1.v1")
+    assert status == 200 and core["apiVersion"] == "v1"
+    assert (core["message"], core["reportingComponent"], core["involvedObject"]["name"]) == (
+        event["note"], "default-scheduler", "p",
+    )  # fmt: skip
+    series = {"series": {"count": 2, "lastObservedTime": "2026-12-08T00:00:05.000002Z"}}
+    status, patched = api.request(
+        "PATCH", EVENTS_V1 + "/ev1.v1", series, content_type="application/merge-patch+json"
+    )
+    assert status == 200 and patched["series"]["count"] == 2 and patched["note"] == event["note"]
+    status, listed = api.request("GET", EVENTS_V1 + "?fieldSelector=metadata.name%3Dev1.v1")
+    assert listed["apiVersion"] == "events.k8s.io/v1" and listed["items"][0]["regarding"]["name"] == "p"
+    status, text = api.request(
+        "GET", EVENTS_V1 + "?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dev1.v1"
+    )
+    lines = text.splitlines() if isinstance(text, str) else [orjson.dumps(text).decode()]
+    first = orjson.loads(lines[0])
+    assert first["object"]["apiVersion"] == "events.k8s.io/v1" and "note" in first["object"]
+    _, groups = api.request("GET", "/apis/events.k8s.io/v1")
+    assert [r["name"] for r in groups["resources"]] == ["events"]
+    assert api.request("DELETE", EVENTS_V1 + "/ev1.v1")[0] == 200
+    assert api.request("GET", "/api/v1/namespaces/default/events/ev1.v1")[0] == 404

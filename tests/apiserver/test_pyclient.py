@@ -175,6 +175,7 @@ def test_discovery_through_the_client(api: ApiServerProcess) -> None:
         assert client.VersionApi(c).get_code().git_version.startswith("v1.37")
         groups = client.ApisApi(c).get_api_versions()
         assert [g.name for g in groups.groups] == [
+            "events.k8s.io",
             "coordination.k8s.io",
             "node.k8s.io",
             "topology.node.k8s.io",
