@@ -287,6 +287,27 @@ def test_kube_controller_manager_lists_and_watches_everything(api: ApiServerProc
         assert status == 200, (path, reply)
     status, reply = api.request("GET", "/api/v1/namespaces/default/secrets/none", token=token)
     assert status == 404, reply  # get of secrets too (the tokens controller), unlike other kinds' get
+    # the DaemonSet controller keeps its history in ControllerRevisions ("failed to construct revisions")
+    revision = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "ds-1"},
+                "data": {"spec": {}}, "revision": 1}  # fmt: skip
+    status, reply = api.request(
+        "POST", "/apis/apps/v1/namespaces/default/controllerrevisions", revision, token=token
+    )
+    assert status == 201, reply
+
+
+def test_aggregated_cluster_roles_have_their_rules(api: ApiServerProcess) -> None:
+    """admin, edit and view as kube's clusterrole-aggregation controller fills them (kube-apiserver stores
+    them empty; the real controller, finding them different, patched them, a 403 under
+    --use-service-account-credentials=false)."""
+    roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    status, view = api.request("GET", roles + "/view")
+    assert status == 200 and view["aggregationRule"]["clusterRoleSelectors"]
+    pods_read = [r for r in view["rules"] if "pods" in r.get("resources", ()) and "get" in r["verbs"]]
+    assert pods_read, view["rules"]  # from system:aggregate-to-view
+    _, admin = api.request("GET", roles + "/admin")
+    _, edit = api.request("GET", roles + "/edit")
+    assert len(admin["rules"]) > len(edit["rules"]) > len(view["rules"]) > 0
 
 
 METADATA_ACCEPT = (
