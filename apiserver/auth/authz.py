@@ -210,6 +210,12 @@ CONTROLLER_MANAGER_RULES = (
     ),
     # system:controller:daemon-set-controller: the DaemonSet's revision history
     rule("get list watch create update patch delete", groups=("apps",), resources=("controllerrevisions",)),
+    # system:controller:statefulset-controller and cronjob-controller
+    rule("get list watch create update patch delete", groups=("apps",), resources=("statefulsets",)),
+    rule("update patch", groups=("apps",), resources=("statefulsets/status",)),
+    rule("get list watch create update patch delete", groups=("batch",), resources=("cronjobs",)),
+    rule("update patch", groups=("batch",), resources=("cronjobs/status",)),
+    rule("get list watch create update patch", resources=("persistentvolumeclaims",)),
     rule(
         "update patch",
         groups=("apps", "batch"),

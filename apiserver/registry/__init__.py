@@ -28,6 +28,7 @@ from apiserver.registry.workloads import (
     JobStrategy,
     ReplicaSetStrategy,
     ServiceAccountStrategy,
+    StatefulSetStrategy,
 )
 from apiserver.resources import (
     CLUSTERROLEBINDINGS,
@@ -53,6 +54,7 @@ from apiserver.resources import (
     SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
+    STATEFULSETS,
 )
 
 
@@ -83,6 +85,9 @@ def build_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:
         "rolebindings": RoleBindingStrategy(ROLEBINDINGS, clock),
         "clusterrolebindings": ClusterRoleBindingStrategy(CLUSTERROLEBINDINGS, clock),
         **stored_strategies(clock),
+        "statefulsets": StatefulSetStrategy(
+            STATEFULSETS, clock
+        ),  # with its own defaults, over the stored one
     }
 
 

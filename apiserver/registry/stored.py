@@ -42,8 +42,23 @@ class StoredStrategy(Strategy):
         self._default(new)
 
     def _default(self, obj: dict[str, Any]) -> None:
-        if self.info.kind == "PriorityClass":  # kube's SetDefaults_PriorityClass
+        """kube's SetDefaults_<Kind> of the pointer fields its controllers dereference."""
+        spec = obj.get("spec")
+        if self.info.kind == "PriorityClass":
             obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        elif self.info.kind == "CronJob" and isinstance(spec, dict):
+            spec.setdefault("concurrencyPolicy", "Allow")
+            spec.setdefault("suspend", False)
+            spec.setdefault("successfulJobsHistoryLimit", 3)
+            spec.setdefault("failedJobsHistoryLimit", 1)
+        elif self.info.kind == "ReplicationController" and isinstance(spec, dict):
+            spec.setdefault("replicas", 1)
+            labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+            if labels and not spec.get("selector"):
+                spec["selector"] = dict(labels)
+            meta = obj.setdefault("metadata", {})
+            if labels and not meta.get("labels"):
+                meta["labels"] = dict(labels)
 
 
 def stored_strategies(clock: Clock = utc_now) -> dict[str, Strategy]:

@@ -306,3 +306,28 @@ class JobStrategy(WorkloadStrategy):
 class ServiceAccountStrategy(Strategy):
     model = "V1ServiceAccount"
     returns_deleted_object = True
+
+
+class StatefulSetStrategy(WorkloadStrategy):
+    """apps/v1 StatefulSet with kube's SetDefaults_StatefulSet (v1.37, MaxUnavailableStatefulSet on): the real
+    kube-controller-manager dereferences revisionHistoryLimit, and a StatefulSet without it panicked the whole
+    process (statefulset truncateHistory)."""
+
+    model = "V1StatefulSet"
+    initial_status: Mapping[str, int] = {"replicas": 0, "availableReplicas": 0}
+
+    def default(self, spec: dict[str, Any]) -> None:
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        strategy = spec.setdefault("updateStrategy", {})
+        if not strategy.get("type"):
+            strategy["type"] = "RollingUpdate"
+            strategy.setdefault("rollingUpdate", {})
+        rolling = strategy.get("rollingUpdate")
+        if strategy["type"] == "RollingUpdate" and isinstance(rolling, dict):
+            rolling.setdefault("partition", 0)
+            rolling.setdefault("maxUnavailable", 1)
+        retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+        retention.setdefault("whenDeleted", "Retain")
+        retention.setdefault("whenScaled", "Retain")
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)

@@ -534,3 +534,48 @@ def test_events_v1_are_the_core_events_converted(api: ApiServerProcess) -> None:
     assert [r["name"] for r in groups["resources"]] == ["events"]
     assert api.request("DELETE", EVENTS_V1 + "/ev1.v1")[0] == 200
     assert api.request("GET", "/api/v1/namespaces/default/events/ev1.v1")[0] == 404
+
+
+# -- the defaults kube's controllers dereference -------------------------------------------------------------
+
+
+def test_statefulset_cronjob_and_rc_get_kube_defaults(api: ApiServerProcess) -> None:
+    """A StatefulSet without revisionHistoryLimit panicked the real kube-controller-manager (its
+    truncateHistory dereferences it): kube's apiserver defaults it, and the others its controllers read."""
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    selector = {"matchLabels": {"app": "d"}}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "d"},
+           "spec": {"serviceName": "d", "selector": selector, "template": template}}  # fmt: skip
+    status, created = api.request("POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert status == 201, created
+    spec = created["spec"]
+    assert (spec["replicas"], spec["revisionHistoryLimit"], spec["podManagementPolicy"]) == (
+        1,
+        10,
+        "OrderedReady",
+    )
+    assert spec["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"partition": 0, "maxUnavailable": 1},
+    }
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    assert spec["template"]["spec"]["restartPolicy"] == "Always"  # the pod template's defaults too
+    assert created["metadata"]["generation"] == 1
+    job_template = {
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
+        }
+    }
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "d"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": job_template}}  # fmt: skip
+    status, created = api.request("POST", "/apis/batch/v1/namespaces/default/cronjobs", cron)
+    assert status == 201, created
+    spec = created["spec"]
+    assert (spec["concurrencyPolicy"], spec["suspend"]) == ("Allow", False)
+    assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (3, 1)
+    rc = {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "d"},
+          "spec": {"template": template}}  # fmt: skip
+    status, created = api.request("POST", "/api/v1/namespaces/default/replicationcontrollers", rc)
+    assert status == 201, created
+    assert created["spec"]["replicas"] == 1 and created["spec"]["selector"] == {"app": "d"}
+    assert created["metadata"]["labels"] == {"app": "d"}
