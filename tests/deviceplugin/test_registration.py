@@ -65,8 +65,11 @@ def test_reregisters_after_kubelet_restart(
     kubelet.restart(wipe_dir=wipe_dir)
     wait_registered(kubelet, timeout=30)  # on the inotify event of the new kubelet.sock; no clock asserted
     assert plugin.registrations == before + len(RESOURCES)
-    # Same process, re-served on fresh sockets.
-    assert all(r.endpoint.serve_count == 2 for r in plugin.resources)
+    # Same process, re-served on fresh sockets. With the directory recreated a plugin may serve a third time:
+    # one that re-served between the kubelet's stop and the directory's removal saw that socket go too (seen
+    # once under a loaded fresh-clone run, with each resource registered exactly once more as asserted above).
+    assert all(r.endpoint.serve_count >= 2 for r in plugin.resources)
+    assert all(r.endpoint.serve_count == 2 for r in plugin.resources) or wipe_dir
     assert all(r.connected for r in kubelet.manager.resources())
 
 
