@@ -337,6 +337,16 @@ class ControlPlane:
                 raise TimeoutError(f"{what}: not within {timeout:.0f} s\n{self.all_logs(30)}")
             time.sleep(interval)
 
+    def wait_pods_gone(self, node_name: str, timeout: float = 30.0) -> None:
+        """Until no pod is bound to `node_name` (a kubelet confirms a pod's deletion once its containers are
+        gone), or `timeout`: a teardown waits at most that long and goes on."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, body = self.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={node_name}")
+            if status != 200 or not body.get("items"):
+                return
+            time.sleep(0.3)
+
     def api(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
             timeout: float = 10.0, kubeconfig: Path | None = None) -> tuple[int, Any]:  # fmt: skip
         """One request as admin (or as `kubeconfig`'s user, one of kubeconfig_for's): (status, decoded JSON

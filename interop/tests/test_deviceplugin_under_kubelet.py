@@ -171,20 +171,10 @@ def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 )
             if plugin is not None:
                 plugin.stop()
-            _wait_pods_gone(control_plane)
+            control_plane.wait_pods_gone(NODE)
             control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
             kubelet.close()
             print(f"device plugin under kubelet: {json.dumps(times)}", file=sys.stderr)
-
-
-def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
-    """The kubelet confirms a pod's deletion once its containers are gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = control_plane.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={NODE}")
-        if status != 200 or not body.get("items"):
-            return
-        time.sleep(0.3)
 
 
 def test_plugin_registers_and_node_shows_devices(

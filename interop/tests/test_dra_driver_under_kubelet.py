@@ -164,7 +164,7 @@ def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 control_plane.api(
                     "DELETE", f"/api/v1/namespaces/{NAMESPACE}/{kind}/{name}", {"gracePeriodSeconds": 0}
                 )
-            _wait_pods_gone(control_plane)
+            control_plane.wait_pods_gone(NODE)
             base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}"
             control_plane.api("DELETE", f"{base}/resourceclaims/one-cpu")
             control_plane.api("DELETE", f"{base}/resourceclaimtemplates/two-cores-one-numa")
@@ -173,15 +173,6 @@ def node(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             control_plane.api("DELETE", f"/api/v1/nodes/{NODE}")
             kubelet.close()
             print(f"DRA driver under kubelet: {json.dumps(times)}", file=sys.stderr)
-
-
-def _wait_pods_gone(control_plane: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = control_plane.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={NODE}")
-        if status != 200 or not body.get("items"):
-            return
-        time.sleep(0.3)
 
 
 def _slices(node: Node) -> list[dict[str, Any]]:
